@@ -1,0 +1,1 @@
+"""Benchmarks that print speed and memory numbers."""

@@ -1,0 +1,1 @@
+"""Pools of executable environments: format, validation, sandboxed runtime, generator, importers."""

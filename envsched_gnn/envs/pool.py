@@ -1,0 +1,80 @@
+"""Pools of executable environments in the EnvScaler layout (spec section 8): the types.
+
+A pool is a folder with ``envs.json`` (environments keyed by ``env_id``) and
+``tasks.json`` (a list of tasks; ``tasks.jsonl`` accepted too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verifier check: ``check_func`` is the source of ``def check_func(final_state) -> bool``."""
+
+    check_item: str
+    check_func: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call of the tool ``name`` with JSON ``arguments``."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """An executable environment: one Python class whose methods are its tools."""
+
+    env_id: str
+    env_class_code: str
+    tools: list[dict[str, Any]]
+    environment_introduction: str = ""
+    environment_summary: str = ""
+    constraints_rules: str = ""
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool.get("function", tool).get("name", "") for tool in self.tools]
+
+
+@dataclass(frozen=True)
+class Task:
+    """An environment-task pair: an instruction, the initial state, and its checks."""
+
+    task_id: str
+    env_id: str
+    env_class_name: str
+    init_config: dict[str, Any]
+    task: str
+    checklist_with_func: list[Check]
+    reference_solution: list[ToolCall] | None = None
+    abstract: str | None = None
+    split: str = "train"
+
+
+@dataclass
+class Pool:
+    """Environments and their tasks, tasks in file order."""
+
+    envs: dict[str, Environment]
+    tasks: list[Task]
+
+    def __post_init__(self) -> None:
+        self._by_id = {task.task_id: task for task in self.tasks}
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise KeyError(f"unknown task {task_id!r}") from None
+
+    def tasks_of(self, env_id: str) -> list[Task]:
+        return [task for task in self.tasks if task.env_id == env_id]
+
+    def split(self, name: str) -> list[Task]:
+        return [task for task in self.tasks if task.split == name]

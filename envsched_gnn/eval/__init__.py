@@ -1,0 +1,1 @@
+"""Held-out evaluation, the learner simulator, predictor comparison and ablations."""

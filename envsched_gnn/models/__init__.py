@@ -1,0 +1,1 @@
+"""Reward-variance predictors over the task graph: the analytic propagation and a learned one."""

@@ -1,0 +1,210 @@
+"""Rollout observations (spec section 2) and the ``history.jsonl`` exchange format (section 8).
+
+Task i selected at step s yields K rewards r(i,s,1..K); per observation
+
+    m(i,s) = (1/K) sum_k r(i,s,k)
+    v(i,s) = (1/K) sum_k (r(i,s,k) - m(i,s))^2            (population variance)
+    d(i,s) = clip_[0,1]( v(i,s) / max(m(i,s) (1 - m(i,s)), 0.01) )
+
+Rewards outside [0, 1], NaN or inf are rejected with an error naming the task and step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DISPERSION_FLOOR = 0.01
+
+
+class ObservationError(ValueError):
+    """An observation that cannot be recorded: bad rewards, unknown task, bad line."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The K rewards of one task at one step, with their summary statistics."""
+
+    task_id: str
+    step: int
+    rewards: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        validate_rewards(self.rewards, task_id=self.task_id, step=self.step)
+        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 0:
+            raise ObservationError(
+                f"task {self.task_id!r}: step must be a non-negative integer, got {self.step!r}"
+            )
+
+    @property
+    def mean(self) -> float:
+        return reward_stats(self.rewards)[0]
+
+    @property
+    def variance(self) -> float:
+        return reward_stats(self.rewards)[1]
+
+    @property
+    def dispersion(self) -> float:
+        return reward_stats(self.rewards)[2]
+
+    def to_json(self) -> dict:
+        return {"task_id": self.task_id, "step": self.step, "rewards": list(self.rewards)}
+
+
+def validate_rewards(rewards: Sequence[float], *, task_id: str, step: int) -> None:
+    """Raise :class:`ObservationError` unless ``rewards`` is a non-empty list of finite values in [0, 1]."""
+    if len(rewards) == 0:
+        raise ObservationError(f"task {task_id!r} step {step}: rewards must not be empty")
+    for k, reward in enumerate(rewards):
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+            raise ObservationError(
+                f"task {task_id!r} step {step}: reward {k} is {reward!r}, expected a number in [0, 1]"
+            )
+        if not math.isfinite(reward) or reward < 0.0 or reward > 1.0:
+            raise ObservationError(
+                f"task {task_id!r} step {step}: reward {k} is {reward!r}, expected a finite number in [0, 1]"
+            )
+
+
+def reward_stats(rewards: Sequence[float]) -> tuple[float, float, float]:
+    """Return (m, v, d) of one group of K rewards, in float64 (spec section 2)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    m = float(r.mean())
+    v = float(np.mean((r - m) ** 2))
+    d = min(max(v / max(m * (1.0 - m), DISPERSION_FLOOR), 0.0), 1.0)
+    return m, v, d
+
+
+def group_stats(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :func:`reward_stats`. Shapes: ``rewards (G, K) -> m, v, d: (G,)``."""
+    r = np.asarray(rewards, dtype=np.float64)
+    m = r.mean(axis=1)
+    v = np.mean((r - m[:, None]) ** 2, axis=1)
+    d = np.clip(v / np.maximum(m * (1.0 - m), DISPERSION_FLOOR), 0.0, 1.0)
+    return m, v, d
+
+
+def observations_from_rewards(step: int, rewards: Mapping[str, Sequence[float]]) -> list[Observation]:
+    """Turn ``{task_id: [r_1..r_K]}`` of one step into validated observations."""
+    return [Observation(task_id, step, tuple(float(r) for r in group)) for task_id, group in rewards.items()]
+
+
+def read_history(path: str | Path) -> list[Observation]:
+    """Read ``history.jsonl``: one ``{"task_id", "step", "rewards"}`` object per line."""
+    path = Path(path)
+    observations = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            observations.append(_parse_history_line(line, path, line_no))
+    return observations
+
+
+def _parse_history_line(line: str, path: Path, line_no: int) -> Observation:
+    where = f"{path}:{line_no}"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ObservationError(f"{where}: not valid JSON ({error.msg})") from error
+    if not isinstance(row, dict):
+        raise ObservationError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for field, kind in (("task_id", (str, int)), ("step", int), ("rewards", list)):
+        if field not in row:
+            raise ObservationError(f"{where}: missing field {field!r}")
+        if not isinstance(row[field], kind) or isinstance(row[field], bool):
+            raise ObservationError(f"{where}: field {field!r} has value {row[field]!r} of the wrong type")
+    try:
+        return Observation(str(row["task_id"]), row["step"], tuple(row["rewards"]))
+    except ObservationError as error:
+        raise ObservationError(f"{where}: {error}") from error
+
+
+def write_history(path: str | Path, observations: Iterable[Observation]) -> None:
+    """Write observations as ``history.jsonl`` (one object per line, in the given order)."""
+    with Path(path).open("w", encoding="utf-8") as handle:
+        for observation in observations:
+            handle.write(json.dumps(observation.to_json()) + "\n")
+
+
+class ObservationLog:
+    """Append-only, columnar log of observations: the compute view of the history.
+
+    Columns are NumPy arrays (``task`` int64 node index, ``step`` int64, ``m``, ``v``,
+    ``d`` float64), so statistics over the whole history are vectorised. Observations
+    of unknown tasks are rejected; a (task, step) pair already recorded is ignored when
+    the rewards are identical (idempotent replay) and rejected otherwise.
+    """
+
+    def __init__(self, task_ids: Sequence[str]) -> None:
+        self.task_ids = list(task_ids)
+        self._index = {task_id: i for i, task_id in enumerate(self.task_ids)}
+        self._rows: dict[tuple[int, int], tuple[float, ...]] = {}
+        self._columns: dict[str, list] = {"task": [], "step": [], "m": [], "v": [], "d": []}
+        self._arrays: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self._columns["task"])
+
+    def index_of(self, task_id: str) -> int:
+        try:
+            return self._index[task_id]
+        except KeyError:
+            raise ObservationError(f"unknown task {task_id!r}: it is not a node of the graph") from None
+
+    def extend(self, observations: Iterable[Observation]) -> int:
+        """Record observations; all are validated before any is stored. Returns how many were new."""
+        observations = list(observations)
+        new: list[tuple[int, Observation]] = []
+        seen: dict[tuple[int, int], tuple[float, ...]] = {}
+        for observation in observations:
+            key = (self.index_of(observation.task_id), observation.step)
+            previous = self._rows.get(key, seen.get(key))
+            if previous is not None:
+                if previous != observation.rewards:
+                    raise ObservationError(
+                        f"task {observation.task_id!r} step {observation.step}: already recorded "
+                        f"with rewards {list(previous)}, refusing different rewards {list(observation.rewards)}"
+                    )
+                continue
+            seen[key] = observation.rewards
+            new.append((key[0], observation))
+        for index, observation in new:
+            m, v, d = reward_stats(observation.rewards)
+            self._rows[(index, observation.step)] = observation.rewards
+            for name, value in (("task", index), ("step", observation.step), ("m", m), ("v", v), ("d", d)):
+                self._columns[name].append(value)
+        if new:
+            self._arrays = None
+        return len(new)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Columns as arrays: ``task``, ``step`` (int64) and ``m``, ``v``, ``d`` (float64), shape (n_obs,)."""
+        if self._arrays is None:
+            self._arrays = {
+                "task": np.asarray(self._columns["task"], dtype=np.int64),
+                "step": np.asarray(self._columns["step"], dtype=np.int64),
+                "m": np.asarray(self._columns["m"], dtype=np.float64),
+                "v": np.asarray(self._columns["v"], dtype=np.float64),
+                "d": np.asarray(self._columns["d"], dtype=np.float64),
+            }
+        return self._arrays
+
+    def observations(self) -> Iterator[Observation]:
+        for (index, step), rewards in self._rows.items():
+            yield Observation(self.task_ids[index], step, rewards)
+
+    def state_dict(self) -> dict:
+        return {"observations": [o.to_json() for o in self.observations()]}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.__init__(self.task_ids)
+        self.extend(
+            Observation(row["task_id"], row["step"], tuple(row["rewards"])) for row in state["observations"]
+        )

@@ -1,0 +1,1 @@
+"""Batch selectors behind one interface: EnvSched and the baselines it is compared with."""

@@ -1,0 +1,1 @@
+"""The policy, the batched rollout engine, SFT and GRPO training with Lightning."""
