@@ -24,12 +24,15 @@ GROUPS = {
 
 COMMAND_MODULES = (
     "envsched_gnn.envs.commands",
+    "envsched_gnn.envs.generator.commands",
     "envsched_gnn.graph_store.commands",
     "envsched_gnn.models.commands",
     "envsched_gnn.scheduler.commands",
     "envsched_gnn.training.commands",
+    "envsched_gnn.training.grpo_commands",
     "envsched_gnn.eval.commands",
-    "envsched_gnn.bench.commands",
+    "envsched_gnn.bench.predictor",
+    "envsched_gnn.bench.scheduler",
 )
 
 
