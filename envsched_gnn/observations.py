@@ -58,17 +58,19 @@ class Observation:
 
 
 def validate_rewards(rewards: Sequence[float], *, task_id: str, step: int) -> None:
-    """Raise :class:`ObservationError` unless ``rewards`` is a non-empty list of finite values in [0, 1]."""
+    """Raise :class:`ObservationError` unless ``rewards`` are finite numbers in [0, 1]."""
     if len(rewards) == 0:
         raise ObservationError(f"task {task_id!r} step {step}: rewards must not be empty")
     for k, reward in enumerate(rewards):
         if isinstance(reward, bool) or not isinstance(reward, (int, float)):
             raise ObservationError(
-                f"task {task_id!r} step {step}: reward {k} is {reward!r}, expected a number in [0, 1]"
+                f"task {task_id!r} step {step}: reward {k} is {reward!r}, "
+                "expected a number in [0, 1]"
             )
         if not math.isfinite(reward) or reward < 0.0 or reward > 1.0:
             raise ObservationError(
-                f"task {task_id!r} step {step}: reward {k} is {reward!r}, expected a finite number in [0, 1]"
+                f"task {task_id!r} step {step}: reward {k} is {reward!r}, "
+                "expected a finite number in [0, 1]"
             )
 
 
@@ -90,9 +92,14 @@ def group_stats(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return m, v, d
 
 
-def observations_from_rewards(step: int, rewards: Mapping[str, Sequence[float]]) -> list[Observation]:
+def observations_from_rewards(
+    step: int, rewards: Mapping[str, Sequence[float]]
+) -> list[Observation]:
     """Turn ``{task_id: [r_1..r_K]}`` of one step into validated observations."""
-    return [Observation(task_id, step, tuple(float(r) for r in group)) for task_id, group in rewards.items()]
+    return [
+        Observation(task_id, step, tuple(float(r) for r in group))
+        for task_id, group in rewards.items()
+    ]
 
 
 def read_history(path: str | Path) -> list[Observation]:
@@ -119,7 +126,9 @@ def _parse_history_line(line: str, path: Path, line_no: int) -> Observation:
         if field not in row:
             raise ObservationError(f"{where}: missing field {field!r}")
         if not isinstance(row[field], kind) or isinstance(row[field], bool):
-            raise ObservationError(f"{where}: field {field!r} has value {row[field]!r} of the wrong type")
+            raise ObservationError(
+                f"{where}: field {field!r} has value {row[field]!r} of the wrong type"
+            )
     try:
         return Observation(str(row["task_id"]), row["step"], tuple(row["rewards"]))
     except ObservationError as error:
@@ -156,10 +165,12 @@ class ObservationLog:
         try:
             return self._index[task_id]
         except KeyError:
-            raise ObservationError(f"unknown task {task_id!r}: it is not a node of the graph") from None
+            raise ObservationError(
+                f"unknown task {task_id!r}: it is not a node of the graph"
+            ) from None
 
     def extend(self, observations: Iterable[Observation]) -> int:
-        """Record observations; all are validated before any is stored. Returns how many were new."""
+        """Record observations, all validated before any is stored; returns how many were new."""
         observations = list(observations)
         new: list[tuple[int, Observation]] = []
         seen: dict[tuple[int, int], tuple[float, ...]] = {}
@@ -170,7 +181,8 @@ class ObservationLog:
                 if previous != observation.rewards:
                     raise ObservationError(
                         f"task {observation.task_id!r} step {observation.step}: already recorded "
-                        f"with rewards {list(previous)}, refusing different rewards {list(observation.rewards)}"
+                        f"with rewards {list(previous)}, refusing different rewards "
+                        f"{list(observation.rewards)}"
                     )
                 continue
             seen[key] = observation.rewards
@@ -178,14 +190,20 @@ class ObservationLog:
         for index, observation in new:
             m, v, d = reward_stats(observation.rewards)
             self._rows[(index, observation.step)] = observation.rewards
-            for name, value in (("task", index), ("step", observation.step), ("m", m), ("v", v), ("d", d)):
+            for name, value in (
+                ("task", index),
+                ("step", observation.step),
+                ("m", m),
+                ("v", v),
+                ("d", d),
+            ):
                 self._columns[name].append(value)
         if new:
             self._arrays = None
         return len(new)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Columns as arrays: ``task``, ``step`` (int64) and ``m``, ``v``, ``d`` (float64), shape (n_obs,)."""
+        """Columns ``task``, ``step`` (int64) and ``m``, ``v``, ``d`` (float64), each (n_obs,)."""
         if self._arrays is None:
             self._arrays = {
                 "task": np.asarray(self._columns["task"], dtype=np.int64),
@@ -206,5 +224,6 @@ class ObservationLog:
     def load_state_dict(self, state: Mapping) -> None:
         self.__init__(self.task_ids)
         self.extend(
-            Observation(row["task_id"], row["step"], tuple(row["rewards"])) for row in state["observations"]
+            Observation(row["task_id"], row["step"], tuple(row["rewards"]))
+            for row in state["observations"]
         )

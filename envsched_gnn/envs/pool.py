@@ -12,7 +12,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Check:
-    """One verifier check: ``check_func`` is the source of ``def check_func(final_state) -> bool``."""
+    """One verifier check; ``check_func`` is ``def check_func(final_state) -> bool`` source."""
 
     check_item: str
     check_func: str

@@ -1,1 +1,1 @@
-"""The Cypher graph store (Neo4j or managed ArcadeDB), the graph builder, and the HeteroData loader."""
+"""The Cypher graph store (Neo4j or managed ArcadeDB), graph builder and HeteroData loader."""

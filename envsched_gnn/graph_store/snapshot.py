@@ -65,9 +65,11 @@ class TaskGraph:
         return len(self.task_ids)
 
     def env_index(self) -> tuple[list[str], np.ndarray]:
-        """Distinct environments (in first-seen order) and each task's environment index, int64 (N,)."""
+        """Distinct environments (first-seen order) and each task's environment index (N,)."""
         envs: dict[str, int] = {}
-        codes = np.fromiter((envs.setdefault(e, len(envs)) for e in self.env_ids), np.int64, self.num_tasks)
+        codes = np.fromiter(
+            (envs.setdefault(e, len(envs)) for e in self.env_ids), np.int64, self.num_tasks
+        )
         return list(envs), codes
 
     @classmethod
@@ -78,7 +80,9 @@ class TaskGraph:
         task_ids = [str(t) for t, _ in tasks]
         env_ids = [str(e) for _, e in tasks]
         index = {t: i for i, t in enumerate(task_ids)}
-        columns: dict[str, tuple[list[int], list[int], list[float]]] = {r: ([], [], []) for r in RELATIONS}
+        columns: dict[str, tuple[list[int], list[int], list[float]]] = {
+            r: ([], [], []) for r in RELATIONS
+        }
         for n, (src, dst, relation, sim) in enumerate(edge_rows):
             where = f"edge {n} ({src!r} -> {dst!r})"
             if relation not in columns:
@@ -97,7 +101,9 @@ class TaskGraph:
             d.append(index[dst])
             w.append(min(float(sim), 1.0))
         edges = {
-            r: RelationEdges(np.asarray(s, np.int64), np.asarray(d, np.int64), np.asarray(w, np.float64))
+            r: RelationEdges(
+                np.asarray(s, np.int64), np.asarray(d, np.int64), np.asarray(w, np.float64)
+            )
             for r, (s, d, w) in columns.items()
         }
         return cls(task_ids, env_ids, edges)
@@ -111,7 +117,9 @@ class TaskGraph:
 
     def to_json(self) -> dict:
         return {
-            "tasks": [{"id": t, "env": e} for t, e in zip(self.task_ids, self.env_ids, strict=True)],
+            "tasks": [
+                {"id": t, "env": e} for t, e in zip(self.task_ids, self.env_ids, strict=True)
+            ],
             "edges": [
                 {"src": s, "dst": d, "relation": r, "sim": w} for s, d, r, w in self.edge_rows()
             ],
