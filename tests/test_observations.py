@@ -1,0 +1,76 @@
+"""Observation statistics (spec section 2), validation and the history.jsonl format."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from envsched_gnn.observations import (
+    Observation,
+    ObservationError,
+    ObservationLog,
+    group_stats,
+    read_history,
+    reward_stats,
+    write_history,
+)
+
+
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        ([0, 0, 0, 0], (0.0, 0.0, 0.0)),
+        ([1, 1, 1, 1], (1.0, 0.0, 0.0)),
+        ([0.5, 0.5], (0.5, 0.0, 0.0)),
+        ([0, 1, 0, 1], (0.5, 0.25, 1.0)),
+        ([0, 0, 0, 1], (0.25, 0.1875, 1.0)),
+        ([0.5, 0.25, 0.25, 0.0], (0.25, 0.03125, 0.03125 / 0.1875)),
+        # m (1 - m) below the 0.01 floor: v / 0.01, then clipped into [0, 1]
+        ([1.0] * 199 + [0.0], (0.995, 0.995 * 0.005, 0.995 * 0.005 / 0.01)),
+    ],
+)
+def test_reward_stats_match_the_spec(rewards, expected):
+    m, v, d = reward_stats(rewards)
+    assert (m, v, d) == pytest.approx(expected, abs=1e-15)
+    gm, gv, gd = group_stats(np.array([rewards], dtype=float))
+    assert (gm[0], gv[0], gd[0]) == (m, v, d)
+
+
+@pytest.mark.parametrize("bad", [[1.5], [-0.1], [math.nan], [math.inf], [], ["1"], [True]])
+def test_bad_rewards_are_rejected_with_task_and_step(bad):
+    with pytest.raises(ObservationError, match=r"task 't7' step 3"):
+        Observation("t7", 3, tuple(bad))
+
+
+def test_history_round_trip_and_line_errors(tmp_path):
+    path = tmp_path / "history.jsonl"
+    obs = [Observation("a", 0, (0.0, 1.0)), Observation("b", 1, (0.5, 0.5))]
+    write_history(path, obs)
+    assert read_history(path) == obs
+    path.write_text(json.dumps({"task_id": "a", "step": 0, "rewards": [0.2]}) + "\n{oops\n")
+    with pytest.raises(ObservationError, match=r"history.jsonl:2: not valid JSON"):
+        read_history(path)
+    path.write_text(json.dumps({"task_id": "a", "rewards": [0.2]}) + "\n")
+    with pytest.raises(ObservationError, match=r"history.jsonl:1: missing field 'step'"):
+        read_history(path)
+    path.write_text(json.dumps({"task_id": "a", "step": 2, "rewards": [2.0]}) + "\n")
+    with pytest.raises(ObservationError, match=r"history.jsonl:1: .*reward 0 is 2.0"):
+        read_history(path)
+
+
+def test_log_is_idempotent_and_all_or_nothing():
+    log = ObservationLog(["a", "b"])
+    assert log.extend([Observation("a", 0, (0.0, 1.0)), Observation("b", 0, (1.0, 1.0))]) == 2
+    assert log.extend([Observation("a", 0, (0.0, 1.0))]) == 0
+    with pytest.raises(ObservationError, match="unknown task 'zz'"):
+        log.extend([Observation("a", 1, (0.0, 0.0)), Observation("zz", 1, (0.0, 0.0))])
+    with pytest.raises(ObservationError, match="already recorded"):
+        log.extend([Observation("a", 0, (1.0, 1.0))])
+    assert len(log) == 2
+    arrays = log.arrays()
+    assert arrays["task"].tolist() == [0, 1]
+    assert arrays["v"].tolist() == [0.25, 0.0]
+    restored = ObservationLog(["a", "b"])
+    restored.load_state_dict(json.loads(json.dumps(log.state_dict())))
+    assert list(restored.observations()) == list(log.observations())
