@@ -1,0 +1,176 @@
+"""GRPO as pure functions: group-relative advantages, the clipped token-level loss, the KL term.
+
+Advantage estimators are registered by name, as in verl's ``core_algos``:
+
+- ``"grpo"`` (Shao et al., 2024): ``A(i,k) = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)``
+- ``"dr_grpo"`` (Liu et al., 2025, "Understanding R1-Zero-like training"): the same without the
+  division by the group's standard deviation, ``A(i,k) = r(i,k) - mean_k r(i,.)``.
+
+A group whose K rewards are all equal gets advantage exactly 0 under both (spec section 1:
+such a group carries no learning signal).
+
+The policy loss is PPO's clipped surrogate per token,
+
+    rho_t = exp(log pi(y_t) - log pi_old(y_t))
+    l_t   = max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps)),
+
+averaged over the policy's own tokens of the whole batch (``"token_mean"``, as DAPO) or
+summed and divided by a constant (``"token_sum_norm"``, Dr. GRPO: no length bias).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+AdvantageEstimator = Callable[[Tensor, int], Tensor]
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+LOSS_AGGREGATIONS = ("token_mean", "token_sum_norm")
+
+
+def register_advantage_estimator(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
+    """Register an estimator ``fn(rewards (B*K,), group_size K) -> advantages (B*K,)``."""
+
+    def decorator(fn: AdvantageEstimator) -> AdvantageEstimator:
+        if name in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"advantage estimator {name!r} is already registered")
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return decorator
+
+
+def get_advantage_estimator(name: str) -> AdvantageEstimator:
+    try:
+        return ADVANTAGE_ESTIMATORS[name]
+    except KeyError:
+        known = ", ".join(sorted(ADVANTAGE_ESTIMATORS))
+        raise ValueError(
+            f"unknown advantage estimator {name!r}; expected one of: {known}"
+        ) from None
+
+
+def group_advantages(
+    rewards: Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6
+) -> Tensor:
+    """Group-relative advantages of K consecutive rollouts per task.
+
+    ``A(i,k) = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)`` with the sample standard
+    deviation (``torch.std``, as TRL and verl), or without the division when
+    ``normalize_std`` is False. Groups whose rewards are all equal get exactly 0.
+
+    Shapes:
+        rewards: (B*K,), the K rollouts of a task consecutive -> advantages: (B*K,), same dtype.
+    """
+    if rewards.dim() != 1:
+        raise ValueError(f"rewards must have shape (B*K,), got {tuple(rewards.shape)}")
+    if group_size < 2 or rewards.numel() % group_size:
+        raise ValueError(
+            f"group_size must be >= 2 and divide the number of rewards ({rewards.numel()}), "
+            f"got {group_size}"
+        )
+    groups = rewards.view(-1, group_size)
+    centred = groups - groups.mean(dim=1, keepdim=True)
+    if normalize_std:
+        centred = centred / (groups.std(dim=1, keepdim=True) + eps)
+    constant = groups.amax(dim=1, keepdim=True) == groups.amin(dim=1, keepdim=True)
+    return torch.where(constant, torch.zeros_like(centred), centred).reshape(-1)
+
+
+@register_advantage_estimator("grpo")
+def grpo_advantages(rewards: Tensor, group_size: int) -> Tensor:
+    """GRPO: centred and divided by the group std. ``(B*K,) -> (B*K,)``."""
+    return group_advantages(rewards, group_size, normalize_std=True)
+
+
+@register_advantage_estimator("dr_grpo")
+def dr_grpo_advantages(rewards: Tensor, group_size: int) -> Tensor:
+    """Dr. GRPO: centred only, no std division. ``(B*K,) -> (B*K,)``."""
+    return group_advantages(rewards, group_size, normalize_std=False)
+
+
+def clipped_token_losses(logp: Tensor, old_logp: Tensor, advantages: Tensor, clip: float) -> Tensor:
+    """PPO's clipped surrogate per token, ``max(-A rho, -A clip(rho, 1-eps, 1+eps))``.
+
+    Shapes: logp, old_logp, advantages: (..., T) -> (..., T).
+    """
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
+    return torch.maximum(unclipped, clipped)
+
+
+def aggregate_tokens(
+    values: Tensor, mask: Tensor, aggregation: str = "token_mean", denominator: float | None = None
+) -> Tensor:
+    """Reduce per-token values over the policy's tokens to a scalar.
+
+    ``token_mean``: ``sum(mask * values) / sum(mask)``. ``token_sum_norm``: ``sum(mask * values)
+    / denominator``, the denominator being a constant (Dr. GRPO: sequences x token budget).
+    A given ``denominator`` replaces the default of either mode, so that micro-batches of one
+    batch each divide by the batch's total and their gradients add up to the batch's.
+
+    Shapes: values, mask: (..., T) -> scalar.
+    """
+    if aggregation not in LOSS_AGGREGATIONS:
+        raise ValueError(
+            f"unknown loss aggregation {aggregation!r}; expected one of {LOSS_AGGREGATIONS}"
+        )
+    mask = mask.to(values.dtype)
+    total = (values * mask).sum()
+    if denominator is None:
+        if aggregation == "token_sum_norm":
+            raise ValueError(
+                "token_sum_norm needs a constant denominator (sequences x token budget)"
+            )
+        denominator = float(mask.sum().clamp_min(1.0))
+    return total / denominator
+
+
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip: float = 0.2,
+    aggregation: str = "token_mean",
+    denominator: float | None = None,
+) -> Tensor:
+    """The clipped token-level policy-gradient loss over the policy's own tokens.
+
+    Shapes:
+        logp, old_logp: (..., T) log-probabilities of the sampled tokens under the current and
+        the rollout policy; advantages: (..., T) (the episode's advantage on each of its
+        tokens); mask: (..., T), 1 on the policy's tokens -> scalar.
+    """
+    losses = clipped_token_losses(logp, old_logp, advantages, clip)
+    return aggregate_tokens(losses, mask, aggregation, denominator)
+
+
+def kl_penalty(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """The k3 estimator of KL(pi || pi_ref) per token (Schulman, 2020):
+    ``exp(ref - logp) - (ref - logp) - 1``, non-negative and unbiased.
+
+    Shapes: logp, ref_logp: (..., T) -> (..., T).
+    """
+    delta = ref_logp - logp
+    return torch.exp(delta) - delta - 1.0
+
+
+def clip_fraction(logp: Tensor, old_logp: Tensor, mask: Tensor, clip: float = 0.2) -> Tensor:
+    """Share of policy tokens whose ratio is outside ``[1 - clip, 1 + clip]``.
+
+    Shapes: logp, old_logp, mask: (..., T) -> scalar.
+    """
+    ratio = torch.exp(logp - old_logp)
+    outside = ((ratio < 1.0 - clip) | (ratio > 1.0 + clip)).to(logp.dtype)
+    return aggregate_tokens(outside, mask)
+
+
+def token_log_probs(logits: Tensor, input_ids: Tensor) -> Tensor:
+    """Log-probability of each next token. ``logits (N, T, V), input_ids (N, T) -> (N, T-1)``;
+    entry t is ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
