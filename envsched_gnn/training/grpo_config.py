@@ -1,0 +1,71 @@
+"""The configuration of a GRPO run with a scheduler in the loop (one object flows through it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from envsched_gnn.training.grpo import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO with EnvSched choosing every batch; defaults are the paper's (spec section 1)."""
+
+    scheduler: str = "envsched"
+    """Scheduler name in ``envsched_gnn.scheduler.registry`` (EnvSched, ablations, baselines)."""
+    batch_size: int = 64
+    """B: tasks per step (the paper's 64)."""
+    group_size: int = 8
+    """K: rollouts per task (the paper's 8)."""
+    steps: int = 200
+    """Training steps (the paper's 200)."""
+    advantage_estimator: str = "grpo"
+    """``grpo`` divides by the group std; ``dr_grpo`` (Dr. GRPO) does not."""
+    loss_aggregation: str = "token_mean"
+    """``token_mean`` over all policy tokens of the batch, or ``token_sum_norm`` (Dr. GRPO)."""
+    clip: float = 0.2
+    """PPO clip range epsilon of the ratio."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the initial policy; 0 turns it off (no reference copy)."""
+    lr: float = 1e-6
+    """AdamW learning rate (verl's usual value for billion-parameter policies)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm before each optimiser step."""
+    micro_batch_size: int = 16
+    """Episodes per forward/backward pass; gradients of one step accumulate over micro-batches."""
+    eval_every: int = 10
+    """Held-out evaluation every this many steps (and before the first step); 0 turns it off."""
+    eval_tasks: int = 0
+    """Held-out tasks evaluated (a fixed, seeded subset of the test split); 0 means all."""
+    eval_samples: int = 8
+    """Samples per held-out task."""
+    seed: int = 0
+    """Seed of the scheduler, the rollouts and the evaluation subset."""
+    store_flush_timeout_s: float = 60.0
+    """At the end of training, wait this long for the store to take unwritten observations."""
+
+    def __post_init__(self) -> None:
+        if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(
+                f"GRPOConfig.advantage_estimator: unknown {self.advantage_estimator!r}; "
+                f"expected one of {sorted(ADVANTAGE_ESTIMATORS)}"
+            )
+        if self.loss_aggregation not in LOSS_AGGREGATIONS:
+            raise ValueError(
+                f"GRPOConfig.loss_aggregation: unknown {self.loss_aggregation!r}; "
+                f"expected one of {list(LOSS_AGGREGATIONS)}"
+            )
+        for name in ("batch_size", "steps", "micro_batch_size", "eval_samples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GRPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(f"GRPOConfig.group_size must be >= 2, got {self.group_size}")
+        if not 0.0 < self.clip < 1.0:
+            raise ValueError(f"GRPOConfig.clip must lie in (0, 1), got {self.clip}")
+        if self.kl_coef < 0 or self.eval_every < 0 or self.eval_tasks < 0:
+            raise ValueError("GRPOConfig.kl_coef, eval_every and eval_tasks must be >= 0")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
