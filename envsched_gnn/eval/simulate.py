@@ -122,21 +122,33 @@ class SimulatorWorld:
         self.index = {task_id: i for i, task_id in enumerate(self.task_ids)}
 
 
-def default_categories(task: Task) -> list[str]:
-    """Operation categories of a task's abstract (given, or extracted from its solution/checks)."""
+def pool_categories(pool: Pool) -> Callable[[Task], list[str]]:
+    """Each task's operation categories, from its abstract (given, or extracted)."""
     from envsched_gnn.envs.abstract import abstract_of, operation_categories
 
-    return list(operation_categories(abstract_of(task)))
+    def categories_of(task: Task) -> list[str]:
+        try:
+            return operation_categories(abstract_of(task, pool.envs.get(task.env_id)))
+        except ValueError as error:
+            raise ValueError(
+                f"simulator: task {task.task_id!r}: field 'abstract': {error}"
+            ) from None
+
+    return categories_of
 
 
 def build_world(
     pool: Pool,
     config: SimulatorConfig,
-    categories_of: Callable[[Task], Sequence[str]] = default_categories,
+    categories_of: Callable[[Task], Sequence[str]] | None = None,
 ) -> SimulatorWorld:
-    """Draw the simulator's world for ``pool`` from ``config.world_seed``."""
+    """Draw the simulator's world for ``pool`` from ``config.world_seed``.
+
+    ``categories_of`` maps a task to its operation categories (default: from its abstract).
+    """
     if not pool.tasks:
         raise ValueError("simulator: the pool has no tasks")
+    categories_of = categories_of or pool_categories(pool)
     rng = np.random.default_rng(config.world_seed)
     env_names = list(dict.fromkeys(task.env_id for task in pool.tasks))
     env_of = {e: k for k, e in enumerate(env_names)}
