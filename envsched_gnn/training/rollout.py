@@ -1,0 +1,426 @@
+"""Batched multi-turn rollouts of a causal-LM policy in the environment runtime.
+
+All live episodes (B tasks x K samples) share one KV cache and advance turn by turn:
+
+1. *feed*: every live episode's pending segment (its prompt on the first turn, the tool
+   responses and next generation prompt afterwards) is appended to the cache, left-padded
+   within the block; pads carry attention mask 0 and real tokens get position ids
+   ``pos = (number of real tokens before) ``, so padding changes no real token's result;
+2. *decode*: one token per live episode per step until every episode has emitted an
+   end-of-turn token or ``max_new_tokens`` (episodes done with the turn feed pads);
+3. *act*: assistant texts are parsed, tool calls run in the runtime's workers in one
+   batched ``runtime.call``; episodes that answered or hit a limit drop out of the cache.
+
+Sampling is per episode: episode (task_id, sample) owns a ``torch.Generator`` seeded from
+``(seed, task_id, sample)`` that draws its uniforms ``u_1, u_2, ...`` up front, and its n-th
+sampled token is the inverse CDF of the tempered distribution ``softmax(z / T)`` (nucleus-
+truncated when ``top_p < 1``) at ``u_n``. An episode therefore depends only on its own
+tokens, not on the batch it runs in: batched and one-by-one rollouts give the same episodes
+up to floating-point differences of the forward pass (exact in float64 on CPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from envsched_gnn.envs.pool import Pool, ToolCall
+from envsched_gnn.training.agent_format import (
+    AgentConfig,
+    ChatFormat,
+    error_result,
+    format_tool_responses,
+    parse_assistant,
+    system_message,
+    user_message,
+)
+
+FINISH_REASONS = ("answer", "max_turns", "turn_length", "context_limit", "reset_error")
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """Which episode to run: the task and the sample index within its group."""
+
+    task_id: str
+    sample: int = 0
+
+
+@dataclass
+class Episode:
+    """One finished episode.
+
+    ``token_ids``, ``policy_mask`` and ``old_logprobs`` have the same length L.
+    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` for policy tokens, where
+    ``z_t`` are the logits predicting position t and T the sampling temperature (the full
+    tempered distribution, before any top-p truncation); 0 where the mask is 0.
+    """
+
+    task_id: str
+    sample: int
+    token_ids: torch.Tensor
+    """(L,) int64: prompt, assistant turns, tool responses."""
+    policy_mask: torch.Tensor
+    """(L,) bool: True exactly at tokens the policy sampled (assistant text and end-of-turn)."""
+    old_logprobs: torch.Tensor
+    """(L,) float32: log-probability of each sampled token at sampling time; 0 elsewhere."""
+    prompt_length: int
+    reward: float
+    checks: tuple[bool, ...]
+    tool_calls: list[ToolCall]
+    malformed_calls: int
+    num_turns: int
+    finish_reason: str
+    """One of ``FINISH_REASONS``."""
+    texts: list[str] = field(default_factory=list)
+    """The assistant turns as text."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds of the rollout batch this episode ran in (shared by its batch)."""
+
+
+def episode_seed(seed: int, task_id: str, sample: int) -> int:
+    """A 63-bit seed for one episode, independent of the batch it runs in."""
+    digest = hashlib.blake2b(f"{seed}\x1f{task_id}\x1f{sample}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def tempered_logprobs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``log softmax(logits / T)`` over the last dimension, in float64."""
+    return torch.log_softmax(logits.double() / temperature, dim=-1)
+
+
+def sample_tokens(
+    logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse-CDF sampling, row by row.
+
+    Shapes: ``logits (R, V)``, ``uniforms (R,)`` in [0, 1) -> ``tokens (R,)`` int64,
+    ``logprobs (R,)`` float64 of the tokens under ``softmax(logits / T)``.
+    """
+    logp = tempered_logprobs(logits, temperature)
+    probs = logp.exp()
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        sorted_probs = torch.where(mass_before < top_p, sorted_probs, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    cdf = torch.cumsum(probs, dim=-1)
+    target = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)
+    tokens = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    tokens = tokens.clamp_(max=probs.shape[-1] - 1)
+    while True:
+        # a token of probability 0 can only be hit by rounding at the CDF's flat end
+        zero = probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) == 0
+        if not zero.any():
+            break
+        tokens = torch.where(zero, tokens - 1, tokens)
+    return tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+@dataclass
+class _Live:
+    """Book-keeping of one running episode."""
+
+    spec: EpisodeSpec
+    runtime_id: str
+    uniforms: torch.Tensor
+    ids: list[int]
+    mask: list[int]
+    logps: list[float]
+    prompt_length: int
+    drawn: int = 0
+    turns: int = 0
+    pending: list[int] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    malformed: int = 0
+    finish: str | None = None
+
+
+class RolloutEngine:
+    """Runs a policy in the environments; see the module docstring for the algorithm.
+
+    Args:
+        policy: a causal LM (``forward(input_ids, attention_mask, position_ids, cache,
+            use_cache, logits_to_keep)`` returning ``.logits`` and ``.cache``, a cache with
+            ``batch_select_indices``), e.g. any transformers 5 causal LM.
+        tokenizer: its tokenizer, with a chat template.
+        runtime: an entered ``EnvRuntime`` (``reset`` / ``call`` / ``score`` / ``release``).
+        agent_config: turn and token limits, temperature, top_p.
+        device: where the policy runs; on CUDA forward passes use bf16 autocast.
+        pool: the pool the runtime serves (default: ``runtime.pool``).
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        tokenizer: Any,
+        runtime: Any,
+        agent_config: AgentConfig | None = None,
+        device: str | torch.device = "cpu",
+        pool: Pool | None = None,
+    ) -> None:
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.runtime = runtime
+        self.config = agent_config or AgentConfig()
+        self.device = torch.device(device)
+        self.pool = pool if pool is not None else runtime.pool
+        self.format = ChatFormat(tokenizer)
+        self.pad_id = int(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.format.eot_id
+        )
+        self._episode_counter = itertools.count()
+        self.last_timings: dict[str, float] = {}
+
+    def rollout(self, task_ids: Sequence[str], k: int = 1, seed: int = 0) -> list[Episode]:
+        """``k`` samples of every entry of ``task_ids``; a repeated task id continues its
+        sample numbering. Episodes come back in order: entry by entry, sample by sample."""
+        counts: dict[str, int] = {}
+        specs = []
+        for task_id in task_ids:
+            for _ in range(k):
+                specs.append(EpisodeSpec(task_id, counts.get(task_id, 0)))
+                counts[task_id] = counts.get(task_id, 0) + 1
+        return self.rollout_episodes(specs, seed)
+
+    def rollout_episodes(self, specs: Sequence[EpisodeSpec], seed: int = 0) -> list[Episode]:
+        """Run the given episodes as one batch (see the module docstring)."""
+        if not specs:
+            return []
+        timings = dict.fromkeys(("feed_s", "decode_s", "tools_s", "score_s"), 0.0)
+        start = time.perf_counter()
+        episodes = self._start(specs, seed)
+        with torch.inference_mode(), self._autocast():
+            self._run(episodes, timings)
+        finished = self._finish(episodes, timings)
+        timings["total_s"] = time.perf_counter() - start
+        timings["episodes"] = float(len(specs))
+        timings["policy_tokens"] = float(sum(int(e.policy_mask.sum()) for e in finished))
+        for episode in finished:
+            episode.timings = dict(timings)
+        self.last_timings = timings
+        return finished
+
+    def _autocast(self) -> AbstractContextManager:
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    def _start(self, specs: Sequence[EpisodeSpec], seed: int) -> list[_Live]:
+        draws = self.config.max_turns * self.config.max_new_tokens
+        prompts: dict[str, list[int]] = {}
+        episodes = []
+        for spec in specs:
+            task = self.pool.task(spec.task_id)
+            if spec.task_id not in prompts:
+                env = self.pool.envs[task.env_id]
+                prompts[spec.task_id] = self.format.prompt_ids(
+                    system_message(env), user_message(task)
+                )
+            generator = torch.Generator().manual_seed(episode_seed(seed, spec.task_id, spec.sample))
+            prompt = prompts[spec.task_id]
+            episodes.append(
+                _Live(
+                    spec=spec,
+                    runtime_id=f"rollout-{next(self._episode_counter)}",
+                    uniforms=torch.rand(draws, generator=generator, dtype=torch.float64),
+                    ids=list(prompt),
+                    mask=[0] * len(prompt),
+                    logps=[0.0] * len(prompt),
+                    prompt_length=len(prompt),
+                    pending=list(prompt),
+                )
+            )
+        resets = self.runtime.reset([(e.runtime_id, e.spec.task_id) for e in episodes])
+        for episode, result in zip(episodes, resets, strict=True):
+            if not result.get("success", False):
+                episode.finish = "reset_error"
+        return episodes
+
+    def _run(self, episodes: list[_Live], timings: dict[str, float]) -> None:
+        rows = [e for e in episodes if e.finish is None and self._fits(e)]
+        cache: Any = None
+        attention = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        positions = torch.zeros(0, dtype=torch.long, device=self.device)
+        while rows:
+            tick = time.perf_counter()
+            logits, cache, attention, positions = self._feed(rows, cache, attention, positions)
+            timings["feed_s"] += time.perf_counter() - tick
+            tick = time.perf_counter()
+            cache, attention, positions = self._decode(rows, logits, cache, attention, positions)
+            timings["decode_s"] += time.perf_counter() - tick
+            tick = time.perf_counter()
+            self._act(rows)
+            timings["tools_s"] += time.perf_counter() - tick
+            keep = [i for i, e in enumerate(rows) if e.finish is None and self._fits(e)]
+            if len(keep) < len(rows) and keep:
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                attention, positions = attention[index], positions[index]
+            rows = [rows[i] for i in keep]
+
+    def _fits(self, episode: _Live) -> bool:
+        if len(episode.ids) > self.config.max_prompt_tokens:
+            episode.finish = "context_limit"
+            return False
+        return True
+
+    def _forward(self, input_ids, attention, positions, cache) -> tuple[torch.Tensor, Any]:
+        out = self.policy(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1].float(), out.cache
+
+    def _feed(self, rows, cache, attention, positions):
+        """Append every row's pending segment, left-padded to the longest."""
+        first = cache is None
+        segments = [e.pending for e in rows]
+        if first:
+            # the K samples of a task share their prompt: compute it once per task
+            unique: dict[tuple[int, ...], int] = {}
+            owner = [unique.setdefault(tuple(s), len(unique)) for s in segments]
+            segments = [list(s) for s in unique]
+            positions = torch.zeros(len(segments), dtype=torch.long, device=self.device)
+            attention = torch.zeros((len(segments), 0), dtype=torch.long, device=self.device)
+        width = max(len(s) for s in segments)
+        block = torch.full((len(segments), width), self.pad_id, dtype=torch.long)
+        block_mask = torch.zeros((len(segments), width), dtype=torch.long)
+        for i, segment in enumerate(segments):
+            block[i, width - len(segment) :] = torch.tensor(segment, dtype=torch.long)
+            block_mask[i, width - len(segment) :] = 1
+        block, block_mask = block.to(self.device), block_mask.to(self.device)
+        block_positions = positions.unsqueeze(1) + torch.cumsum(block_mask, dim=1) - 1
+        block_positions = block_positions.clamp_(min=0)
+        attention = torch.cat([attention, block_mask], dim=1)
+        logits, cache = self._forward(block, attention, block_positions, cache)
+        positions = positions + block_mask.sum(dim=1)
+        if first:
+            index = torch.tensor(owner, device=self.device)
+            if owner != list(range(len(rows))):
+                cache.batch_select_indices(index)
+            logits, attention, positions = logits[index], attention[index], positions[index]
+        for episode in rows:
+            episode.pending = []
+        return logits, cache, attention, positions
+
+    def _decode(self, rows, logits, cache, attention, positions):
+        """Sample until every row has ended its turn (or ``max_new_tokens``)."""
+        config = self.config
+        active = torch.ones(len(rows), dtype=torch.bool)
+        stops = torch.tensor(sorted(self.format.stop_ids), dtype=torch.long)
+        for step in range(config.max_new_tokens):
+            uniforms = torch.stack([e.uniforms[e.drawn] for e in rows]).to(logits.device)
+            tokens, logps = sample_tokens(logits, uniforms, config.temperature, config.top_p)
+            tokens, logps = tokens.cpu(), logps.cpu()
+            for i, episode in enumerate(rows):
+                if active[i]:
+                    token = int(tokens[i])
+                    episode.drawn += 1
+                    episode.generated.append(token)
+                    episode.ids.append(token)
+                    episode.mask.append(1)
+                    episode.logps.append(float(logps[i]))
+            active &= ~torch.isin(tokens, stops)
+            if not active.any() or step == config.max_new_tokens - 1:
+                break
+            fed = torch.where(active, tokens, self.pad_id).unsqueeze(1).to(self.device)
+            fed_mask = active.long().unsqueeze(1).to(self.device)
+            attention = torch.cat([attention, fed_mask], dim=1)
+            logits, cache = self._forward(fed, attention, positions.unsqueeze(1), cache)
+            positions = positions + fed_mask.squeeze(1)
+        for i, episode in enumerate(rows):
+            if active[i]:
+                episode.finish = "turn_length"
+            # the last sampled token (end-of-turn) is not in the cache yet: it goes first
+            # into the next feed, so the cache holds exactly episode.ids
+            elif episode.generated:
+                episode.pending = [episode.generated[-1]]
+        return cache, attention, positions
+
+    def _act(self, rows: list[_Live]) -> None:
+        """Parse each finished turn, run the tool calls (one batched call), queue responses."""
+        config = self.config
+        requests: list[tuple[str, ToolCall]] = []
+        plans: list[tuple[_Live, list[dict | int]]] = []
+        for episode in rows:
+            eot = episode.generated[-1] if episode.generated else None
+            text_ids = episode.generated[:-1] if eot in self.format.stop_ids else episode.generated
+            text = self.format.decode(text_ids)
+            episode.texts.append(text)
+            episode.turns += 1
+            episode.generated = []
+            if episode.finish is not None:
+                continue
+            parsed = parse_assistant(text)
+            if parsed.is_final:
+                episode.finish = "answer"
+                continue
+            plan: list[dict | int] = []
+            for number, item in enumerate(parsed.calls):
+                if item.call is None:
+                    episode.malformed += 1
+                    plan.append(error_result(item.error or "malformed tool call"))
+                elif number >= config.max_calls_per_turn:
+                    plan.append(
+                        error_result(f"refused: at most {config.max_calls_per_turn} calls a turn")
+                    )
+                else:
+                    episode.calls.append(item.call)
+                    plan.append(len(requests))
+                    requests.append((episode.runtime_id, item.call))
+            plans.append((episode, plan))
+        results = self.runtime.call(requests) if requests else []
+        for episode, plan in plans:
+            responses = [results[p] if isinstance(p, int) else p for p in plan]
+            if episode.turns >= config.max_turns:
+                episode.finish = "max_turns"
+                continue
+            text = format_tool_responses(responses, config.tool_response_max_chars)
+            more = self.format.continuation_ids(text)
+            episode.pending += more
+            episode.ids += more
+            episode.mask += [0] * len(more)
+            episode.logps += [0.0] * len(more)
+
+    def _finish(self, episodes: list[_Live], timings: dict[str, float]) -> list[Episode]:
+        tick = time.perf_counter()
+        scored = [e for e in episodes if e.finish != "reset_error"]
+        scores = self.runtime.score([e.runtime_id for e in scored]) if scored else []
+        by_id = {e.runtime_id: s for e, s in zip(scored, scores, strict=True)}
+        self.runtime.release([e.runtime_id for e in episodes])
+        timings["score_s"] += time.perf_counter() - tick
+        finished = []
+        for e in episodes:
+            score = by_id.get(e.runtime_id)
+            finished.append(
+                Episode(
+                    task_id=e.spec.task_id,
+                    sample=e.spec.sample,
+                    token_ids=torch.tensor(e.ids, dtype=torch.long),
+                    policy_mask=torch.tensor(e.mask, dtype=torch.bool),
+                    old_logprobs=torch.tensor(e.logps, dtype=torch.float32),
+                    prompt_length=e.prompt_length,
+                    reward=float(score.reward) if score is not None else 0.0,
+                    checks=tuple(score.checks) if score is not None else (),
+                    tool_calls=list(e.calls),
+                    malformed_calls=e.malformed,
+                    num_turns=e.turns,
+                    finish_reason=e.finish or "answer",
+                    texts=list(e.texts),
+                )
+            )
+        return finished
