@@ -1,0 +1,207 @@
+"""The analytic EnvSched predictor: spec section 4 end to end, float64 and deterministic.
+
+For each half-life h in (h_long, h_short): history statistics (4.1-4.3), one fixed
+propagation per relation (4.4, both half-lives in the same pass), the graph prior and the
+self-history shrinkage (4.5), f = E_d E_m (1 - E_m) and u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f))
+(4.6); then u = u_long - eta max(u_long - u_short, 0) and q = pr(u) (4.7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.models.calibration import (
+    average_rank,
+    calibrate,
+    decline_penalty,
+    graph_prior,
+    percentile_from_rank,
+    reconstructed_variance,
+    shrink,
+)
+from envsched_gnn.models.config import PredictorConfig
+from envsched_gnn.models.graph_view import GraphView, GraphViewCache
+from envsched_gnn.models.history import (
+    HistoryStats,
+    ObservedHistory,
+    half_life_stats,
+    observed_before,
+)
+from envsched_gnn.models.propagation import EnvSchedPropagation
+from envsched_gnn.observations import ObservationLog
+
+HistoryInput = ObservationLog | Mapping[str, np.ndarray]
+
+
+@dataclass
+class Prediction:
+    """Per-task outputs, float64 NumPy arrays of shape (N,) in the graph's node order."""
+
+    q: np.ndarray
+    u: np.ndarray
+    u_long: np.ndarray
+    u_short: np.ndarray
+    E_v: np.ndarray
+    E_m: np.ndarray
+    E_d: np.ndarray
+
+    FIELDS = ("q", "u", "u_long", "u_short", "E_v", "E_m", "E_d")
+
+    def to_json(self, task_ids: list[str]) -> dict[str, dict[str, float]]:
+        """``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}``."""
+        columns = {name: getattr(self, name).tolist() for name in self.FIELDS}
+        return {
+            task_id: {name: columns[name][i] for name in self.FIELDS}
+            for i, task_id in enumerate(task_ids)
+        }
+
+
+@dataclass
+class HalfLifeResult:
+    """Everything computed at one half-life: shapes (N, 3) in (v, m, d) order, or (N,)."""
+
+    stats: HistoryStats
+    relation: dict[str, np.ndarray]
+    prior: np.ndarray
+    estimate: np.ndarray
+    f: np.ndarray
+    pr_E_v: np.ndarray
+    pr_f: np.ndarray
+    percentile: np.ndarray
+    u: np.ndarray
+
+
+@dataclass
+class Computation:
+    """One full prediction with its intermediate values (the raw material of the evidence)."""
+
+    step: int
+    view: GraphView
+    history: ObservedHistory
+    long: HalfLifeResult
+    short: HalfLifeResult
+    u: np.ndarray
+    rank: np.ndarray
+    q: np.ndarray
+
+    def prediction(self) -> Prediction:
+        e = self.long.estimate
+        return Prediction(
+            q=self.q,
+            u=self.u,
+            u_long=self.long.u,
+            u_short=self.short.u,
+            E_v=np.ascontiguousarray(e[:, 0]),
+            E_m=np.ascontiguousarray(e[:, 1]),
+            E_d=np.ascontiguousarray(e[:, 2]),
+        )
+
+
+class AnalyticPredictor:
+    """The fixed EnvSched predictor (spec section 4) over a ``HeteroData`` task graph.
+
+    ``predict(data, log, step)`` uses the observations with s < ``step`` only. ``log`` is an
+    :class:`ObservationLog` whose task order is the graph's node order, or the mapping of
+    arrays ``log.arrays()`` returns. What depends only on the graph (the sorted CSR adjacency
+    of each relation) is computed once per ``data`` object and reused; ``E_v``, ``E_m``,
+    ``E_d`` of the :class:`Prediction` are those of the long half-life.
+    """
+
+    def __init__(self, config: PredictorConfig | None = None) -> None:
+        self.config = config if config is not None else PredictorConfig()
+
+    def predict(self, data, log: HistoryInput, step: int) -> Prediction:
+        return self.compute(data, log, step).prediction()
+
+    def explain(self, data, log: HistoryInput, step: int, task_id: str) -> dict:
+        """The evidence behind ``task_id``'s prediction at ``step`` (see :mod:`.evidence`)."""
+        from envsched_gnn.models.evidence import explain_task
+
+        computation = self.compute(data, log, step)
+        return explain_task(computation, self.config, self._node_of(computation.view, task_id))
+
+    def evidence_rows(
+        self, data, log: HistoryInput, step: int, task_ids: list[str] | None = None
+    ) -> list[dict]:
+        """Evidence of ``task_ids`` (default: all) as rows for the store's ``write_predictions``."""
+        from envsched_gnn.models.evidence import evidence_row
+
+        computation = self.compute(data, log, step)
+        view = computation.view
+        if task_ids is None:
+            nodes = range(view.num_nodes)
+        else:
+            index = {t: i for i, t in enumerate(view.task_ids or [])}
+            unknown = [t for t in task_ids if t not in index]
+            if unknown:
+                raise ValueError(f"unknown task(s) {unknown[:5]}: not nodes of the graph")
+            nodes = [index[t] for t in task_ids]
+        return [evidence_row(computation, self.config, i) for i in nodes]
+
+    def compute(self, data, log: HistoryInput, step: int) -> Computation:
+        """Run spec section 4 and keep every intermediate value."""
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+            raise ValueError(f"step must be a non-negative integer, got {step!r}")
+        step = int(step)
+        view = self._view(data)
+        if (
+            isinstance(log, ObservationLog)
+            and view.task_ids is not None
+            and log.task_ids != view.task_ids
+        ):
+            raise ValueError(
+                "the ObservationLog's task ids are not the graph's task ids in node order"
+            )
+        config = self.config
+        n = view.num_nodes
+        history = observed_before(log, step, n)
+        stats = [half_life_stats(history, n, h, config.defaults) for h in config.half_lives]
+        relation = self._propagate(view, stats)
+        results = []
+        for k, s in enumerate(stats):
+            per_relation = {r: relation[r][:, k, :] for r in RELATIONS}
+            prior = graph_prior(per_relation, config.relation_weights)
+            estimate = shrink(s.weighted_sum, s.weight, prior, config.lambda_s)
+            f = reconstructed_variance(estimate[:, 1], estimate[:, 2])
+            calibrated = calibrate(
+                np.ascontiguousarray(estimate[:, 0]),
+                f,
+                config.weight_variance_rank,
+                config.weight_reconstructed_rank,
+            )
+            results.append(HalfLifeResult(s, per_relation, prior, estimate, f, **calibrated))
+        long, short = results
+        u = decline_penalty(long.u, short.u, config.eta)
+        rank = average_rank(u)[0]
+        return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
+
+    def _view(self, data) -> GraphView:
+        cache = self.__dict__.get("_graph_cache")
+        if cache is None:
+            cache = self.__dict__["_graph_cache"] = GraphViewCache()
+        return cache.get(data)
+
+    def _propagate(self, view: GraphView, stats: list[HistoryStats]) -> dict[str, np.ndarray]:
+        """G_r for every relation, half-life and y: float64 (N, H, 3) per relation."""
+        n = view.num_nodes
+        if n == 0:
+            return {r: np.zeros((0, len(stats), 3)) for r in RELATIONS}
+        weight = torch.from_numpy(np.stack([s.weight for s in stats], axis=1))
+        ybar = torch.from_numpy(np.stack([s.own_estimate() for s in stats], axis=1))
+        g = torch.from_numpy(np.stack([s.g for s in stats]))
+        layer = EnvSchedPropagation(lambda_g=self.config.lambda_g)
+        return {r: layer(ybar, weight, g, view.relations[r].adj_t).numpy() for r in RELATIONS}
+
+    @staticmethod
+    def _node_of(view: GraphView, task_id: str) -> int:
+        if view.task_ids is None:
+            raise ValueError("the graph carries no task ids (data.task_ids); cannot look up a task")
+        try:
+            return view.task_ids.index(task_id)
+        except ValueError:
+            raise ValueError(f"unknown task {task_id!r}: it is not a node of the graph") from None

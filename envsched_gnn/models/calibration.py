@@ -1,0 +1,117 @@
+"""Fusion, self-history shrinkage, dispersion reconstruction and calibration (spec 4.5-4.7).
+
+    P_y(i,t) = w_within G_within(i,t) + w_cross G_cross(i,t)                (0.5 / 0.5)
+    E_y(i,t) = (W(i,t) ybar(i,t) + lambda_s P_y(i,t)) / (W(i,t) + lambda_s)
+    f(i,t)   = E_d E_m (1 - E_m)
+    u_h(i,t) = Q_v(0.65 pr(E_v)(i) + 0.35 pr(f)(i))
+    u(i,t)   = u_long - eta max(u_long - u_short, 0),     q(i,t) = pr(u)(i)
+
+pr is the percentile rank over all N tasks (average rank for ties, (rank - 1) / (N - 1));
+Q_v the empirical quantile of E_v(., t) with linear interpolation (numpy's default).
+All functions are float64 and vectorised; sorting dominates at O(N log N).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+SINGLE_TASK_PERCENTILE = 0.5
+"""pr of the only task when N = 1, where (rank - 1) / (N - 1) is 0 / 0: the value every task
+gets when all N tasks tie, which is the limit a single task belongs to."""
+
+
+def graph_prior(
+    relation_estimates: Mapping[str, np.ndarray], weights: Mapping[str, float]
+) -> np.ndarray:
+    """P_y = sum_r w_r G_r. Shapes: G_r (N, ...) -> (N, ...)."""
+    prior = np.zeros_like(next(iter(relation_estimates.values())))
+    for relation, w in weights.items():
+        prior += w * relation_estimates[relation]
+    return prior
+
+
+def shrink(
+    weighted_sum: np.ndarray, weight: np.ndarray, prior: np.ndarray, lambda_s: float
+) -> np.ndarray:
+    """E_y = (W ybar + lambda_s P_y) / (W + lambda_s). Shapes: (N, C), (N,), (N, C) -> (N, C)."""
+    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)[:, None]
+
+
+def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
+    """f = E_d E_m (1 - E_m): the variance implied by the mean and the dispersion. Shapes: (N,)."""
+    return e_d * e_m * (1.0 - e_m)
+
+
+def average_rank(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """1-based ranks of ``x`` with ties given their average rank, and ``x`` sorted ascending.
+
+    Equal to ``scipy.stats.rankdata(x, method="average")``, from one argsort.
+    Shapes: (N,) -> (N,), (N,).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    order = np.argsort(x)
+    ordered = x[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.append(starts[1:], n)
+    # positions starts+1 .. ends (1-based) share the mean of their ranks
+    group_rank = (starts + 1 + ends) / 2.0
+    ranks = np.empty(n)
+    ranks[order] = np.repeat(group_rank, ends - starts)
+    return ranks, ordered
+
+
+def percentile_from_rank(ranks: np.ndarray) -> np.ndarray:
+    """pr = (rank - 1) / (N - 1) in [0, 1]; :data:`SINGLE_TASK_PERCENTILE` when N = 1."""
+    n = ranks.shape[0]
+    if n == 1:
+        return np.full(1, SINGLE_TASK_PERCENTILE)
+    return (ranks - 1.0) / max(n - 1, 1)
+
+
+def percentile_rank(x: np.ndarray) -> np.ndarray:
+    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (N,)."""
+    return percentile_from_rank(average_rank(x)[0])
+
+
+def quantile_map(ordered: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Q(p): empirical quantiles of the sorted values ``ordered`` at levels ``p`` in [0, 1].
+
+    The same numbers as ``np.quantile(values, p)`` (method "linear", including numpy's
+    two-sided interpolation formula), without re-sorting. Shapes: (N,), (M,) -> (M,).
+    """
+    n = ordered.shape[0]
+    if n == 0:
+        return np.zeros(p.shape[0])
+    virtual = (n - 1) * p
+    lower = np.clip(np.floor(virtual), 0, n - 1)
+    gamma = virtual - lower
+    below = lower.astype(np.int64)
+    a = ordered[below]
+    b = ordered[np.minimum(below + 1, n - 1)]
+    diff = b - a
+    out = a + diff * gamma
+    upper_half = gamma >= 0.5
+    out[upper_half] = b[upper_half] - diff[upper_half] * (1.0 - gamma[upper_half])
+    return out
+
+
+def calibrate(
+    e_v: np.ndarray, f: np.ndarray, weight_variance: float, weight_reconstructed: float
+) -> dict[str, np.ndarray]:
+    """u_h = Q_v(w_v pr(E_v) + w_f pr(f)), with the intermediate percentiles. Shapes: (N,).
+
+    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``.
+    """
+    ranks_v, ordered_v = average_rank(e_v)
+    pr_v = percentile_from_rank(ranks_v)
+    pr_f = percentile_rank(f)
+    level = weight_variance * pr_v + weight_reconstructed * pr_f
+    return {"pr_E_v": pr_v, "pr_f": pr_f, "percentile": level, "u": quantile_map(ordered_v, level)}
+
+
+def decline_penalty(u_long: np.ndarray, u_short: np.ndarray, eta: float) -> np.ndarray:
+    """u = u_long - eta max(u_long - u_short, 0): tasks whose recent view fell are pushed down."""
+    return u_long - eta * np.maximum(u_long - u_short, 0.0)

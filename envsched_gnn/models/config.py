@@ -1,0 +1,107 @@
+"""Configuration of the analytic predictor (spec section 4); every default is the paper's."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from envsched_gnn.graph_store.snapshot import RELATIONS
+
+Y_NAMES = ("v", "m", "d")
+"""The three per-observation statistics, in the channel order used throughout ``models``."""
+
+
+def _default_relation_weights() -> dict[str, float]:
+    return {"within": 0.5, "cross": 0.5}
+
+
+@dataclass
+class PredictorConfig:
+    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration.
+
+    The ablations of the paper are values, not code paths: within-only is
+    ``relation_weights={"within": 1.0, "cross": 0.0}``, cross-only
+    ``{"within": 0.0, "cross": 1.0}``.
+    """
+
+    half_life_long: float = 8.0
+    """h_long of the half-life weight w_h(t,s) = 2^(-(t-s)/h) (steps 4.1-4.6 run per half-life)."""
+    half_life_short: float = 2.0
+    """h_short, the recent view used by the decline penalty (4.7)."""
+    lambda_g: float = 2.0
+    """Pseudo-weight of the global reference g_y(t) in each relation estimate G_r (4.4); > 0."""
+    lambda_s: float = 2.0
+    """Pseudo-weight of the graph prior P_y in the self-history shrinkage E_y (4.5); > 0."""
+    weight_variance_rank: float = 0.65
+    """Weight of pr(E_v) in the calibrated percentile 0.65 pr(E_v) + 0.35 pr(f) (4.6)."""
+    weight_reconstructed_rank: float = 0.35
+    """Weight of pr(f), f = E_d E_m (1 - E_m), in the calibrated percentile (4.6)."""
+    eta: float = 0.5
+    """Recent-decline penalty: u = u_long - eta max(u_long - u_short, 0) (4.7)."""
+    relation_weights: dict[str, float] = field(default_factory=_default_relation_weights)
+    """Fusion weights of G_within and G_cross in the graph prior P_y (4.5); they sum to 1."""
+    default_v: float = 0.125
+    """g_v with no history at all (spec decision, 4.1)."""
+    default_m: float = 0.5
+    """g_m with no history at all (spec decision, 4.1)."""
+    default_d: float = 0.5
+    """g_d with no history at all (spec decision, 4.1)."""
+
+    def __post_init__(self) -> None:
+        for name in ("half_life_long", "half_life_short", "lambda_g", "lambda_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(
+                    f"PredictorConfig.{name} must be a finite number > 0, got {value!r}"
+                )
+        for name in ("weight_variance_rank", "weight_reconstructed_rank", "eta"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"PredictorConfig.{name} must be a finite number >= 0, got {value!r}"
+                )
+        total = self.weight_variance_rank + self.weight_reconstructed_rank
+        if not math.isclose(total, 1.0, abs_tol=1e-12):
+            raise ValueError(
+                "PredictorConfig.weight_variance_rank + weight_reconstructed_rank must be 1, "
+                f"got {self.weight_variance_rank!r} + {self.weight_reconstructed_rank!r}"
+            )
+        if set(self.relation_weights) != set(RELATIONS):
+            raise ValueError(
+                f"PredictorConfig.relation_weights must have exactly the keys {RELATIONS}, "
+                f"got {sorted(self.relation_weights)}"
+            )
+        for relation, value in self.relation_weights.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"PredictorConfig.relation_weights[{relation!r}] must be a finite number >= 0, "
+                    f"got {value!r}"
+                )
+        if not math.isclose(sum(self.relation_weights.values()), 1.0, abs_tol=1e-12):
+            raise ValueError(
+                f"PredictorConfig.relation_weights must sum to 1, got {self.relation_weights!r}"
+            )
+        for name, upper in (("default_v", 0.25), ("default_m", 1.0), ("default_d", 1.0)):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 <= value <= upper):
+                raise ValueError(f"PredictorConfig.{name} must be in [0, {upper}], got {value!r}")
+
+    @property
+    def half_lives(self) -> tuple[float, float]:
+        """(h_long, h_short)."""
+        return (float(self.half_life_long), float(self.half_life_short))
+
+    @property
+    def defaults(self) -> tuple[float, float, float]:
+        """The no-history references (g_v, g_m, g_d)."""
+        return (float(self.default_v), float(self.default_m), float(self.default_d))
+
+    @classmethod
+    def within_only(cls, **overrides) -> PredictorConfig:
+        """The within-only ablation: P_y = G_within."""
+        return cls(relation_weights={"within": 1.0, "cross": 0.0}, **overrides)
+
+    @classmethod
+    def cross_only(cls, **overrides) -> PredictorConfig:
+        """The cross-only ablation: P_y = G_cross."""
+        return cls(relation_weights={"within": 0.0, "cross": 1.0}, **overrides)

@@ -1,0 +1,133 @@
+"""What the analytic predictor needs from a ``HeteroData`` graph, computed once per graph.
+
+Per relation, the in-neighbour lists sorted by target as CSR (``crow``, ``col``, ``sim``:
+row i lists the neighbours j of target i) both as NumPy arrays (for the evidence) and as a
+``torch.sparse_csr_tensor`` adjacency ``adj_t`` (for the fused propagation).
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from envsched_gnn.graph_store.snapshot import RELATIONS
+
+
+@dataclass(frozen=True)
+class RelationCSR:
+    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]``, ``sim`` (E,), and ``adj_t``."""
+
+    crow: np.ndarray
+    col: np.ndarray
+    sim: np.ndarray
+    adj_t: torch.Tensor
+
+    def neighbours(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(j, sim) of the in-neighbours of target i."""
+        lo, hi = self.crow[i], self.crow[i + 1]
+        return self.col[lo:hi], self.sim[lo:hi]
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """Node count, node order, environments and per-relation CSR of one graph."""
+
+    num_nodes: int
+    task_ids: list[str] | None
+    env: np.ndarray | None
+    env_names: list[str] | None
+    relations: dict[str, RelationCSR]
+
+
+def _key(data) -> tuple:
+    parts: list = [id(data), int(data["task"].num_nodes)]
+    for relation in RELATIONS:
+        edge_type = ("task", relation, "task")
+        if edge_type in data.edge_types:
+            store = data[edge_type]
+            for tensor in (store.edge_index, getattr(store, "edge_weight", None)):
+                parts += [id(tensor), getattr(tensor, "_version", None)]
+    return tuple(parts)
+
+
+def _relation_csr(data, relation: str, num_nodes: int) -> RelationCSR:
+    edge_type = ("task", relation, "task")
+    if edge_type in data.edge_types:
+        store = data[edge_type]
+        edge_index = store.edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
+        weight = getattr(store, "edge_weight", None)
+        if weight is None:
+            raise ValueError(f"relation {relation!r}: edge_weight (the similarities) is missing")
+        sim = weight.detach().cpu().numpy().astype(np.float64, copy=False)
+    else:
+        edge_index, sim = np.zeros((2, 0), np.int64), np.zeros(0)
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2 or sim.shape != (edge_index.shape[1],):
+        raise ValueError(
+            f"relation {relation!r}: edge_index must be (2, E) and edge_weight (E,), got "
+            f"{tuple(edge_index.shape)} and {tuple(sim.shape)}"
+        )
+    if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
+        raise ValueError(
+            f"relation {relation!r}: edge_index refers to node {int(edge_index.max())}, "
+            f"the graph has {num_nodes} task nodes"
+        )
+    if sim.size and not (np.isfinite(sim).all() and sim.min() > 0):
+        raise ValueError(f"relation {relation!r}: similarities must be finite and > 0")
+    src, dst = edge_index
+    order = np.argsort(dst, kind="stable")
+    col, sim = np.ascontiguousarray(src[order]), np.ascontiguousarray(sim[order])
+    crow = np.zeros(num_nodes + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_nodes), out=crow[1:])
+    with warnings.catch_warnings():
+        # torch flags sparse CSR as "beta" on every first use; the layout is what PyG fuses on
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        adj_t = torch.sparse_csr_tensor(
+            torch.from_numpy(crow),
+            torch.from_numpy(col),
+            torch.from_numpy(sim),
+            size=(num_nodes, num_nodes),
+            check_invariants=False,
+        )
+    return RelationCSR(crow, col, sim, adj_t)
+
+
+class GraphViewCache:
+    """Holds the :class:`GraphView` of the last graph seen, keyed by the data object.
+
+    The key is the object's identity plus the identity and in-place version counter of each
+    edge tensor, so replacing or editing the edges of a ``HeteroData`` rebuilds the view.
+    """
+
+    def __init__(self) -> None:
+        self._ref: weakref.ref | None = None
+        self._key: tuple | None = None
+        self._view: GraphView | None = None
+
+    def get(self, data) -> GraphView:
+        key = _key(data)
+        if (
+            self._view is not None
+            and self._ref is not None
+            and self._ref() is data
+            and self._key == key
+        ):
+            return self._view
+        num_nodes = int(data["task"].num_nodes)
+        env = getattr(data["task"], "env", None)
+        view = GraphView(
+            num_nodes=num_nodes,
+            task_ids=list(data.task_ids) if "task_ids" in data else None,
+            env=None if env is None else env.detach().cpu().numpy().astype(np.int64),
+            env_names=list(data.env_names) if "env_names" in data else None,
+            relations={r: _relation_csr(data, r, num_nodes) for r in RELATIONS},
+        )
+        if view.task_ids is not None and len(view.task_ids) != num_nodes:
+            raise ValueError(
+                f"data.task_ids has {len(view.task_ids)} ids for {num_nodes} task nodes"
+            )
+        self._ref, self._key, self._view = weakref.ref(data), key, view
+        return view

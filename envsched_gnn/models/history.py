@@ -1,0 +1,144 @@
+"""History statistics at one half-life (spec 4.1-4.3), vectorised over all observations.
+
+For scheduling step t only observations with s < t count. With
+w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
+
+    ybar(s)   = mean of y(i,s) over the tasks observed at step s
+    g_y(t)    = sum_s w_h(t,s) ybar(s) / sum_s w_h(t,s)     (0.125, 0.5, 0.5) without history
+    y~(i,s)   = clip(y(i,s) - ybar(s) + g_y(t))                 to [0, 0.25] for v, [0, 1] for m, d
+    W(i,t)    = sum_{s in H_t(i)} w_h(t,s)
+    ybar(i,t) = sum_{s in H_t(i)} w_h(t,s) y~(i,s) / W(i,t)     (undefined when W = 0)
+
+Everything is float64 and O(n_obs + N + t) (bincounts over task and step indices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envsched_gnn.models.config import Y_NAMES
+from envsched_gnn.observations import ObservationLog
+
+CLIP_UPPER = {"v": 0.25, "m": 1.0, "d": 1.0}
+"""Upper end of the clip range of the centred history y~ (the lower end is 0)."""
+
+
+@dataclass(frozen=True)
+class ObservedHistory:
+    """The observations with step < t, columnar, with the per-step means ybar(s).
+
+    ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per name in ``Y_NAMES``;
+    ``step_mean``: ybar(s) of each observation's own step, per name, float64 (n,);
+    ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,).
+    """
+
+    step_now: int
+    task: np.ndarray
+    step: np.ndarray
+    y: dict[str, np.ndarray]
+    step_mean: dict[str, np.ndarray]
+    steps: np.ndarray
+    means: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.task.shape[0])
+
+
+@dataclass(frozen=True)
+class HistoryStats:
+    """The statistics of one half-life h at step t.
+
+    ``g``: (g_v, g_m, g_d), float64 (3,); ``weight``: W(i,t), float64 (N,);
+    ``weighted_sum``: sum_s w_h(t,s) y~(i,s) = W(i,t) ybar(i,t), float64 (N, 3) in
+    ``Y_NAMES`` order (0 where W = 0).
+    """
+
+    half_life: float
+    g: np.ndarray
+    weight: np.ndarray
+    weighted_sum: np.ndarray
+
+    def own_estimate(self) -> np.ndarray:
+        """ybar(i,t), float64 (N, 3); NaN where W(i,t) = 0 (the spec leaves it undefined)."""
+        out = np.full_like(self.weighted_sum, np.nan)
+        seen = self.weight > 0
+        out[seen] = self.weighted_sum[seen] / self.weight[seen, None]
+        return out
+
+
+def history_columns(log: ObservationLog | Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns ``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog`.
+
+    A mapping with those arrays (what ``ObservationLog.arrays()`` returns) is accepted as is,
+    so a caller holding the history as arrays need not build Python observations.
+    """
+    columns = log.arrays() if isinstance(log, ObservationLog) else log
+    missing = [name for name in ("task", "step", *Y_NAMES) if name not in columns]
+    if missing:
+        raise ValueError(f"history columns {missing} missing; expected task, step, m, v, d")
+    return columns
+
+
+def observed_before(
+    log: ObservationLog | Mapping[str, np.ndarray], step: int, num_tasks: int
+) -> ObservedHistory:
+    """Keep the observations with s < ``step`` and compute ybar(s) for every observed step."""
+    columns = history_columns(log)
+    task = np.asarray(columns["task"], dtype=np.int64)
+    steps_of = np.asarray(columns["step"], dtype=np.int64)
+    y = {name: np.asarray(columns[name], dtype=np.float64) for name in Y_NAMES}
+    if task.size and (task.min() < 0 or task.max() >= num_tasks):
+        raise ValueError(
+            f"history refers to node index {int(task.max())}, the graph has {num_tasks}"
+        )
+    if steps_of.size and steps_of.min() < 0:
+        raise ValueError(f"history has a negative step {int(steps_of.min())}")
+    keep = steps_of < step
+    if not keep.all():
+        task, steps_of = task[keep], steps_of[keep]
+        y = {name: column[keep] for name, column in y.items()}
+    length = int(steps_of.max()) + 1 if steps_of.size else 0
+    count = np.bincount(steps_of, minlength=length).astype(np.float64)
+    observed = np.flatnonzero(count)
+    means, step_mean = {}, {}
+    for name, column in y.items():
+        per_step = np.zeros(length)
+        per_step[observed] = (
+            np.bincount(steps_of, weights=column, minlength=length)[observed] / count[observed]
+        )
+        means[name] = per_step[observed]
+        step_mean[name] = per_step[steps_of]
+    return ObservedHistory(step, task, steps_of, y, step_mean, observed.astype(np.int64), means)
+
+
+def half_life_stats(
+    history: ObservedHistory, num_tasks: int, half_life: float, defaults: Sequence[float]
+) -> HistoryStats:
+    """g_y(t), W(i,t) and W(i,t) ybar(i,t) for one half-life h (spec 4.1-4.3).
+
+    ``defaults`` is (g_v, g_m, g_d) used when there is no history at all.
+    """
+    t = history.step_now
+    if len(history) == 0:
+        return HistoryStats(
+            float(half_life),
+            np.asarray(defaults, dtype=np.float64),
+            np.zeros(num_tasks),
+            np.zeros((num_tasks, len(Y_NAMES))),
+        )
+    # g is a ratio of weighted sums: weights relative to the latest observed step give the
+    # same value and cannot underflow to 0/0 however old the history is.
+    relative = np.exp2(-(history.steps[-1] - history.steps) / half_life)
+    g = np.array([relative @ history.means[name] / relative.sum() for name in Y_NAMES])
+    length = int(history.steps[-1]) + 1
+    w = np.exp2(-(t - np.arange(length, dtype=np.float64)) / half_life)[history.step]
+    weight = np.bincount(history.task, weights=w, minlength=num_tasks)
+    weighted_sum = np.empty((num_tasks, len(Y_NAMES)))
+    for c, name in enumerate(Y_NAMES):
+        centred = history.y[name] - history.step_mean[name] + g[c]
+        np.clip(centred, 0.0, CLIP_UPPER[name], out=centred)
+        weighted_sum[:, c] = np.bincount(history.task, weights=w * centred, minlength=num_tasks)
+    return HistoryStats(float(half_life), g, weight, weighted_sum)

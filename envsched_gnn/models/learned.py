@@ -1,0 +1,301 @@
+"""The learned propagation: a heterogeneous GNN that replaces the fixed layer of spec 4.4-4.5.
+
+Same inputs and output as the analytic predictor. For each half-life h, node features
+x_h(i,t) (``models.features``: the task's own history statistics, evidence weights,
+counts, environment-level statistics, the global reference; optionally a text
+embedding ``data['task'].x``) pass through L edge-weighted heterogeneous layers
+
+.. math::
+    \\mathbf{x}^{(0)}_i = \\mathrm{ReLU}(\\mathbf{W}_{in} \\mathbf{x}_h(i,t))
+
+    \\mathbf{x}^{(l+1)}_i = \\mathbf{x}^{(l)}_i + \\mathrm{ReLU}\\Big(\\sum_{r \\in
+    \\{within, cross\\}} \\mathbf{W}^{(l)}_{r,root} \\mathbf{x}^{(l)}_i +
+    \\mathbf{W}^{(l)}_{r,rel} \\sum_{j \\in N^r(i)} \\mathrm{sim}_r(i,j)\\,
+    \\mathbf{x}^{(l)}_j\\Big)
+
+(PyG ``HeteroConv`` of ``GraphConv`` with ``edge_weight``), and a head gives
+E_v = 0.25 sigmoid(o_v), E_m = sigmoid(o_m), E_d = sigmoid(o_d). From there the
+analytic path's calibration and decline penalty apply unchanged (spec 4.6-4.7):
+u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)), u = u_long - eta max(u_long - u_short, 0), q = pr(u).
+
+Online training (``update(data, log, t)``): every step s < t with observations becomes a
+training example whose inputs are the features from history strictly before s and whose
+targets are the (v, m, d) the tasks observed at s then showed. The loss is
+mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) over both half-lives;
+each update takes a few Adam steps on mini-batches of recent examples (a replay window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from torch_geometric.data import HeteroData
+from torch_geometric.nn import GraphConv, HeteroConv
+
+from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.models.analytic import Prediction
+from envsched_gnn.models.calibration import (
+    calibrate,
+    decline_penalty,
+    percentile_rank,
+    reconstructed_variance,
+)
+from envsched_gnn.models.config import PredictorConfig
+from envsched_gnn.models.features import FEATURE_NAMES, SCALE, history_features
+from envsched_gnn.observations import ObservationLog
+
+EDGE_TYPES = tuple(("task", relation, "task") for relation in RELATIONS)
+
+
+@dataclass
+class LearnedConfig:
+    """Architecture and online-training settings of the learned propagation."""
+
+    hidden_channels: int = 32
+    """Width of every hidden layer."""
+    num_layers: int = 2
+    """Number of heterogeneous message-passing layers."""
+    learning_rate: float = 0.01
+    """Adam learning rate."""
+    weight_decay: float = 1e-4
+    """Adam weight decay."""
+    gradient_steps: int = 4
+    """Adam steps per ``update`` that saw at least one new step."""
+    steps_per_batch: int = 4
+    """Training examples (past steps) per mini-batch; the newest is always included."""
+    replay_steps: int = 32
+    """How many of the most recent steps are kept as training examples."""
+    aux_weight: float = 0.5
+    """Weight of the mean and dispersion targets next to the variance target."""
+    use_text: bool = False
+    """Append ``data['task'].x`` (e.g. a sentence embedding of the task) to the features."""
+    seed: int = 0
+    """Seed of the initial weights and of the mini-batch sampling."""
+    predictor: PredictorConfig = field(default_factory=PredictorConfig)
+    """Half-lives, lambda_g, calibration weights and eta shared with the analytic path."""
+
+
+class VarianceGNN(nn.Module):
+    """Heterogeneous edge-weighted GNN: features (N, F) -> logits of (E_v, E_m, E_d) (N, 3).
+
+    Args:
+        in_channels: F, the node feature size.
+        hidden_channels: hidden width (default 32).
+        num_layers: message-passing layers over ``within`` and ``cross`` (default 2).
+    """
+
+    def __init__(self, in_channels: int, hidden_channels: int = 32, num_layers: int = 2) -> None:
+        super().__init__()
+        self.in_channels = in_channels
+        self.hidden_channels = hidden_channels
+        self.num_layers = num_layers
+        self.input = nn.Linear(in_channels, hidden_channels)
+        self.convs = nn.ModuleList(
+            HeteroConv(
+                {et: GraphConv(hidden_channels, hidden_channels, aggr="add") for et in EDGE_TYPES},
+                aggr="sum",
+            )
+            for _ in range(num_layers)
+        )
+        self.head = nn.Linear(2 * hidden_channels, 3)
+
+    def reset_parameters(self) -> None:
+        self.input.reset_parameters()
+        for conv in self.convs:
+            conv.reset_parameters()
+        self.head.reset_parameters()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        edge_index: Mapping[tuple, torch.Tensor],
+        edge_weight: Mapping[tuple, torch.Tensor],
+    ) -> torch.Tensor:
+        h0 = torch.relu(self.input(x))
+        h = h0
+        for conv in self.convs:
+            out = conv({"task": h}, dict(edge_index), edge_weight_dict=dict(edge_weight))["task"]
+            h = h + torch.relu(out)
+        return self.head(torch.cat([h0, h], dim=1))
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({self.in_channels}, {self.hidden_channels}, "
+            f"num_layers={self.num_layers}, relations={RELATIONS})"
+        )
+
+
+def _outputs(logits: torch.Tensor) -> torch.Tensor:
+    """(E_v, E_m, E_d) from the head's logits: 0.25 sigmoid, sigmoid, sigmoid."""
+    scale = torch.tensor([0.25, 1.0, 1.0], dtype=logits.dtype)
+    return torch.sigmoid(logits) * scale
+
+
+@dataclass
+class _Example:
+    step: int
+    features: torch.Tensor  # (2, N, F) float32
+    tasks: torch.Tensor  # (n_obs,) int64
+    targets: torch.Tensor  # (n_obs, 3) float32, (v, m, d)
+
+
+class LearnedPropagation:
+    """Online-trained heterogeneous GNN predictor with the analytic calibration (module doc).
+
+    scikit-learn conventions: ``__init__`` stores the config; ``update`` learns and
+    returns ``self``; learned attributes end in ``_`` (``model_``, ``optimizer_``,
+    ``examples_``, ``last_step_``). Seeded by ``config.seed``.
+    """
+
+    def __init__(self, config: LearnedConfig | None = None) -> None:
+        self.config = config or LearnedConfig()
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"LearnedPropagation(hidden_channels={c.hidden_channels}, num_layers={c.num_layers}, "
+            f"relations={RELATIONS}, use_text={c.use_text}, seed={c.seed})"
+        )
+
+    def reset_parameters(self) -> LearnedPropagation:
+        """Forget everything learned: fresh seeded weights, optimiser and examples."""
+        for name in ("model_", "optimizer_", "examples_", "last_step_", "rng_", "_graph_cache"):
+            self.__dict__.pop(name, None)
+        return self
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    def _ensure_model(self, data: HeteroData) -> None:
+        if hasattr(self, "model_"):
+            return
+        c = self.config
+        in_channels = len(FEATURE_NAMES) + (self._text(data).shape[1] if c.use_text else 0)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(c.seed)
+            self.model_ = VarianceGNN(in_channels, c.hidden_channels, c.num_layers)
+            self.model_.reset_parameters()
+        self.optimizer_ = torch.optim.Adam(
+            self.model_.parameters(), lr=c.learning_rate, weight_decay=c.weight_decay
+        )
+        self.examples_: list[_Example] = []
+        self.last_step_ = -1
+        self.rng_ = np.random.default_rng(c.seed)
+        self._graph_cache: dict[int, tuple[dict, dict]] = {}
+
+    @staticmethod
+    def _text(data: HeteroData) -> torch.Tensor:
+        x = getattr(data["task"], "x", None)
+        if x is None:
+            raise ValueError("LearnedConfig.use_text is set but data['task'].x is missing")
+        return x.float()
+
+    def _features(self, data: HeteroData, log, step: int) -> torch.Tensor:
+        env = data["task"].env.numpy()
+        x = torch.from_numpy(history_features(log, step, env, self.config.predictor)).float()
+        if self.config.use_text:
+            text = self._text(data)
+            x = torch.cat([x, text.expand(2, *text.shape)], dim=2)
+        return x
+
+    def _graph(self, data: HeteroData, copies: int) -> tuple[dict, dict]:
+        """Edge indices / weights of ``copies`` disjoint copies of the graph (cached)."""
+        if copies not in self._graph_cache:
+            n = data["task"].num_nodes
+            index, weight = {}, {}
+            for et in EDGE_TYPES:
+                ei, w = data[et].edge_index, data[et].edge_weight.float()
+                offsets = (torch.arange(copies) * n).repeat_interleave(ei.shape[1])
+                index[et] = ei.repeat(1, copies) + offsets
+                weight[et] = w.repeat(copies)
+            self._graph_cache[copies] = (index, weight)
+        return self._graph_cache[copies]
+
+    def _forward(self, data: HeteroData, x: torch.Tensor) -> torch.Tensor:
+        """(C, N, F) features -> (C, N, 3) outputs (E_v, E_m, E_d), C disjoint graph copies."""
+        copies, n, f = x.shape
+        index, weight = self._graph(data, copies)
+        return _outputs(self.model_(x.reshape(copies * n, f), index, weight)).reshape(copies, n, 3)
+
+    # -- learning -------------------------------------------------------------------------
+
+    def update(self, data: HeteroData, log: ObservationLog, step: int) -> LearnedPropagation:
+        """Train on the observations of steps s < ``step`` not yet seen; returns ``self``."""
+        self._ensure_model(data)
+        columns = log.arrays()
+        steps = np.unique(columns["step"])
+        new = steps[(steps < step) & (steps > self.last_step_)]
+        for s in new.tolist():
+            rows = columns["step"] == s
+            targets = np.column_stack([columns["v"][rows], columns["m"][rows], columns["d"][rows]])
+            self.examples_.append(
+                _Example(
+                    s,
+                    self._features(data, log, s),
+                    torch.from_numpy(columns["task"][rows]),
+                    torch.from_numpy(targets).float(),
+                )
+            )
+        if new.size == 0:
+            return self
+        self.last_step_ = int(new[-1])
+        del self.examples_[: -self.config.replay_steps]
+        self._train(data)
+        return self
+
+    def _train(self, data: HeteroData) -> None:
+        c = self.config
+        self.model_.train()
+        scale = torch.from_numpy(SCALE).float()
+        weights = torch.tensor([1.0, c.aux_weight, c.aux_weight])
+        for _ in range(c.gradient_steps):
+            older = len(self.examples_) - 1
+            picked = self.rng_.choice(older, min(older, c.steps_per_batch - 1), replace=False)
+            batch = [self.examples_[-1], *(self.examples_[i] for i in sorted(picked.tolist()))]
+            x = torch.cat([e.features for e in batch])
+            out = self._forward(data, x)
+            losses = []
+            for b, example in enumerate(batch):
+                pred = out[2 * b : 2 * b + 2, example.tasks]  # (2, n_obs, 3)
+                err = ((pred - example.targets) * scale) ** 2
+                losses.append((err * weights).sum(-1).mean())
+            loss = torch.stack(losses).mean()
+            self.optimizer_.zero_grad()
+            loss.backward()
+            self.optimizer_.step()
+        self.model_.eval()
+
+    # -- prediction -----------------------------------------------------------------------
+
+    def estimates(self, data: HeteroData, log: ObservationLog, step: int) -> np.ndarray:
+        """(E_v, E_m, E_d) of every task for (h_long, h_short) at ``step``: float64 (2, N, 3)."""
+        self._ensure_model(data)
+        with torch.no_grad():
+            return self._forward(data, self._features(data, log, step)).double().numpy()
+
+    def predict(self, data: HeteroData, log: ObservationLog, step: int) -> Prediction:
+        """Calibrated prediction at ``step`` from observations with s < ``step`` (spec 4.6-4.7)."""
+        p = self.config.predictor
+        e = self.estimates(data, log, step)
+        u_h = [
+            calibrate(
+                e[k, :, 0],
+                reconstructed_variance(e[k, :, 1], e[k, :, 2]),
+                p.weight_variance_rank,
+                p.weight_reconstructed_rank,
+            )["u"]
+            for k in range(2)
+        ]
+        u = decline_penalty(u_h[0], u_h[1], p.eta)
+        return Prediction(
+            q=percentile_rank(u),
+            u=u,
+            u_long=u_h[0],
+            u_short=u_h[1],
+            E_v=e[0, :, 0],
+            E_m=e[0, :, 1],
+            E_d=e[0, :, 2],
+        )
