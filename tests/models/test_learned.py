@@ -1,0 +1,131 @@
+"""The learned propagation: trains online on a history where variance follows the graph."""
+
+import numpy as np
+import pytest
+import torch
+
+from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.models.config import PredictorConfig
+from envsched_gnn.models.features import FEATURE_NAMES, history_features
+from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation, VarianceGNN
+from envsched_gnn.observations import Observation, ObservationLog
+
+N_ENVS, PER_ENV, N_TYPES, K = 6, 20, 4, 8
+
+
+def synthetic_world(seed: int = 0):
+    """Tasks whose true variance is a product of an environment and a cross-env type level."""
+    rng = np.random.default_rng(seed)
+    tasks = [(f"e{e}/t{t}", f"e{e}") for e in range(N_ENVS) for t in range(PER_ENV)]
+    env = np.repeat(np.arange(N_ENVS), PER_ENV)
+    kind = np.tile(np.arange(PER_ENV) % N_TYPES, N_ENVS)
+    env_level = rng.uniform(0.0, 1.0, N_ENVS)
+    type_level = np.array([0.0, 0.4, 0.8, 1.0])
+    v_true = 0.24 * env_level[env] * type_level[kind]
+    rows = []
+    for i in range(len(tasks)):
+        same_env = [j for j in range(len(tasks)) if env[j] == env[i] and j != i]
+        for j in rng.choice(same_env, 5, replace=False):
+            rows.append((tasks[j][0], tasks[i][0], "within", float(rng.uniform(0.5, 1.0))))
+        same_type = [j for j in range(len(tasks)) if kind[j] == kind[i] and env[j] != env[i]]
+        for j in rng.choice(same_type, 6, replace=False):
+            rows.append((tasks[j][0], tasks[i][0], "cross", float(rng.uniform(0.5, 1.0))))
+    graph = TaskGraph.from_edge_rows(tasks, rows)
+    p = 0.5 - np.sqrt(0.25 - v_true)  # Bernoulli success rate with p (1 - p) = v_true
+    late = np.tile(np.arange(PER_ENV) >= PER_ENV - 4, N_ENVS)  # first observed at step 30
+    observations = []
+    for step in range(40):
+        candidates = np.arange(len(tasks)) if step >= 30 else np.flatnonzero(~late)
+        for i in rng.choice(candidates, 24, replace=False):
+            rewards = (rng.random(K) < p[i]).astype(float)
+            observations.append(Observation(tasks[i][0], step, tuple(rewards.tolist())))
+    return graph, observations
+
+
+def test_features_have_both_half_lives_and_only_use_the_past():
+    graph, observations = synthetic_world()
+    log = ObservationLog(graph.task_ids)
+    log.extend(observations)
+    env = graph.env_index()[1]
+    x = history_features(log, 10, env, PredictorConfig())
+    assert x.shape == (2, graph.num_tasks, len(FEATURE_NAMES))
+    assert np.all(x[0, :, -1] == 1.0) and np.all(x[1, :, -1] == 0.0)
+    past = ObservationLog(graph.task_ids)
+    past.extend(o for o in observations if o.step < 10)
+    assert np.array_equal(x, history_features(past, 10, env, PredictorConfig()))
+
+
+def test_learned_beats_a_constant_predictor_on_held_out_steps():
+    graph, observations = synthetic_world()
+    data = to_hetero_data(graph)
+    log = ObservationLog(graph.task_ids)
+    log.extend(observations)
+    model = LearnedPropagation(LearnedConfig(seed=0, gradient_steps=8))
+    for step in range(1, 30):
+        model.update(data, log, step)
+    train_v = log.arrays()["v"][log.arrays()["step"] < 30]
+    constant = train_v.mean()
+    errors_learned, errors_constant, unseen_learned, unseen_constant = [], [], [], []
+    columns = log.arrays()
+    for step in range(30, 40):
+        model.update(data, log, step)  # observations of steps < step only
+        prediction = model.predict(data, log, step)
+        rows = columns["step"] == step
+        tasks, v = columns["task"][rows], columns["v"][rows]
+        errors_learned.append(np.abs(prediction.E_v[tasks] - v))
+        errors_constant.append(np.abs(constant - v))
+        seen_before = np.isin(tasks, columns["task"][columns["step"] < step])
+        unseen_learned.append(np.abs(prediction.E_v[tasks] - v)[~seen_before])
+        unseen_constant.append(np.abs(constant - v)[~seen_before])
+    mae_learned = np.concatenate(errors_learned).mean()
+    mae_constant = np.concatenate(errors_constant).mean()
+    assert mae_learned < 0.8 * mae_constant
+    assert np.concatenate(unseen_learned).mean() < np.concatenate(unseen_constant).mean()
+
+
+def test_prediction_is_calibrated_seeded_and_resettable():
+    graph, observations = synthetic_world()
+    data = to_hetero_data(graph)
+    log = ObservationLog(graph.task_ids)
+    log.extend(o for o in observations if o.step < 6)
+    a = LearnedPropagation(LearnedConfig(seed=3)).update(data, log, 6)
+    b = LearnedPropagation(LearnedConfig(seed=3)).update(data, log, 6)
+    pa, pb = a.predict(data, log, 6), b.predict(data, log, 6)
+    assert np.array_equal(pa.q, pb.q)
+    for field in ("q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"):
+        assert getattr(pa, field).dtype == np.float64
+        assert getattr(pa, field).shape == (graph.num_tasks,)
+    assert pa.q.min() == 0.0 and pa.q.max() == 1.0
+    assert np.all(pa.u <= pa.u_long + 1e-12)
+    assert np.all((pa.E_v >= 0) & (pa.E_v <= 0.25))
+    assert a.last_step_ == 5
+    untrained = LearnedPropagation(LearnedConfig(seed=3))
+    fresh = untrained.predict(data, log, 6)
+    a.reset_parameters()
+    assert not hasattr(a, "model_")
+    assert np.array_equal(a.predict(data, log, 6).E_v, fresh.E_v)
+
+
+def test_repr_and_layer_shapes():
+    model = LearnedPropagation(LearnedConfig(hidden_channels=16, num_layers=3, seed=7))
+    assert repr(model) == (
+        "LearnedPropagation(hidden_channels=16, num_layers=3, relations=('within', 'cross'), "
+        "use_text=False, seed=7)"
+    )
+    layer = VarianceGNN(5, 16, 3)
+    assert repr(layer) == "VarianceGNN(5, 16, num_layers=3, relations=('within', 'cross'))"
+    x = torch.randn(4, 5)
+    edges = {("task", r, "task"): torch.tensor([[0, 1], [1, 2]]) for r in ("within", "cross")}
+    weights = {("task", r, "task"): torch.tensor([0.5, 1.0]) for r in ("within", "cross")}
+    assert layer(x, edges, weights).shape == (4, 3)
+
+
+def test_text_features_are_required_when_asked_for():
+    graph, observations = synthetic_world()
+    data = to_hetero_data(graph)
+    log = ObservationLog(graph.task_ids)
+    with pytest.raises(ValueError, match="data\\['task'\\].x"):
+        LearnedPropagation(LearnedConfig(use_text=True)).predict(data, log, 0)
+    data["task"].x = torch.randn(graph.num_tasks, 4)
+    prediction = LearnedPropagation(LearnedConfig(use_text=True)).predict(data, log, 0)
+    assert prediction.q.shape == (graph.num_tasks,)
