@@ -1,0 +1,261 @@
+"""SFT warm start: teach the policy the reference trajectories, loss on its own tokens only.
+
+Loss of a batch: ``L = - sum_{t: mask_t = 1} log p(x_t | x_<t) / sum_t mask_t`` (the mean
+token cross-entropy over assistant tokens; prompts and tool responses are context only).
+AdamW with a linear warm-up and a cosine decay over the budget,
+``lr(p) = lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2`` with ``p`` the larger of the
+elapsed share of ``max_steps`` and of the wall-clock ``minutes``.
+
+Examples are the ``train`` split's reference solutions plus, optionally, fresh generated
+tasks of the same environments (the tiny-policy probe: many epochs over few tasks overfit
+and leave malformed calls; fresh tasks remove most of them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.training.agent_format import AgentConfig, ChatFormat, RenderedEpisode
+from envsched_gnn.training.policy import PolicyConfig, build_default_policy, load_policy
+from envsched_gnn.training.sft_data import (
+    SFTDataset,
+    pad_collate,
+    render_references,
+    run_references,
+)
+
+
+@dataclass
+class SFTConfig:
+    """The SFT warm start."""
+
+    minutes: float = 6.0
+    """Wall-clock budget of the optimisation (data preparation not included)."""
+    max_steps: int = -1
+    """Optimizer steps at most (-1: only the wall-clock budget ends training)."""
+    batch_size: int = 16
+    """Trajectories per optimizer step."""
+    learning_rate: float = 3e-3
+    """Peak AdamW learning rate (probe: 3e-3 for the 0.6 M model)."""
+    min_lr_ratio: float = 0.05
+    """The cosine schedule decays to this share of the peak."""
+    warmup_steps: int = 20
+    """Linear warm-up steps."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    gradient_clip: float = 1.0
+    """Gradient-norm clip."""
+    extra_tasks_per_env: int = 150
+    """Fresh generated tasks per environment added to the train split (0: none)."""
+    max_length: int = 2048
+    """Longer trajectories are left out."""
+    seed: int = 0
+    """Seed of shuffling, extra tasks and (for the built-in policy) the initialisation."""
+    accelerator: str = "auto"
+    """Lightning accelerator: auto, cpu or gpu."""
+    checkpoint_every_steps: int = 500
+    """Lightning checkpoint interval (the last one is always kept)."""
+    log_every_steps: int = 10
+    """CSV log interval."""
+    runtime_workers: int = 2
+    """Worker processes that execute the reference solutions."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """The agent format (final message, tool-response truncation) the examples follow."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Architecture of the built-in policy (used when no model is given)."""
+
+
+class CosineBudget:
+    """Learning-rate factor: linear warm-up, then cosine over the step or time budget."""
+
+    def __init__(self, config: SFTConfig) -> None:
+        self.config = config
+        self.started: float | None = None
+
+    def progress(self, step: int) -> float:
+        shares = []
+        if self.config.max_steps > 0:
+            shares.append(step / self.config.max_steps)
+        if self.started is not None and self.config.minutes > 0:
+            shares.append((time.monotonic() - self.started) / (60.0 * self.config.minutes))
+        return min(max(shares, default=0.0), 1.0)
+
+    def __call__(self, step: int) -> float:
+        if step < self.config.warmup_steps:
+            return (step + 1) / self.config.warmup_steps
+        low = self.config.min_lr_ratio
+        return low + (1.0 - low) * 0.5 * (1.0 + math.cos(math.pi * self.progress(step)))
+
+
+class SFTDataModule(L.LightningDataModule):
+    """Shuffled, right-padded batches of rendered trajectories."""
+
+    def __init__(self, dataset: SFTDataset, batch_size: int, pad_id: int, seed: int) -> None:
+        super().__init__()
+        self.dataset, self.batch_size, self.pad_id, self.seed = dataset, batch_size, pad_id, seed
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(
+            self.dataset,
+            batch_size=self.batch_size,
+            shuffle=True,
+            drop_last=len(self.dataset) > self.batch_size,
+            collate_fn=pad_collate(self.pad_id),
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+
+
+class SFTModule(L.LightningModule):
+    """Next-token cross-entropy on the policy's tokens (labels -100 elsewhere)."""
+
+    def __init__(self, model: torch.nn.Module, config: SFTConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.config = config
+        self.schedule = CosineBudget(config)
+        self.losses: list[float] = []
+
+    def on_train_start(self) -> None:
+        self.model.train()
+        self.schedule.started = time.monotonic()
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self.model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+            use_cache=False,
+        )
+        tokens = int((batch["labels"] != -100).sum())
+        self.losses.append(float(out.loss.detach()))
+        self.log("sft/loss", out.loss, prog_bar=True, batch_size=len(batch["input_ids"]))
+        self.log("sft/policy_tokens", float(tokens), batch_size=len(batch["input_ids"]))
+        self.log("sft/lr", self.lr_schedulers().get_last_lr()[0], prog_bar=True)
+        return out.loss
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        optimizer = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=self.config.learning_rate,
+            weight_decay=self.config.weight_decay,
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.schedule)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+
+def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
+    """The train split plus ``extra_tasks_per_env`` fresh generated tasks per environment;
+    returns the pool that serves them all (extra tasks added) and the task list."""
+    tasks = pool.split("train")
+    if config.extra_tasks_per_env <= 0:
+        return pool, tasks
+    from envsched_gnn.envs.generator import generate_extra_tasks
+
+    extra = list(generate_extra_tasks(pool, config.extra_tasks_per_env, config.seed))
+    return Pool(envs=pool.envs, tasks=[*pool.tasks, *extra]), [*tasks, *extra]
+
+
+def build_examples(
+    pool: Pool, tokenizer: Any, config: SFTConfig
+) -> tuple[list[RenderedEpisode], dict[str, float]]:
+    """Execute and render the SFT tasks' reference solutions."""
+    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+
+    start = time.perf_counter()
+    serving, tasks = sft_tasks(pool, config)
+    with EnvRuntime(serving, RuntimeConfig(workers=config.runtime_workers)) as runtime:
+        runs = run_references(runtime, tasks)
+    examples = render_references(ChatFormat(tokenizer), serving, runs, config.agent)
+    stats = {
+        "tasks": float(len(tasks)),
+        "extra_tasks": float(len(tasks) - len(pool.split("train"))),
+        "examples": float(len(examples)),
+        "references_below_1": float(sum(run.reward < 1.0 for run in runs)),
+        "prepare_s": time.perf_counter() - start,
+    }
+    return examples, stats
+
+
+def run_sft(
+    pool: Pool, model_dir: str | Path | None, config: SFTConfig, out_dir: str | Path
+) -> Path:
+    """SFT warm start; returns the folder of the trained policy (``out_dir/policy``).
+
+    ``model_dir`` None builds the built-in policy for ``pool`` in ``out_dir/init`` first.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    if model_dir is None:
+        model_dir = build_default_policy(pool, config.policy, out / "init")
+    model, tokenizer = load_policy(model_dir)
+    model.train()
+    examples, stats = build_examples(pool, tokenizer, config)
+    dataset = SFTDataset(examples, config.max_length)
+    if not len(dataset):
+        raise ValueError(
+            f"no SFT example: the train split of the pool has no usable reference "
+            f"solution ({int(stats['tasks'])} tasks, max_length {config.max_length})"
+        )
+    data = SFTDataModule(dataset, config.batch_size, int(tokenizer.pad_token_id), config.seed)
+    module = SFTModule(model, config)
+    cuda = config.accelerator == "gpu" or (
+        config.accelerator == "auto" and torch.cuda.is_available()
+    )
+    trainer = L.Trainer(
+        accelerator=config.accelerator,
+        devices=1,
+        precision="bf16-mixed" if cuda else "32-true",
+        max_epochs=-1,
+        max_steps=config.max_steps,
+        max_time=timedelta(minutes=config.minutes) if config.minutes > 0 else None,
+        gradient_clip_val=config.gradient_clip,
+        logger=L.pytorch.loggers.CSVLogger(out, name="sft_logs"),
+        callbacks=[
+            L.pytorch.callbacks.TQDMProgressBar(refresh_rate=10),
+            L.pytorch.callbacks.ModelCheckpoint(
+                dirpath=out / "checkpoints",
+                every_n_train_steps=config.checkpoint_every_steps,
+                save_last=True,
+            ),
+        ],
+        log_every_n_steps=config.log_every_steps,
+        enable_model_summary=False,
+        default_root_dir=out,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        trainer.fit(module, datamodule=data)
+    train_s = time.perf_counter() - start
+    policy_dir = out / "policy"
+    module.model.save_pretrained(policy_dir)
+    tokenizer.save_pretrained(policy_dir)
+    steps = trainer.global_step
+    summary = {
+        **stats,
+        "dropped_too_long": dataset.dropped,
+        "steps": steps,
+        "epochs": steps * config.batch_size / len(dataset),
+        "train_s": train_s,
+        "first_loss": module.losses[0] if module.losses else None,
+        "final_loss": sum(module.losses[-20:]) / max(len(module.losses[-20:]), 1),
+        "config": asdict(config),
+    }
+    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return policy_dir

@@ -1,0 +1,114 @@
+"""SFT examples: reference solutions executed in the runtime and rendered in the agent format.
+
+Each task's ``reference_solution`` is run call by call in a fresh episode (all tasks of a
+chunk in parallel, one batched ``runtime.call`` per step), so the rendered trajectory holds
+the tool responses the environment really gives. Trajectories whose final state does not
+pass all checks are dropped: the policy imitates only solutions that score 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.training.agent_format import (
+    AgentConfig,
+    ChatFormat,
+    RenderedEpisode,
+    reference_turns,
+    render_trajectory,
+)
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """A task's reference solution as executed: the tool results and the reward reached."""
+
+    task: Task
+    results: list[dict[str, Any]]
+    reward: float
+
+
+def run_references(runtime: Any, tasks: Sequence[Task], chunk: int = 512) -> list[ReferenceRun]:
+    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``)."""
+    runs: list[ReferenceRun] = []
+    for start in range(0, len(tasks), chunk):
+        part = [t for t in tasks[start : start + chunk] if t.reference_solution]
+        ids = [f"sft-{start + i}" for i in range(len(part))]
+        resets = runtime.reset(list(zip(ids, [t.task_id for t in part], strict=True)))
+        alive = [bool(r.get("success", False)) for r in resets]
+        results: list[list[dict[str, Any]]] = [[] for _ in part]
+        steps = max((len(t.reference_solution or ()) for t in part), default=0)
+        for step in range(steps):
+            todo = [
+                i
+                for i, task in enumerate(part)
+                if alive[i] and step < len(task.reference_solution or ())
+            ]
+            answers = runtime.call([(ids[i], part[i].reference_solution[step]) for i in todo])
+            for i, answer in zip(todo, answers, strict=True):
+                results[i].append(answer)
+        live_ids = [ids[i] for i in range(len(part)) if alive[i]]
+        scores = iter(runtime.score(live_ids)) if live_ids else iter(())
+        runtime.release(ids)
+        for i, task in enumerate(part):
+            reward = next(scores).reward if alive[i] else 0.0
+            runs.append(ReferenceRun(task, results[i], float(reward)))
+    return runs
+
+
+def render_references(
+    fmt: ChatFormat, pool: Pool, runs: Sequence[ReferenceRun], agent: AgentConfig
+) -> list[RenderedEpisode]:
+    """Render the runs that reached reward 1 as SFT examples (mask = the policy's tokens)."""
+    return [
+        render_trajectory(
+            fmt,
+            pool.envs[run.task.env_id],
+            run.task,
+            reference_turns(run.task.reference_solution or [], run.results, agent),
+            agent,
+        )
+        for run in runs
+        if run.reward >= 1.0
+    ]
+
+
+class SFTDataset(Dataset):
+    """Rendered episodes; an item is ``(input_ids, labels)`` with labels -100 off the mask."""
+
+    def __init__(self, examples: Sequence[RenderedEpisode], max_length: int) -> None:
+        self.examples = [e for e in examples if len(e.input_ids) <= max_length]
+        self.dropped = len(examples) - len(self.examples)
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        example = self.examples[index]
+        ids = torch.tensor(example.input_ids, dtype=torch.long)
+        mask = torch.tensor(example.policy_mask, dtype=torch.bool)
+        return ids, torch.where(mask, ids, -100)
+
+
+def pad_collate(pad_id: int):
+    """Collate ``(input_ids, labels)`` items into right-padded ``input_ids``,
+    ``attention_mask`` and ``labels`` of shape (batch, longest)."""
+
+    def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        width = max(len(ids) for ids, _ in items)
+        input_ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(items), width), -100, dtype=torch.long)
+        attention = torch.zeros((len(items), width), dtype=torch.long)
+        for row, (ids, lab) in enumerate(items):
+            input_ids[row, : len(ids)] = ids
+            labels[row, : len(ids)] = lab
+            attention[row, : len(ids)] = 1
+        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+
+    return collate
