@@ -1,0 +1,167 @@
+"""Bolt/Cypher tests run against ArcadeDB (the managed default; ``NEO4J_URI`` when set).
+
+They talk to a real server through the ``neo4j`` driver: constraints, idempotent
+writes, observation replays, all-or-nothing validation, connection errors,
+predictions with evidence, and the graph round trip.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB, free_port
+from envsched_gnn.graph_store.errors import StoreError
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph_store.store import GraphStore, open_store
+from envsched_gnn.observations import Observation, ObservationError
+from tests.envs.handmade_pool import handmade_pool
+
+pytestmark = pytest.mark.store
+
+EDGES = [
+    ("library-swap", "library-checkout", "within", 0.5),
+    ("library-gated", "library-checkout", "within", 0.25),
+    ("clinic-book", "library-checkout", "cross", 0.75),
+    ("library-checkout", "clinic-book", "cross", 1.0),
+    ("clinic-move", "clinic-book", "within", 0.125),
+]
+
+
+def handmade_graph() -> TaskGraph:
+    pool = handmade_pool()
+    return TaskGraph.from_edge_rows([(t.task_id, t.env_id) for t in pool.tasks], EDGES)
+
+
+def test_constraints_created_if_not_exists(store: GraphStore) -> None:
+    store.ensure_constraints()
+    unique = {(tuple(c["labelsOrTypes"]), tuple(c["properties"])) for c in store.constraints()}
+    for label, prop in (("Environment", "id"), ("Task", "id"), ("Observation", "key")):
+        assert ((label,), (prop,)) in unique
+
+
+def test_write_pool_is_idempotent_and_keeps_view_fields(store: GraphStore) -> None:
+    pool = handmade_pool()
+    store.write_pool(pool)
+    store.write_pool(pool)
+    assert store.count_environments() == 2
+    assert store.count_tasks() == len(pool.tasks)
+    assert store.query("MATCH (:Task)-[r:IN_ENV]->(:Environment) RETURN count(r) AS n")[0]["n"] == 6
+    assert {t.task_id: t for t in store.read_tasks()} == {t.task_id: t for t in pool.tasks}
+
+
+def test_graph_round_trip_and_rewrite(store: GraphStore) -> None:
+    store.write_pool(handmade_pool())
+    graph = handmade_graph()
+    store.write_graph(graph)
+    store.write_graph(graph)
+    assert store.count_edges("within") == 3 and store.count_edges("cross") == 2
+    back = store.read_graph()
+    assert back.task_ids == sorted(graph.task_ids)
+    assert sorted(back.edge_rows()) == sorted(graph.edge_rows())
+    smaller = TaskGraph.from_edge_rows(list(zip(graph.task_ids, graph.env_ids)), EDGES[:2])
+    store.write_graph(smaller)
+    assert sorted(store.read_graph().edge_rows()) == sorted(smaller.edge_rows())
+
+
+def test_observation_replay_is_stored_once(store: GraphStore) -> None:
+    store.write_pool(handmade_pool())
+    batch = [
+        Observation("library-checkout", 0, (0.0, 1.0, 1.0, 0.5)),
+        Observation("clinic-book", 0, (1.0, 1.0)),
+    ]
+    assert store.write_observations(batch) == 2
+    assert store.write_observations(batch) == 0
+    assert store.write_observations(batch + [Observation("clinic-book", 1, (0.0,))]) == 1
+    assert store.count_observations() == 3
+    stored = store.query(
+        "MATCH (o:Observation {key: $key})-[:OF]->(t:Task) RETURN o.m AS m, o.v AS v, t.id AS t",
+        key="0:library-checkout",
+    )
+    assert stored == [{"m": 0.625, "v": pytest.approx(0.171875), "t": "library-checkout"}]
+    assert store.read_observations()[0] == Observation("clinic-book", 0, (1.0, 1.0))
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"task_id": "no-such-task", "step": 0, "rewards": [0.5]}, "unknown task"),
+        ({"task_id": "clinic-book", "step": 0, "rewards": [0.5, 1.5]}, "1.5"),
+        ({"task_id": "clinic-book", "step": 0, "rewards": [math.nan]}, "nan"),
+        ({"task_id": "clinic-book", "step": -1, "rewards": [0.5]}, "step -1"),
+        ({"task_id": "library-swap", "step": 3, "rewards": [0.0]}, "already stored"),
+    ],
+)
+def test_bad_observation_writes_nothing(store: GraphStore, bad: dict, message: str) -> None:
+    store.write_pool(handmade_pool())
+    store.write_observations([Observation("library-swap", 3, (1.0,))])
+    good = {"task_id": "library-checkout", "step": 0, "rewards": [0.5]}
+    with pytest.raises(ObservationError, match=message):
+        store.write_observations([good, bad])
+    assert store.count_observations() == 1
+
+
+def test_predictions_with_evidence_are_queryable(store: GraphStore) -> None:
+    store.write_pool(handmade_pool())
+    row = {
+        "task_id": "library-checkout",
+        **dict.fromkeys(("q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"), 0.25),
+        **{"G_within": 0.5, "G_cross": 0.25, "prior": 0.1, "own_W": 0.0, "shrink_share": 0.2},
+        "rank": 1,
+        "neighbours": [
+            {"task_id": "library-swap", "relation": "within", "sim": 0.5, "W": 2.0, "y_v": 0.1,
+             "y_m": 0.5, "y_d": 0.4, "share": 0.7},
+            {"task_id": "clinic-book", "relation": "cross", "sim": 0.75, "W": 1.0, "y_v": 0.2,
+             "y_m": 0.3, "y_d": 0.8, "share": 0.3},
+        ],
+    }  # fmt: skip
+    store.write_predictions(4, [row])
+    store.write_predictions(4, [row])
+    assert store.count_predictions() == 1
+    assert store.read_prediction("library-checkout", 4)["rank"] == 1
+    evidence = store.prediction_evidence("library-checkout", 4)
+    assert [(e["task_id"], e["relation"], e["share"]) for e in evidence] == [
+        ("library-swap", "within", 0.7),
+        ("clinic-book", "cross", 0.3),
+    ]
+    with pytest.raises(StoreError, match="unknown task"):
+        store.write_predictions(5, [{**row, "neighbours": [{"task_id": "ghost", "relation": "cross"}]}])
+    assert store.read_prediction("library-checkout", 5) is None
+
+
+def test_wrong_credentials_give_a_clear_error(store_server) -> None:
+    user = store_server.auth[0]
+    with pytest.raises(StoreError, match="rejected the credentials"):
+        GraphStore.connect(store_server.uri, (user, "not-the-password"), store_server.database)
+
+
+def test_unreachable_server_gives_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="cannot reach"):
+        GraphStore.connect(f"bolt://127.0.0.1:{free_port()}", ("root", "whatever1"), "envsched")
+
+
+def test_open_store_uri_needs_password_from_environment(monkeypatch) -> None:
+    monkeypatch.delenv("NEO4J_PASSWORD", raising=False)
+    with pytest.raises(StoreError, match="NEO4J_PASSWORD"), open_store("bolt://127.0.0.1:1"):
+        pass
+
+
+def test_observations_survive_a_restart_of_the_managed_server(tmp_path) -> None:
+    folder = tmp_path / "store"
+    with open_store(folder) as first:
+        first.write_pool(handmade_pool())
+        first.write_observations([Observation("clinic-move", 2, (0.0, 1.0))])
+        assert first.server is not None and first.server.running
+    assert (folder / "root_password").stat().st_mode & 0o777 == 0o600
+    with open_store(folder) as second:
+        assert second.read_observations() == [Observation("clinic-move", 2, (0.0, 1.0))]
+        assert second.write_observations([Observation("clinic-move", 2, (0.0, 1.0))]) == 0
+        assert second.count_observations() == 1
+
+
+def test_java_failure_shows_the_log_tail(tmp_path) -> None:
+    server = ManagedArcadeDB(tmp_path, heap="not-a-size")
+    with pytest.raises(StoreError, match="exited with code"):
+        server.start()
+    assert not server.running
