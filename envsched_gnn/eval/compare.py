@@ -1,0 +1,182 @@
+"""Analytic against learned propagation, replayed on a logged run (``eval compare-predictors``).
+
+For every step t of the history, both predictors see only the observations with s < t
+(the learned one is first trained online on them), and their calibrated predictions u(i,t)
+(variance units, spec 4.6-4.7) are scored against the variances v(i,t) of the tasks
+selected at t:
+
+- ``spearman``: Spearman rank correlation of u and v (NaN when either is constant);
+- ``mae``: mean |u - v|;
+- ``auc``: ROC AUC of u for "v > 0" (NaN unless both classes occur);
+- ``precision_top25``: with k = ceil(n / 4), the share of the k tasks of highest u (ties
+  by node order) whose v reaches the k-th largest observed v (ties at that value count).
+
+"overall" pools every (step, task) pair of the run; per-step rows keep each step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.metrics import roc_auc_score
+
+from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.observations import Observation, ObservationLog
+
+METRICS = ("spearman", "mae", "auc", "precision_top25")
+
+
+def score_predictions(predicted: np.ndarray, observed: np.ndarray) -> dict[str, float]:
+    """The four metrics of one set of predictions against observed variances (module doc)."""
+    predicted = np.asarray(predicted, dtype=np.float64)
+    observed = np.asarray(observed, dtype=np.float64)
+    n = observed.shape[0]
+    if n == 0:
+        return dict.fromkeys(METRICS, math.nan)
+    constant = np.ptp(predicted) == 0.0 or np.ptp(observed) == 0.0
+    spearman = math.nan if constant else float(spearmanr(predicted, observed).statistic)
+    positive = observed > 0.0
+    both = positive.any() and not positive.all()
+    auc = float(roc_auc_score(positive, predicted)) if both else math.nan
+    k = math.ceil(n / 4)
+    top = np.argsort(-predicted, kind="stable")[:k]
+    threshold = np.sort(observed)[::-1][k - 1]
+    return {
+        "spearman": spearman,
+        "mae": float(np.mean(np.abs(predicted - observed))),
+        "auc": auc,
+        "precision_top25": float(np.mean(observed[top] >= threshold)),
+    }
+
+
+@dataclass
+class Comparison:
+    """Per-step and overall scores of each predictor; ``per_step[name]`` is a list of rows."""
+
+    steps: list[int]
+    n_tasks: list[int]
+    per_step: dict[str, list[dict[str, float]]]
+    overall: dict[str, dict[str, float]]
+
+    def to_json(self) -> dict:
+        return {
+            "metric_of": "calibrated prediction u against the observed variance v",
+            "steps": self.steps,
+            "n_tasks": self.n_tasks,
+            "per_step": self.per_step,
+            "overall": self.overall,
+        }
+
+    def table(self) -> str:
+        """A Markdown table: overall, then the mean of the per-step values, per predictor."""
+        lines = [
+            "| predictor | scope | " + " | ".join(METRICS) + " |",
+            "|---|---|" + "---|" * len(METRICS),
+        ]
+        for name in self.overall:
+            mean_step = {
+                m: float(np.nanmean([r[m] for r in self.per_step[name]]))
+                if any(not math.isnan(r[m]) for r in self.per_step[name])
+                else math.nan
+                for m in METRICS
+            }
+            for scope, row in (("overall", self.overall[name]), ("mean per step", mean_step)):
+                cells = " | ".join(f"{row[m]:.4f}" for m in METRICS)
+                lines.append(f"| {name} | {scope} | {cells} |")
+        return "\n".join(lines)
+
+
+def compare_predictors(
+    graph: TaskGraph, observations: Sequence[Observation], predictors: dict | None = None
+) -> Comparison:
+    """Replay ``observations`` step by step and score each predictor from the past only.
+
+    ``predictors`` maps a name to an object with ``predict(data, log, step)`` (and, for
+    learned ones, ``update``); default: ``analytic`` and ``learned`` with their defaults.
+    """
+    if predictors is None:
+        from envsched_gnn.models.analytic import AnalyticPredictor
+        from envsched_gnn.models.learned import LearnedPropagation
+
+        predictors = {"analytic": AnalyticPredictor(), "learned": LearnedPropagation()}
+    if not observations:
+        raise ValueError("compare-predictors: the history is empty")
+    data = to_hetero_data(graph)
+    log = ObservationLog(graph.task_ids)
+    log.extend(observations)
+    columns = log.arrays()
+    steps = sorted(set(columns["step"].tolist()))
+    per_step: dict[str, list[dict[str, float]]] = {name: [] for name in predictors}
+    pooled: dict[str, list[np.ndarray]] = {name: [] for name in predictors}
+    truth, counts = [], []
+    for step in steps:
+        rows = columns["step"] == step
+        tasks, observed = columns["task"][rows], columns["v"][rows]
+        truth.append(observed)
+        counts.append(int(rows.sum()))
+        for name, predictor in predictors.items():
+            if hasattr(predictor, "update"):
+                predictor.update(data, log, step)
+            predicted = np.asarray(predictor.predict(data, log, step).u)[tasks]
+            pooled[name].append(predicted)
+            per_step[name].append(score_predictions(predicted, observed))
+    all_truth = np.concatenate(truth)
+    overall = {name: score_predictions(np.concatenate(p), all_truth) for name, p in pooled.items()}
+    return Comparison(steps, counts, per_step, overall)
+
+
+def plot_comparison(comparison: Comparison, path: str | Path) -> None:
+    """One panel per metric: per-step value of each predictor, overall value in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    for ax, metric in zip(axes.flat, METRICS, strict=True):
+        for name, rows in comparison.per_step.items():
+            overall = comparison.overall[name][metric]
+            ax.plot(
+                comparison.steps,
+                [r[metric] for r in rows],
+                marker=".",
+                label=f"{name} (overall {overall:.3f})",
+            )
+        ax.set_title(metric)
+        ax.legend(fontsize=8)
+    for ax in axes[1]:
+        ax.set_xlabel("step")
+    fig.suptitle("Predicted u against observed reward variance, from the past only")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_comparison(comparison: Comparison, out: str | Path) -> dict[str, Path]:
+    """Write ``compare.json``, ``compare.md`` and ``compare.png`` under ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "compare.json", "md": out / "compare.md", "png": out / "compare.png"}
+    paths["json"].write_text(json.dumps(comparison.to_json(), indent=1) + "\n", encoding="utf-8")
+    per_step = ["| step | tasks | predictor | " + " | ".join(METRICS) + " |"]
+    per_step.append("|---|---|---|" + "---|" * len(METRICS))
+    for k, step in enumerate(comparison.steps):
+        for name, rows in comparison.per_step.items():
+            cells = " | ".join(f"{rows[k][m]:.4f}" for m in METRICS)
+            per_step.append(f"| {step} | {comparison.n_tasks[k]} | {name} | {cells} |")
+    paths["md"].write_text(
+        "# Analytic vs learned propagation\n\n## Overall\n\n"
+        + comparison.table()
+        + "\n\n## Per step\n\n"
+        + "\n".join(per_step)
+        + "\n",
+        encoding="utf-8",
+    )
+    plot_comparison(comparison, paths["png"])
+    return paths
