@@ -1,0 +1,237 @@
+"""The interface every scheduler offers an RL loop, and the bookkeeping they share.
+
+A training loop drives a scheduler like this::
+
+    batch = scheduler.next_batch(step)            # B distinct task ids, before rollouts
+    rewards = {task_id: [r_1..r_K] for task_id in batch}   # roll out K times each
+    kept = scheduler.filter_groups(step, rewards) # over-sampling baselines only (below)
+    scheduler.observe(step, rewards)              # every group rolled out
+    log(scheduler.metrics())
+
+Over-sampling baselines (DAPO-style dynamic sampling, ``over_samples = True``) return more
+than B tasks from ``next_batch``; after the rollouts, ``filter_groups(step, rewards)``
+returns the kept task ids (at most B, zero-variance groups dropped) and counts every
+rollout spent, the discarded ones included. For the other schedulers ``filter_groups``
+keeps every task. Calling ``next_batch`` again for the same step recomputes that step's
+batch from the same state (same result); tie-breaking and sampling draw from a generator
+seeded by ``(seed, step)``, so a restored scheduler continues identically.
+
+Selection bookkeeping: the tasks returned by ``next_batch(s)`` count as selected at step
+s (c_i, C_e and the quota windows of spec section 5). :meth:`BaseScheduler.load_history`
+replays a ``history.jsonl`` instead: a task observed at step s was selected at step s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
+from envsched_gnn.scheduler.history import SelectionHistory
+from envsched_gnn.scheduler.metrics import batch_metrics
+
+
+class SchedulerError(ValueError):
+    """A scheduler used wrongly: bad step, state of another scheduler, pool too small."""
+
+
+@dataclass
+class BatchInfo:
+    """The last batch: task ids, the stage that chose each, the quotas relaxed, extras."""
+
+    step: int
+    batch: list[str]
+    stage: dict[str, str]
+    relaxed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"batch": list(self.batch), "stage": dict(self.stage), "relaxed": list(self.relaxed)}
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """What an RL framework needs from a scheduler."""
+
+    name: str
+    last_batch: BatchInfo | None
+
+    def next_batch(self, step: int) -> list[str]: ...
+
+    def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None: ...
+
+    def filter_groups(self, step: int, rewards: Mapping[str, Sequence[float]]) -> list[str]: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+
+class BaseScheduler:
+    """Graph, observation log, selection history, last batch; subclasses choose batches.
+
+    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)`` and may
+    extend ``_extra_state`` / ``_load_extra_state`` (JSON-serialisable).
+    """
+
+    name = "base"
+    over_samples = False
+
+    def __init__(self, graph: TaskGraph, *, batch_size: int = 64, seed: int = 0) -> None:
+        if graph.num_tasks < batch_size:
+            raise SchedulerError(
+                f"the pool has {graph.num_tasks} tasks, fewer than the batch size B = {batch_size}"
+            )
+        if batch_size < 1:
+            raise SchedulerError(f"batch size B = {batch_size}, expected >= 1")
+        self.graph = graph
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.task_ids = list(graph.task_ids)
+        self.env_names, self.env = graph.env_index()
+        self.num_envs = len(self.env_names)
+        self.log = ObservationLog(self.task_ids)
+        self.history = SelectionHistory(self.env, self.num_envs)
+        self.last_batch: BatchInfo | None = None
+        self._last_rewards: dict[str, list[float]] = {}
+        self._seen: set[tuple[str, int]] = set()
+
+    # -- driving -------------------------------------------------------------------------
+    def next_batch(self, step: int) -> list[str]:
+        """The tasks to roll out at ``step`` (B distinct ids; more if ``over_samples``)."""
+        step = _check_step(step)
+        start = time.perf_counter()
+        indices, stages, relaxed, extra = self._select(step)
+        seconds = time.perf_counter() - start
+        self.history.record(step, indices)
+        batch = [self.task_ids[i] for i in indices]
+        self.last_batch = BatchInfo(
+            step, batch, dict(zip(batch, stages, strict=True)), list(relaxed), seconds, extra
+        )
+        self._last_rewards = {}
+        return batch
+
+    def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None:
+        """Record the K rewards of each task rolled out at ``step``."""
+        step = _check_step(step)
+        observations = observations_from_rewards(step, rewards)
+        self._record(observations)
+        if self.last_batch is not None and self.last_batch.step == step:
+            self._last_rewards.update({t: list(r) for t, r in rewards.items()})
+
+    def filter_groups(self, step: int, rewards: Mapping[str, Sequence[float]]) -> list[str]:
+        """Task ids whose groups enter the update; all of them unless over-sampling."""
+        return list(rewards)
+
+    def record_selection(self, step: int, task_ids: Iterable[str]) -> None:
+        """Record that ``task_ids`` were selected at ``step`` (made by ``next_batch``)."""
+        self.history.record(_check_step(step), [self.log.index_of(t) for t in task_ids])
+
+    def load_history(self, observations: Iterable[Observation]) -> None:
+        """Replay past observations: each task observed at step s counts as selected at s."""
+        observations = sorted(observations, key=lambda o: o.step)
+        self._record(observations)
+        by_step: dict[int, list[str]] = {}
+        for o in observations:
+            by_step.setdefault(o.step, []).append(o.task_id)
+        for step, task_ids in sorted(by_step.items()):
+            self.record_selection(step, task_ids)
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of the last batch; reward metrics once its rewards were observed."""
+        if self.last_batch is None:
+            return {}
+        info = self.last_batch
+        env_of = {t: self.graph.env_ids[self.log.index_of(t)] for t in info.batch}
+        out = {
+            "scheduler/batch_size": float(len(info.batch)),
+            "scheduler/select_seconds": info.seconds,
+            "scheduler/relaxed_quotas": float(len(info.relaxed)),
+            "batch/envs_covered": float(len(set(env_of.values()))),
+        }
+        out.update(info.extra)
+        observed = {t: r for t, r in self._last_rewards.items() if t in env_of}
+        if observed:
+            out.update(batch_metrics(observed, env_of))
+        return out
+
+    # -- state -------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs, JSON-serialisable."""
+        return {
+            "name": self.name,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "num_tasks": len(self.task_ids),
+            "log": self.log.state_dict(),
+            "history": self.history.state_dict(self.task_ids),
+            "extra": self._extra_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, mine in (
+            ("name", self.name),
+            ("batch_size", self.batch_size),
+            ("num_tasks", len(self.task_ids)),
+        ):
+            if state.get(key) != mine:
+                raise SchedulerError(
+                    f"scheduler state has {key} = {state.get(key)!r}, this scheduler has {mine!r}"
+                )
+        self.seed = int(state["seed"])
+        self.log.load_state_dict(state["log"])
+        self._seen = set()
+        self._reset_stats()
+        self._record(sorted(self.log.observations(), key=lambda o: o.step), extend=False)
+        self.history.load_state_dict(state["history"], self.graph.index)
+        self._load_extra_state(state.get("extra", {}))
+        self.last_batch = None
+        self._last_rewards = {}
+
+    def _record(self, observations: list[Observation], *, extend: bool = True) -> None:
+        """Log observations; hand the new ones, step by step, to :meth:`_on_observe`."""
+        if extend:
+            self.log.extend(observations)
+        new: dict[int, list[Observation]] = {}
+        for o in observations:
+            if (o.task_id, o.step) not in self._seen:
+                self._seen.add((o.task_id, o.step))
+                new.setdefault(o.step, []).append(o)
+        for step, group in new.items():
+            self._on_observe(step, group)
+
+    def _on_observe(self, step: int, observations: list[Observation]) -> None:
+        """Hook: observations new to this scheduler (a restore replays the log in step order)."""
+        return None
+
+    def _reset_stats(self) -> None:
+        """Hook: forget the statistics :meth:`_on_observe` built (before a replay)."""
+        return None
+
+    def _extra_state(self) -> dict:
+        return {}
+
+    def _load_extra_state(self, state: dict) -> None:
+        return None
+
+    # -- for subclasses ------------------------------------------------------------------
+    def rng(self, step: int, salt: int = 0) -> np.random.Generator:
+        """The generator of ``step``: seeded by (seed, step, salt), independent of call order."""
+        return np.random.default_rng([self.seed, step, salt])
+
+    def _select(self, step: int) -> tuple[np.ndarray, list[str], list[str], dict[str, float]]:
+        raise NotImplementedError
+
+
+def _check_step(step: int) -> int:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise SchedulerError(f"step must be a non-negative integer, got {step!r}")
+    return int(step)

@@ -1,0 +1,1 @@
+"""Baselines EnvSched is compared with, behind the same ``Scheduler`` interface."""

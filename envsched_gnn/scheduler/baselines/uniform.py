@@ -1,0 +1,25 @@
+"""Uniform random selection: B distinct tasks drawn uniformly without replacement each step.
+
+Keeps: the standard GRPO data loader's behaviour (uniform over the pool, no history).
+Simplifies: draws per step rather than walking shuffled epochs.
+Reference: the "random" baseline of the EnvSched paper (Yang et al., 2026).
+"""
+
+from __future__ import annotations
+
+from envsched_gnn.scheduler.base import BaseScheduler
+
+RANDOM = "random"
+
+
+class UniformScheduler(BaseScheduler):
+    """B tasks uniformly at random without replacement, from a generator seeded by (seed, step)."""
+
+    name = "random"
+
+    def __init__(self, graph, *, batch_size: int = 64, seed: int = 0, config: None = None) -> None:
+        super().__init__(graph, batch_size=batch_size, seed=seed)
+
+    def _select(self, step: int):
+        indices = self.rng(step).choice(len(self.task_ids), self.batch_size, replace=False)
+        return indices, [RANDOM] * self.batch_size, [], {}

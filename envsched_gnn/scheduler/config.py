@@ -1,0 +1,71 @@
+"""Configuration of the EnvSched selector (spec section 5); every default is the spec's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUOTAS = ("consecutive", "window", "per_step")
+
+
+@dataclass(frozen=True)
+class SelectorConfig:
+    """Greedy batch selection: stages, exposure, similarity penalty, environment quotas.
+
+    The first ``round(rho * B)`` slots (half up) are filled by the coverage stage, the rest
+    by the exploitation stage; ``rho = 0`` / ``rho = 1`` are the paper's pure-exploitation
+    and pure-coverage ablations.
+    """
+
+    rho: float = 0.5
+    """Coverage fraction: share of the B slots filled by the coverage stage."""
+    lambda_sim: float = 0.5
+    """Weight of the similarity penalty max_{j in batch} sim(i, j) in the greedy gain."""
+    exposure_scale: float = 16.0
+    """Exposure factor omega_i = (1 + c_i / exposure_scale)^(-1/2) of the exploitation score."""
+    per_step_env_quota: int = 4
+    """At most this many tasks of one environment in a batch."""
+    window_env_quota: int = 11
+    """At most this many tasks of one environment in any ``window_steps`` consecutive steps."""
+    window_steps: int = 3
+    """Length of the quota window, the current step included."""
+    consecutive_cap: int = 2
+    """A task selected in each of the previous ``consecutive_cap`` steps is not eligible."""
+    relaxation_order: tuple[str, ...] = QUOTAS
+    """Quotas dropped, in this order, while they leave fewer than B fillable slots."""
+    penalty_relations: tuple[str, ...] = ("within", "cross")
+    """Edge relations whose similarities enter the penalty (graph ablations keep one)."""
+    lazy: bool = True
+    """Lazy greedy (heap of upper bounds); False runs the naive loop, same batch, slower."""
+    initial_candidates: int = 256
+    """Lazy greedy: candidates first moved into the heap per stage (more are pulled on need)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rho <= 1.0:
+            raise ValueError(f"SelectorConfig.rho = {self.rho!r}, expected a number in [0, 1]")
+        if self.lambda_sim < 0.0:
+            raise ValueError(f"SelectorConfig.lambda_sim = {self.lambda_sim!r}, expected >= 0")
+        if self.exposure_scale <= 0.0:
+            raise ValueError(
+                f"SelectorConfig.exposure_scale = {self.exposure_scale!r}, expected > 0"
+            )
+        for name in ("per_step_env_quota", "window_env_quota", "window_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SelectorConfig.{name} = {getattr(self, name)!r}, expected >= 1")
+        if self.consecutive_cap < 1:
+            raise ValueError(
+                f"SelectorConfig.consecutive_cap = {self.consecutive_cap!r}, expected >= 1"
+            )
+        if sorted(self.relaxation_order) != sorted(QUOTAS):
+            raise ValueError(
+                f"SelectorConfig.relaxation_order = {self.relaxation_order!r}, expected an "
+                f"ordering of {QUOTAS}"
+            )
+        unknown = set(self.penalty_relations) - {"within", "cross"}
+        if unknown:
+            raise ValueError(
+                f"SelectorConfig.penalty_relations has unknown relation(s) {sorted(unknown)}"
+            )
+        if self.initial_candidates < 1:
+            raise ValueError(
+                f"SelectorConfig.initial_candidates = {self.initial_candidates!r}, expected >= 1"
+            )

@@ -1,0 +1,51 @@
+"""Per-batch metrics under stable names (spec section 6), shared by logs, reports and benchmarks.
+
+For a batch of tasks with K rewards each (per task: m = mean, v = population variance):
+
+    batch/mean_reward               mean over tasks of m
+    batch/median_reward             median over tasks of m
+    batch/mean_reward_variance      mean over tasks of v
+    batch/median_reward_variance    median over tasks of v
+    batch/zero_variance_share       share of tasks whose K rewards are all equal (wasted)
+    batch/envs_covered              number of distinct environments in the batch
+    batch/tools_used                distinct tools used (given by the caller), when known
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from envsched_gnn.observations import reward_stats, validate_rewards
+
+
+def batch_metrics(
+    rewards: Mapping[str, Sequence[float]],
+    env_of: Mapping[str, str],
+    tools_used: int | None = None,
+) -> dict[str, float]:
+    """Metrics of one batch from ``{task_id: [r_1..r_K]}`` and each task's environment."""
+    if not rewards:
+        raise ValueError("batch_metrics: the batch has no tasks")
+    means, variances, zero = [], [], 0
+    for task_id, group in rewards.items():
+        validate_rewards(group, task_id=task_id, step=-1)
+        m, v, _ = reward_stats(group)
+        means.append(m)
+        variances.append(v)
+        zero += int(min(group) == max(group))
+    missing = [t for t in rewards if t not in env_of]
+    if missing:
+        raise KeyError(f"batch_metrics: no environment known for task {missing[0]!r}")
+    out = {
+        "batch/mean_reward": float(np.mean(means)),
+        "batch/median_reward": float(np.median(means)),
+        "batch/mean_reward_variance": float(np.mean(variances)),
+        "batch/median_reward_variance": float(np.median(variances)),
+        "batch/zero_variance_share": zero / len(rewards),
+        "batch/envs_covered": float(len({env_of[t] for t in rewards})),
+    }
+    if tools_used is not None:
+        out["batch/tools_used"] = float(tools_used)
+    return out

@@ -1,0 +1,109 @@
+"""Schedulers by name: EnvSched, its ablations and the baselines; extensible.
+
+Names: ``envsched`` (spec defaults), ``within_only`` / ``cross_only`` (the graph ablations:
+the predictor's prior uses one relation and so does the similarity penalty), ``rho0``
+(pure exploitation) and ``rho1`` (pure coverage), ``random``, ``dapo``, ``mopps``,
+``greso``, ``dps``. Other packages add theirs with :func:`register_scheduler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields, replace
+
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.scheduler.base import BaseScheduler, Scheduler
+from envsched_gnn.scheduler.baselines.dapo import DapoConfig, DapoScheduler
+from envsched_gnn.scheduler.baselines.dps import DpsConfig, DpsScheduler
+from envsched_gnn.scheduler.baselines.greso import GresoConfig, GresoScheduler
+from envsched_gnn.scheduler.baselines.mopps import MoppsConfig, MoppsScheduler
+from envsched_gnn.scheduler.baselines.uniform import UniformScheduler
+from envsched_gnn.scheduler.config import SelectorConfig
+
+SchedulerFactory = Callable[..., Scheduler]
+"""``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``."""
+
+SCHEDULERS: dict[str, SchedulerFactory] = {}
+
+
+def register_scheduler(name: str, factory: SchedulerFactory) -> None:
+    """Make ``make_scheduler(name, ...)`` call ``factory``; a name is registered once."""
+    if name in SCHEDULERS and SCHEDULERS[name] is not factory:
+        raise ValueError(f"scheduler {name!r} is already registered")
+    SCHEDULERS[name] = factory
+
+
+def make_scheduler(
+    name: str,
+    graph: TaskGraph,
+    *,
+    batch_size: int = 64,
+    seed: int = 0,
+    config=None,
+    **overrides,
+) -> Scheduler:
+    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass."""
+    try:
+        factory = SCHEDULERS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown scheduler {name!r}, expected one of {sorted(SCHEDULERS)}"
+        ) from None
+    return factory(graph, batch_size=batch_size, seed=seed, config=config, **overrides)
+
+
+def _with_overrides(config, default, overrides: dict, name: str):
+    config = config if config is not None else default
+    known = {f.name for f in fields(config)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(
+            f"scheduler {name!r}: unknown option(s) {unknown}, expected fields of "
+            f"{type(config).__name__}: {sorted(known)}"
+        )
+    return replace(config, **overrides)
+
+
+def _envsched(name: str, relations: tuple[str, ...], weights: dict | None, **defaults):
+    def factory(graph, *, batch_size=64, seed=0, config=None, predictor=None, **overrides):
+        from envsched_gnn.scheduler.envsched import EnvSchedScheduler
+
+        base = SelectorConfig(penalty_relations=relations, **defaults)
+        selector = _with_overrides(config, base, overrides, name)
+        if predictor is None and weights is not None:
+            from envsched_gnn.models.analytic import AnalyticPredictor
+            from envsched_gnn.models.config import PredictorConfig
+
+            predictor = AnalyticPredictor(PredictorConfig(relation_weights=dict(weights)))
+        return EnvSchedScheduler(
+            graph, batch_size=batch_size, seed=seed, config=selector, predictor=predictor, name=name
+        )
+
+    return factory
+
+
+def _baseline(cls: type[BaseScheduler], default_config):
+    def factory(graph, *, batch_size=64, seed=0, config=None, **overrides):
+        if default_config is None:
+            if config is not None or overrides:
+                raise ValueError(f"scheduler {cls.name!r} takes no options")
+            return cls(graph, batch_size=batch_size, seed=seed)
+        chosen = _with_overrides(config, default_config, overrides, cls.name)
+        return cls(graph, batch_size=batch_size, seed=seed, config=chosen)
+
+    return factory
+
+
+BOTH = ("within", "cross")
+register_scheduler("envsched", _envsched("envsched", BOTH, None))
+register_scheduler(
+    "within_only", _envsched("within_only", ("within",), {"within": 1.0, "cross": 0.0})
+)
+register_scheduler("cross_only", _envsched("cross_only", ("cross",), {"within": 0.0, "cross": 1.0}))
+register_scheduler("rho0", _envsched("rho0", BOTH, None, rho=0.0))
+register_scheduler("rho1", _envsched("rho1", BOTH, None, rho=1.0))
+register_scheduler("random", _baseline(UniformScheduler, None))
+register_scheduler("dapo", _baseline(DapoScheduler, DapoConfig()))
+register_scheduler("mopps", _baseline(MoppsScheduler, MoppsConfig()))
+register_scheduler("greso", _baseline(GresoScheduler, GresoConfig()))
+register_scheduler("dps", _baseline(DpsScheduler, DpsConfig()))

@@ -1,0 +1,302 @@
+"""The EnvSched selector: one greedy loop, two stages, quotas and a similarity penalty (spec 5).
+
+For scheduling step t with B slots, c_i selections of task i in earlier steps, C_e those
+of its environment e (n_e tasks), b_e the tasks of e already in the batch being built:
+
+    exploitation score   x_i = q(i,t) * omega_i,      omega_i = (1 + c_i / 16)^(-1/2)
+    coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
+    greedy gain          g_i = stage score - lambda_sim * max_{j in batch} sim(i, j)
+
+The first round(rho * B) slots (half up) take the eligible task of largest gain under the
+coverage score, the others under the exploitation score. Ties are broken by larger q,
+then by a seeded uniform random number (smaller first), then by smaller node index.
+
+Eligibility: not yet in the batch; its environment holds fewer than 4 tasks of the
+batch (per-step quota) and fewer than 11 - W_e (3-step window, W_e its selections in the
+2 previous steps); not selected in each of the 2 previous steps (consecutive cap).
+**[decision]** "Fewer than B eligible" means the quotas admit fewer than B slots in all,
+sum_e min(#eligible tasks of e, quota room of e) < B; then the quotas are dropped, whole,
+in the order of ``SelectorConfig.relaxation_order`` (consecutive cap, window, per-step)
+until B slots fit, and the dropped ones are reported. A pool of fewer than B tasks is an
+error.
+
+Exact lazy greedy: within a stage, gains only fall as the batch fills (the penalty is a
+running max; b_e only grows, so coverage scores only fall) and eligibility only shrinks,
+so a heap of stale gains holds upper bounds: the top, once re-evaluated and still on top,
+is the true argmax. The heap is seeded with the best ``initial_candidates`` by upper bound
+(NumPy ``argpartition``); the rest wait in a reserve whose best key is bounded by the
+worst key moved, and more are moved (doubling) whenever the top falls below that bound.
+``SelectorConfig(lazy=False)`` runs the naive loop (all gains every slot), same batch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envsched_gnn.scheduler.config import SelectorConfig
+from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
+
+COVERAGE = "coverage"
+EXPLOITATION = "exploitation"
+
+
+class SelectionError(ValueError):
+    """A batch cannot be built: pool smaller than B, or inputs of the wrong shape."""
+
+
+@dataclass
+class Selection:
+    """One batch: node indices in selection order, the stage of each, the quotas relaxed."""
+
+    indices: np.ndarray
+    stages: list[str]
+    relaxed: list[str] = field(default_factory=list)
+
+
+def coverage_slots(rho: float, batch_size: int) -> int:
+    """round(rho * B), halves rounded up."""
+    return min(batch_size, max(0, math.floor(rho * batch_size + 0.5)))
+
+
+def env_factor(env_norm: np.ndarray, in_batch: np.ndarray) -> np.ndarray:
+    """(1 + C_e / n_e + b_e)^(-1/2), elementwise (``env_norm`` is C_e / n_e)."""
+    return 1.0 / np.sqrt(1.0 + env_norm + in_batch)
+
+
+class GreedySelector:
+    """Builds batches for a fixed graph; per step it takes q and the selection history.
+
+    Args:
+        env: environment index of each task, int64 (N,).
+        neighbours: the symmetric similarity structure of the graph.
+        config: selector configuration (spec defaults).
+    """
+
+    def __init__(
+        self, env: np.ndarray, neighbours: SimilarityNeighbours, config: SelectorConfig
+    ) -> None:
+        self.env = np.asarray(env, dtype=np.int64)
+        self.num_envs = int(self.env.max()) + 1 if self.env.size else 0
+        self.env_sizes = np.bincount(self.env, minlength=self.num_envs)
+        self.neighbours = neighbours
+        self.config = config
+
+    def select(
+        self,
+        q: np.ndarray,
+        counts: np.ndarray,
+        window_counts: np.ndarray,
+        blocked: np.ndarray,
+        batch_size: int,
+        tie_break: np.ndarray,
+    ) -> Selection:
+        """Select ``batch_size`` distinct tasks.
+
+        Shapes: ``q (N,)`` float64, ``counts`` c_i (N,), ``window_counts`` W_e (E,),
+        ``blocked`` consecutive-cap mask (N,) bool, ``tie_break`` (N,) float64 uniform
+        numbers (smaller wins a tie) -> ``Selection`` of ``batch_size`` indices.
+        """
+        n = self.env.shape[0]
+        if batch_size > n:
+            raise SelectionError(
+                f"the pool has {n} tasks, fewer than the batch size B = {batch_size}"
+            )
+        if batch_size < 1:
+            raise SelectionError(f"batch size B = {batch_size}, expected >= 1")
+        for name, array, length in (
+            ("q", q, n),
+            ("counts", counts, n),
+            ("blocked", blocked, n),
+            ("tie_break", tie_break, n),
+            ("window_counts", window_counts, self.num_envs),
+        ):
+            if np.shape(array) != (length,):
+                raise SelectionError(f"{name} has shape {np.shape(array)}, expected ({length},)")
+        q = np.asarray(q, dtype=np.float64)
+        if not np.all(np.isfinite(q)):
+            raise SelectionError("q has non-finite values")
+        blocked, room, relaxed = self._quotas(window_counts, blocked, batch_size)
+        build = _BatchBuilder(self, q, np.asarray(counts, np.int64), blocked, room, tie_break)
+        n_cov = coverage_slots(self.config.rho, batch_size)
+        for stage, slots in ((COVERAGE, n_cov), (EXPLOITATION, batch_size - n_cov)):
+            if slots:
+                if self.config.lazy:
+                    build.fill_lazy(stage, slots)
+                else:
+                    build.fill_naive(stage, slots)
+        stages = [COVERAGE] * n_cov + [EXPLOITATION] * (batch_size - n_cov)
+        return Selection(np.asarray(build.batch, np.int64), stages, relaxed)
+
+    def _quotas(
+        self, window_counts: np.ndarray, blocked: np.ndarray, batch_size: int
+    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Consecutive mask and per-environment room, after the relaxations B slots need."""
+        cfg = self.config
+        active = set(cfg.relaxation_order)
+        relaxed: list[str] = []
+        n = self.env.shape[0]
+        for quota in (*cfg.relaxation_order, None):
+            mask = np.asarray(blocked, bool) if "consecutive" in active else np.zeros(n, bool)
+            room = np.full(self.num_envs, n, np.int64)
+            if "per_step" in active:
+                room = np.minimum(room, cfg.per_step_env_quota)
+            if "window" in active:
+                room = np.minimum(room, np.maximum(cfg.window_env_quota - window_counts, 0))
+            eligible = np.bincount(self.env[~mask], minlength=self.num_envs)
+            if quota is None or np.minimum(eligible, room).sum() >= batch_size:
+                return mask, room, relaxed
+            active.discard(quota)
+            relaxed.append(quota)
+        raise AssertionError("unreachable: every quota relaxed leaves the whole pool")
+
+
+class _BatchBuilder:
+    """The mutable state of one batch being built: b_e, room, penalty, members."""
+
+    def __init__(
+        self,
+        selector: GreedySelector,
+        q: np.ndarray,
+        counts: np.ndarray,
+        blocked: np.ndarray,
+        room: np.ndarray,
+        tie_break: np.ndarray,
+    ) -> None:
+        cfg = selector.config
+        self.env = selector.env
+        self.neighbours = selector.neighbours
+        self.lam = float(cfg.lambda_sim)
+        self.initial_candidates = cfg.initial_candidates
+        self.q = q
+        self.tie = np.asarray(tie_break, np.float64)
+        env_totals = np.bincount(self.env, weights=counts, minlength=selector.num_envs)
+        self.env_norm = env_totals / np.maximum(selector.env_sizes, 1)
+        self.in_env = np.zeros(selector.num_envs, np.int64)
+        self.env_cov = env_factor(self.env_norm, self.in_env)
+        self.task_cov = 1.0 / np.sqrt(1.0 + counts)
+        self.exploit = q * (1.0 / np.sqrt(1.0 + counts / cfg.exposure_scale))
+        self.penalty = np.zeros(q.shape[0], np.float64)
+        self.available = ~blocked
+        self.room = room.copy()
+        self.batch: list[int] = []
+
+    def gains(self, stage: str, idx: np.ndarray) -> np.ndarray:
+        """g_i for the tasks ``idx`` under the current batch."""
+        if stage == COVERAGE:
+            score = self.task_cov[idx] * self.env_cov[self.env[idx]]
+        else:
+            score = self.exploit[idx]
+        return score - self.lam * self.penalty[idx]
+
+    def gain(self, stage: str, i: int) -> float:
+        """g_i of one task; the same float64 operations as :meth:`gains`."""
+        if stage == COVERAGE:
+            score = float(self.task_cov[i]) * float(self.env_cov[self.env[i]])
+        else:
+            score = float(self.exploit[i])
+        return score - self.lam * float(self.penalty[i])
+
+    def candidates(self) -> np.ndarray:
+        return np.flatnonzero(self.available & (self.room[self.env] > 0))
+
+    def add(self, i: int) -> None:
+        e = int(self.env[i])
+        self.batch.append(i)
+        self.available[i] = False
+        self.room[e] -= 1
+        self.in_env[e] += 1
+        self.env_cov[e] = env_factor(self.env_norm[e : e + 1], self.in_env[e : e + 1])[0]
+        self.neighbours.raise_penalty(self.penalty, i)
+
+    def fill_naive(self, stage: str, slots: int) -> None:
+        """Every slot: all eligible gains, lexicographic argmax of (g, q, -tie, -index)."""
+        for _ in range(slots):
+            idx = self.candidates()
+            order = np.lexsort((idx, self.tie[idx], -self.q[idx], -self.gains(stage, idx)))
+            self.add(int(idx[order[0]]))
+
+    def fill_lazy(self, stage: str, slots: int) -> None:
+        """The same argmax from a heap of keys (-g, -q, tie, index), stale keys as bounds."""
+        reserve = _Reserve(self, stage)
+        heap = reserve.take(self.initial_candidates)
+        heapq.heapify(heap)
+        filled = 0
+        while filled < slots:
+            if not heap or (reserve.size and heap[0] > reserve.bound):
+                more = reserve.take(max(len(heap), self.initial_candidates))
+                if not more and not heap:
+                    raise AssertionError("unreachable: quotas were checked to admit B slots")
+                for key in more:
+                    heapq.heappush(heap, key)
+                continue
+            key = heap[0]
+            i = key[3]
+            if not self.available[i] or self.room[self.env[i]] <= 0:
+                heapq.heappop(heap)
+                continue
+            g = self.gain(stage, i)
+            if -g != key[0]:
+                heapq.heapreplace(heap, (-g, key[1], key[2], i))
+                continue
+            heapq.heappop(heap)
+            self.add(i)
+            filled += 1
+
+
+class _Reserve:
+    """Candidates not yet in the heap; all their keys are worse than ``bound``."""
+
+    def __init__(self, build: _BatchBuilder, stage: str) -> None:
+        self.idx = build.candidates()
+        self.gain = build.gains(stage, self.idx)
+        self.q = build.q[self.idx]
+        self.tie = build.tie[self.idx]
+        self.bound: tuple = (-math.inf,)
+
+    @property
+    def size(self) -> int:
+        return int(self.idx.shape[0])
+
+    def take(self, k: int) -> list[tuple[float, float, float, int]]:
+        """Remove the ``k`` best candidates by (g desc, q desc, tie asc, index asc); their keys."""
+        if k >= self.size:
+            pos = np.arange(self.size)
+        else:
+            pos = _top_k(self.gain, self.q, self.tie, self.idx, k)
+        keys = list(
+            zip(
+                (-self.gain[pos]).tolist(),
+                (-self.q[pos]).tolist(),
+                self.tie[pos].tolist(),
+                self.idx[pos].tolist(),
+                strict=True,
+            )
+        )
+        if keys:
+            self.bound = max(self.bound, max(keys))
+        keep = np.ones(self.size, bool)
+        keep[pos] = False
+        self.idx, self.gain = self.idx[keep], self.gain[keep]
+        self.q, self.tie = self.q[keep], self.tie[keep]
+        return keys
+
+
+def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k best by (gain desc, q desc, tie asc, idx asc), in O(n)."""
+    chosen: list[np.ndarray] = []
+    pos = np.arange(gain.shape[0])
+    for values in (-gain, -q, tie, idx):
+        v = values[pos]
+        kth = v[np.argpartition(v, k - 1)[k - 1]]
+        better = pos[v < kth]
+        chosen.append(better)
+        k -= better.shape[0]
+        pos = pos[v == kth]
+        if pos.shape[0] <= k:
+            chosen.append(pos)
+            break
+    return np.concatenate(chosen)
