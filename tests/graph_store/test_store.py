@@ -60,7 +60,8 @@ def test_graph_round_trip_and_rewrite(store: GraphStore) -> None:
     back = store.read_graph()
     assert back.task_ids == sorted(graph.task_ids)
     assert sorted(back.edge_rows()) == sorted(graph.edge_rows())
-    smaller = TaskGraph.from_edge_rows(list(zip(graph.task_ids, graph.env_ids)), EDGES[:2])
+    tasks = list(zip(graph.task_ids, graph.env_ids, strict=True))
+    smaller = TaskGraph.from_edge_rows(tasks, EDGES[:2])
     store.write_graph(smaller)
     assert sorted(store.read_graph().edge_rows()) == sorted(smaller.edge_rows())
 
@@ -126,7 +127,8 @@ def test_predictions_with_evidence_are_queryable(store: GraphStore) -> None:
         ("clinic-book", "cross", 0.3),
     ]
     with pytest.raises(StoreError, match="unknown task"):
-        store.write_predictions(5, [{**row, "neighbours": [{"task_id": "ghost", "relation": "cross"}]}])
+        ghost = {"task_id": "ghost", "relation": "cross"}
+        store.write_predictions(5, [{**row, "neighbours": [ghost]}])
     assert store.read_prediction("library-checkout", 5) is None
 
 

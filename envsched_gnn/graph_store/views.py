@@ -1,0 +1,131 @@
+"""The six TF-IDF views of a task and the within-environment similarity (spec section 3).
+
+For tasks i, j of one environment,
+
+    sim_within(i, j) = (1/6) sum_{v=1..6} cos(x_v(i), x_v(j))
+
+where x_v is the TF-IDF vector of view v, fitted on that environment's tasks only
+(**[decision]**: adding an environment never changes another's within edges). Views:
+(1) instruction words, (2) instruction character n-grams, (3) verifier text
+(check items and check function sources), (4) verifier code structure (the checks'
+syntax trees with literal values replaced by type placeholders), (5) initial context
+(``init_config`` as text), (6) full operation description (the reference solution
+in words, or the check items when there is none). A view with no vocabulary in an
+environment contributes cosine 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from envsched_gnn.envs.pool import Task
+
+IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+CODE_TOKENS = r"(?u)[A-Za-z_][A-Za-z0-9_]*|<[a-z]+>|\d+"
+
+
+def instruction_text(task: Task) -> str:
+    return task.task
+
+
+def verifier_text(task: Task) -> str:
+    return "\n".join(f"{c.check_item}\n{c.check_func}" for c in task.checklist_with_func)
+
+
+def _structure_tokens(node: ast.AST) -> list[str]:
+    """A syntax tree as tokens: node types, operators and names; literals become ``<type>``.
+
+    String literals that look like field names (lower-case identifiers) are kept, since
+    which state fields a check reads is part of its shape; other literals are values.
+    """
+    tokens: list[str] = []
+    for child in ast.walk(node):
+        tokens.append(type(child).__name__)
+        if isinstance(child, ast.Constant):
+            value = child.value
+            if isinstance(value, str) and IDENTIFIER.fullmatch(value):
+                tokens.append(value)
+            else:
+                tokens.append(f"<{type(value).__name__.lower()}>")
+        elif isinstance(child, ast.Name):
+            tokens.append(child.id)
+        elif isinstance(child, ast.Attribute):
+            tokens.append(child.attr)
+    return tokens
+
+
+def verifier_structure_text(task: Task) -> str:
+    parts = []
+    for check in task.checklist_with_func:
+        try:
+            parts.append(" ".join(_structure_tokens(ast.parse(check.check_func))))
+        except SyntaxError:
+            parts.append("<unparsable>")
+    return "\n".join(parts)
+
+
+def initial_context_text(task: Task) -> str:
+    return json.dumps(task.init_config, sort_keys=True, default=str)
+
+
+def _words_of_name(name: str) -> str:
+    return " ".join(CAMEL.sub(" ", name).replace("_", " ").split())
+
+
+def operation_text(task: Task) -> str:
+    """The reference solution in words (``call get user with user id U1``), else the check items."""
+    if not task.reference_solution:
+        return "\n".join(c.check_item for c in task.checklist_with_func)
+    steps = []
+    for n, call in enumerate(task.reference_solution, start=1):
+        arguments = " ".join(
+            f"{_words_of_name(key)} {json.dumps(value, sort_keys=True, default=str)}"
+            for key, value in sorted(call.arguments.items())
+        )
+        steps.append(f"step {n} call {_words_of_name(call.name)} with {arguments}".strip())
+    return "\n".join(steps)
+
+
+VIEWS: tuple[tuple[str, Callable[[Task], str], dict], ...] = (
+    ("instruction_words", instruction_text, {"analyzer": "word", "ngram_range": (1, 2)}),
+    ("instruction_chars", instruction_text, {"analyzer": "char_wb", "ngram_range": (3, 5)}),
+    ("verifier_text", verifier_text, {"analyzer": "word", "token_pattern": CODE_TOKENS}),
+    (
+        "verifier_structure",
+        verifier_structure_text,
+        {
+            "analyzer": "word",
+            "token_pattern": CODE_TOKENS,
+            "ngram_range": (1, 3),
+            "lowercase": False,
+        },
+    ),
+    ("initial_context", initial_context_text, {"analyzer": "word", "token_pattern": CODE_TOKENS}),
+    ("operation", operation_text, {"analyzer": "word", "ngram_range": (1, 2)}),
+)
+VIEW_NAMES = tuple(name for name, _, _ in VIEWS)
+
+
+def view_cosines(texts: Sequence[str], options: dict) -> np.ndarray:
+    """Cosine matrix ``(n, n)`` float64 of one TF-IDF view fitted on ``texts``; zeros if empty."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    try:
+        x = TfidfVectorizer(dtype=np.float64, **options).fit_transform(texts)
+    except ValueError:  # empty vocabulary: no document has a token of this view
+        return np.zeros((len(texts), len(texts)))
+    return (x @ x.T).toarray()
+
+
+def within_similarity(tasks: Sequence[Task]) -> np.ndarray:
+    """Mean of the six view cosines over the tasks of ONE environment, ``(n, n)`` float64."""
+    total = np.zeros((len(tasks), len(tasks)))
+    for _, text_of, options in VIEWS:
+        total += view_cosines([text_of(task) for task in tasks], options)
+    return total / len(VIEWS)
