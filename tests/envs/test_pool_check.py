@@ -1,0 +1,89 @@
+"""``pool check``: validation plus replay of reference solutions and empty trajectories."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from envsched_gnn.envs import commands
+from envsched_gnn.envs.check import CheckConfig, check_pool
+from envsched_gnn.envs.runtime import RuntimeConfig
+from tests.envs.handmade_pool import write_handmade_pool
+
+
+def _run_check(directory, capsys) -> tuple[int, dict, str]:
+    """Runs ``pool check`` through its argparse registration; returns code, summary, stderr."""
+    parser = argparse.ArgumentParser()
+    groups = {"": parser.add_subparsers()}
+    groups["pool"] = groups[""].add_parser("pool").add_subparsers()
+    groups["bench"] = groups[""].add_parser("bench").add_subparsers()
+    commands.register(groups)
+    args = parser.parse_args(["pool", "check", str(directory), "--workers", "2", "--no-progress"])
+    code = args.func(args)
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out.strip().splitlines()[-1]), captured.err
+
+
+def test_handmade_pool_checks_clean(tmp_path, capsys):
+    code, summary, _ = _run_check(write_handmade_pool(tmp_path), capsys)
+    assert code == 0
+    assert summary["errors"] == []
+    assert (summary["envs"], summary["tasks"]) == (2, 6)
+    assert summary["reference_mean_reward"] == summary["reference_min_reward"] == 1.0
+    assert summary["empty_max_reward"] == 0.5
+    assert summary["empty_mean_reward"] == (0.5 + 0.25) / 6
+    assert summary["seconds"] > 0
+
+
+def test_defective_tasks_are_errors_with_a_nonzero_exit(tmp_path, capsys):
+    directory = write_handmade_pool(tmp_path)
+    envs = json.loads((directory / "envs.json").read_text())
+    tasks = json.loads((directory / "tasks.json").read_text())
+    tasks[0]["reference_solution"] = tasks[0]["reference_solution"][:2]  # forgets the checkout
+    tasks[3]["checklist_with_func"] = [
+        {"check_item": "always", "check_func": "def check_func(final_state):\n    return True\n"}
+    ]
+    envs["clinic"]["env_class_code"] += (
+        "\n\nclass Fragile:\n    def __init__(self):\n        1 / 0\n"
+    )
+    tasks[5]["env_class_name"] = "Fragile"
+    (directory / "envs.json").write_text(json.dumps(envs))
+    (directory / "tasks.json").write_text(json.dumps(tasks))
+    code, summary, stderr = _run_check(directory, capsys)
+    assert code == 1
+    errors = sorted(summary["errors"])
+    assert len(errors) == 4
+    assert errors[0] == (
+        "task 'clinic-book': doing nothing already scores 1.0, so its rollouts can never differ"
+    )
+    assert errors[1].startswith("task 'clinic-cancel': instantiation failed: ")
+    assert "Fragile() raised ZeroDivisionError" in errors[1]
+    assert errors[2].startswith("task 'clinic-cancel': reference solution scores 0.000")
+    assert errors[3].startswith(
+        "task 'library-checkout': reference solution scores 0.000; failed checks: "
+        "'Ada Lovelace has a loan of Dune'; 'Dune is no longer available'"
+    )
+    assert summary["reference_min_reward"] == 0.0
+    assert summary["empty_max_reward"] == 1.0
+    assert "error: task 'clinic-book'" in stderr
+
+
+def test_invalid_pool_reports_the_loader_errors(tmp_path, capsys):
+    directory = write_handmade_pool(tmp_path)
+    (directory / "tasks.json").write_text("[{}]")
+    code, summary, _ = _run_check(directory, capsys)
+    assert code == 1
+    assert summary["tasks"] == 0
+    assert summary["reference_mean_reward"] is None
+    assert summary["errors"] == [
+        f"{directory / 'tasks.json'}: task #0: field 'task_id' must be a non-empty string or an "
+        "integer"
+    ]
+
+
+def test_batches_smaller_than_the_pool_cover_every_task(tmp_path):
+    config = CheckConfig(runtime=RuntimeConfig(workers=1), chunk_size=4, progress=False)
+    summary = check_pool(write_handmade_pool(tmp_path), config)
+    assert summary["tasks"] == 6
+    assert summary["reference_min_reward"] == 1.0
+    assert summary["empty_mean_reward"] == (0.5 + 0.25) / 6
