@@ -1,0 +1,167 @@
+"""Compose tasks from operations, and generate the built-in pool.
+
+Each task draws a call budget from one of three bands (1-2, 3-4, 5-6 calls; a third
+of an environment's tasks each) and fills it with operations on fresh records of one
+initial state. Checks are the operations' change checks plus their distractor checks,
+trimmed to at most 16. The abstract is :func:`abstract_from_calls` of the reference.
+Every random draw comes from ``random.Random(f"{seed}:{env}:{kind}:{index}")``, so a
+task depends only on its seed, environment and index.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from envsched_gnn.envs.abstract import abstract_from_calls
+from envsched_gnn.envs.generator.codegen import class_source, introduction, tool_schemas
+from envsched_gnn.envs.generator.domains import DOMAIN_BY_KEY, DOMAINS, Domain
+from envsched_gnn.envs.generator.operations import Operations, Step
+from envsched_gnn.envs.generator.world import World
+from envsched_gnn.envs.pool import Environment, Pool, Task
+
+CALL_BANDS = ((1, 2), (3, 4), (5, 6))
+MAX_CHECKS = 16
+MAX_OPERATIONS = 6
+
+
+class GeneratorError(ValueError):
+    """Arguments the generator cannot satisfy."""
+
+
+def build_environment(domain: Domain) -> Environment:
+    """The executable environment of a domain."""
+    intro = introduction(domain)
+    return Environment(
+        env_id=domain.key,
+        env_class_code=class_source(domain),
+        tools=tool_schemas(domain),
+        environment_introduction=intro,
+        environment_summary=domain.summary,
+        constraints_rules=intro.split(" Rules: ", 1)[1],
+    )
+
+
+def compose_task(
+    domain: Domain, env: Environment, rng: random.Random, band: tuple[int, int], task_id: str
+) -> Task:
+    """One task whose reference needs a number of calls drawn from ``band``."""
+    world = World(domain, rng)
+    world.populate()
+    operations = Operations(domain, world).available()
+    budget = rng.randint(*band)
+    steps: list[Step] = []
+    while budget > 0 and len(steps) < MAX_OPERATIONS:
+        fitting = sorted(name for name, (calls, _) in operations.items() if calls <= budget)
+        calls, build = operations[rng.choice(fitting)]
+        steps.append(build())
+        budget -= calls
+    checks = [check for step in steps for check in step.checks]
+    distractors = [check for step in steps for check in step.distractors]
+    checks += distractors[: max(0, MAX_CHECKS - len(checks))]
+    reference = [call for step in steps for call in step.calls]
+    instruction = " ".join(step.text for step in steps)
+    return Task(
+        task_id=task_id,
+        env_id=domain.key,
+        env_class_name=domain.class_name,
+        init_config=world.init_config(),
+        task=instruction,
+        checklist_with_func=checks,
+        reference_solution=reference,
+        abstract=abstract_from_calls(reference, env, instruction),
+    )
+
+
+def _bands(count: int, rng: random.Random) -> list[tuple[int, int]]:
+    bands = [CALL_BANDS[i % len(CALL_BANDS)] for i in range(count)]
+    rng.shuffle(bands)
+    return bands
+
+
+def _env_tasks(
+    domain: Domain, env: Environment, count: int, seed: int, kind: str, id_stem: str
+) -> list[Task]:
+    bands = _bands(count, random.Random(f"{seed}:{domain.key}:{kind}:bands"))
+    return [
+        compose_task(
+            domain,
+            env,
+            random.Random(f"{seed}:{domain.key}:{kind}:{index}"),
+            band,
+            f"{id_stem}-{index:03d}",
+        )
+        for index, band in enumerate(bands)
+    ]
+
+
+def generate_pool(
+    n_envs: int = 51,
+    tasks_per_env: int = 50,
+    seed: int = 0,
+    test_per_env: int = 10,
+    holdout_envs: int = 0,
+) -> Pool:
+    """The built-in pool: the first ``n_envs`` domains, ``tasks_per_env`` tasks each.
+
+    ``test_per_env`` tasks of each environment (drawn with the seed) get split ``test``;
+    ``holdout_envs`` whole environments (drawn with the seed) are ``test`` entirely.
+    """
+    if not 1 <= n_envs <= len(DOMAINS):
+        raise GeneratorError(
+            f"envs={n_envs}: the generator has {len(DOMAINS)} distinct domains; "
+            f"ask for 1 to {len(DOMAINS)}"
+        )
+    if tasks_per_env < 1:
+        raise GeneratorError(f"tasks_per_env={tasks_per_env}: must be at least 1")
+    if not 0 <= test_per_env <= tasks_per_env:
+        raise GeneratorError(
+            f"test_per_env={test_per_env}: must be between 0 and tasks_per_env={tasks_per_env}"
+        )
+    if not 0 <= holdout_envs < n_envs:
+        raise GeneratorError(
+            f"holdout_envs={holdout_envs}: must be between 0 and envs-1={n_envs - 1}"
+        )
+    domains = DOMAINS[:n_envs]
+    held_out = set(random.Random(f"{seed}:holdout").sample([d.key for d in domains], holdout_envs))
+    envs: dict[str, Environment] = {}
+    tasks: list[Task] = []
+    for domain in domains:
+        env = build_environment(domain)
+        envs[domain.key] = env
+        env_tasks = _env_tasks(domain, env, tasks_per_env, seed, "pool", domain.key)
+        test = set(
+            random.Random(f"{seed}:{domain.key}:test").sample(range(tasks_per_env), test_per_env)
+        )
+        for index, task in enumerate(env_tasks):
+            split = "test" if domain.key in held_out or index in test else "train"
+            tasks.append(_with_split(task, split))
+    return Pool(envs=envs, tasks=tasks)
+
+
+def _with_split(task: Task, split: str) -> Task:
+    return Task(**{**vars(task), "split": split})
+
+
+def generate_extra_tasks(pool: Pool, per_env: int, seed: int) -> list[Task]:
+    """Fresh ``train`` tasks in the pool's generated environments (new names, ids, values).
+
+    Task ids are ``<env>-x<seed>-<index>``; environments the generator did not make
+    raise :class:`GeneratorError`.
+    """
+    if per_env < 0:
+        raise GeneratorError(f"per_env={per_env}: must be at least 0")
+    tasks: list[Task] = []
+    for env_id, env in pool.envs.items():
+        domain = DOMAIN_BY_KEY.get(env_id)
+        if domain is None or env.env_class_code != class_source(domain):
+            raise GeneratorError(f"environment {env_id!r} was not made by the built-in generator")
+        tasks += _env_tasks(domain, env, per_env, seed, f"extra{seed}", f"{env_id}-x{seed}")
+    return tasks
+
+
+def write_pool_files(pool: Pool, directory: str | Path) -> Path:
+    """Write ``envs.json`` and ``tasks.json`` (validated first, written atomically)."""
+    from envsched_gnn.envs.pool_io import save_pool
+
+    return save_pool(pool, directory)
