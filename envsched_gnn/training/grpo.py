@@ -169,8 +169,12 @@ def clip_fraction(logp: Tensor, old_logp: Tensor, mask: Tensor, clip: float = 0.
     return aggregate_tokens(outside, mask)
 
 
-def token_log_probs(logits: Tensor, input_ids: Tensor) -> Tensor:
-    """Log-probability of each next token. ``logits (N, T, V), input_ids (N, T) -> (N, T-1)``;
-    entry t is ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``."""
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+def token_log_probs(logits: Tensor, input_ids: Tensor, temperature: float = 1.0) -> Tensor:
+    """Log-probability of each next token under ``softmax(logits / T)``, the distribution the
+    rollouts sampled from (so that the ratio is 1 before the first update).
+
+    Shapes: logits (N, T, V), input_ids (N, T) -> (N, T-1); entry t is
+    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``.
+    """
+    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
     return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)

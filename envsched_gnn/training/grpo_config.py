@@ -34,7 +34,9 @@ class GRPOConfig:
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimiser step."""
     micro_batch_size: int = 16
-    """Episodes per forward/backward pass; gradients of one step accumulate over micro-batches."""
+    """Most episodes per forward/backward pass; a step's gradients accumulate over them."""
+    micro_batch_tokens: int = 16384
+    """Most padded tokens (episodes x longest) per forward/backward pass: sizes it to memory."""
     eval_every: int = 10
     """Held-out evaluation every this many steps (and before the first step); 0 turns it off."""
     eval_tasks: int = 0
@@ -57,7 +59,13 @@ class GRPOConfig:
                 f"GRPOConfig.loss_aggregation: unknown {self.loss_aggregation!r}; "
                 f"expected one of {list(LOSS_AGGREGATIONS)}"
             )
-        for name in ("batch_size", "steps", "micro_batch_size", "eval_samples"):
+        for name in (
+            "batch_size",
+            "steps",
+            "micro_batch_size",
+            "micro_batch_tokens",
+            "eval_samples",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"GRPOConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
