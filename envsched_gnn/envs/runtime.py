@@ -202,9 +202,9 @@ class EnvRuntime:
     def reset(self, episodes: Sequence[tuple[str, str]]) -> list[dict]:
         """Starts (or restarts) each ``(episode_id, task_id)`` in its task's initial state.
 
-        Instantiation as EnvScaler does it: ``cls(init_config)``, falling back to ``cls()``,
-        then every key of ``init_config`` set as an attribute. Returns ``{"success": True}``
-        or ``{"success": False, "error": str}`` per episode.
+        Instantiation as EnvScaler does it: ``cls(init_config)``, falling back to ``cls()`` on
+        a ``TypeError``, then every key of ``init_config`` set as an attribute. Returns
+        ``{"success": True}`` or ``{"success": False, "error": str}`` per episode.
         """
         self.start()
         tasks = [self.pool.task(task_id) for _, task_id in episodes]

@@ -12,7 +12,8 @@ an op that hit its alarm (the parent does not replay those when it rebuilds an e
 
 - ``define``: ``{"env", "code", "tools"}`` remembers an environment's source and tool names.
 - ``reset``: ``{"ep", "env", "cls", "init", "checks"}`` instantiates as EnvScaler does:
-  ``cls(init_config)``, falling back to ``cls()``, then ``setattr`` of every key.
+  ``cls(init_config)``, falling back to ``cls()`` on a ``TypeError``, then ``setattr`` of
+  every key.
 - ``call``: ``{"ep", "name", "args"}`` calls a tool; the result is the tool's dict.
 - ``score``: ``{"ep"}`` runs each check as ``check_func(final_state)`` with
   ``initial_state`` bound as a global; a check passes only if it returns ``True``.
@@ -170,17 +171,12 @@ class Worker:
 
 
 def _instantiate(cls: type, init_config: dict) -> object:
+    """EnvScaler's ``init_env_instance``: only a ``TypeError`` (a constructor without the
+    ``init_config`` parameter) falls back to ``cls()``; other exceptions fail the reset."""
     try:
         env = cls(init_config)
-    except Exception as first:  # noqa: BLE001 - EnvScaler falls back to the no-argument constructor
-        try:
-            env = cls()
-        except Exception as second:  # noqa: BLE001
-            name = cls.__name__
-            raise RuntimeError(
-                f"{name}(init_config) raised {_describe(first)}; "
-                f"{name}() raised {_describe(second)}"
-            ) from None
+    except TypeError:
+        env = cls()
     for key, value in init_config.items():
         setattr(env, key, value)
     return env

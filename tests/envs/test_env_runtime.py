@@ -62,7 +62,7 @@ class Hostile:
     def hog_slowly(self):
         chunks = []
         while True:
-            chunks.append(b"x" * 10_000_000)
+            chunks.append(bytes(50_000_000))
 
     def die(self):
         os._exit(3)
@@ -300,7 +300,7 @@ def test_instantiation_follows_envscaler(hostile):
 def test_failed_instantiation_is_an_error_result_not_a_crash(hostile):
     results = hostile.reset([("x", "broken"), ("y", "missing-class")])
     assert results[0]["success"] is False
-    assert "Broken(init_config) raised ValueError: cannot build" in results[0]["error"]
+    assert results[0]["error"] == "ValueError: cannot build"
     assert results[1]["success"] is False
     assert "no class 'Nowhere'" in results[1]["error"]
     [result] = hostile.call([("x", ToolCall("bump"))])
