@@ -16,6 +16,32 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the learned layer")
     p.set_defaults(func=_compare_predictors)
 
+    p = groups["eval"].add_parser(
+        "ablate",
+        help="EnvSched, its ablations and the baselines at one rollout budget (learner simulator)",
+    )
+    p.add_argument(
+        "--pool", required=True, help="pool folder (EnvScaler layout, with a test split)"
+    )
+    p.add_argument("--seeds", type=int, default=5, help="run seeds 0..N-1 (default 5)")
+    p.add_argument("--steps", type=int, default=200, help="budget in steps of B x K (default 200)")
+    p.add_argument("--batch-size", type=int, default=64, help="B (default 64)")
+    p.add_argument("--rollouts", type=int, default=8, help="K (default 8)")
+    p.add_argument(
+        "--learner", choices=("sim", "policy"), default="sim", help="sim: the learner simulator"
+    )
+    p.add_argument(
+        "--shuffle-graph",
+        action="store_true",
+        help="also run EnvSched on a graph of shuffled environments and abstracts (spec 7)",
+    )
+    p.add_argument("--schedulers", nargs="+", default=None, help="subset of schedulers to run")
+    p.add_argument("--no-k-grid", action="store_true", help="skip the neighbour-size grid")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
+    p.add_argument("--out", required=True, help="output folder (graphs are cached under it)")
+    p.set_defaults(func=_ablate)
+
 
 def _compare_predictors(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.compare import compare_predictors, write_comparison
@@ -35,4 +61,32 @@ def _compare_predictors(args: argparse.Namespace) -> int:
     if args.out:
         paths = write_comparison(comparison, args.out)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _ablate(args: argparse.Namespace) -> int:
+    from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.eval.ablate import AblationConfig, run_ablation
+    from envsched_gnn.eval.ablation_report import render_margins, render_table
+    from envsched_gnn.eval.simulate import SimulatorConfig
+
+    options = {}
+    if args.schedulers:
+        options["schedulers"] = tuple(args.schedulers)
+    if args.no_k_grid:
+        options["k_grid"] = ()
+    config = AblationConfig(
+        seeds=args.seeds,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        learner=args.learner,
+        shuffle_graph=args.shuffle_graph,
+        workers=args.workers,
+        score_steps=tuple(sorted({min(s, args.steps) for s in (40, 120, 200)})),
+        simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
+        **options,
+    )
+    results = run_ablation(load_pool(args.pool), config, args.out)
+    print(render_table(results, config))
+    print(render_margins(results, config))
     return 0

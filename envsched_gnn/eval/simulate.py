@@ -52,7 +52,7 @@ Parameters and their defaults are the fields of :class:`SimulatorConfig`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -127,12 +127,12 @@ def pool_categories(pool: Pool) -> Callable[[Task], list[str]]:
     from envsched_gnn.envs.abstract import abstract_of, operation_categories
 
     def categories_of(task: Task) -> list[str]:
+        env = pool.envs.get(task.env_id)
         try:
-            return operation_categories(abstract_of(task, pool.envs.get(task.env_id)))
-        except ValueError as error:
-            raise ValueError(
-                f"simulator: task {task.task_id!r}: field 'abstract': {error}"
-            ) from None
+            return operation_categories(abstract_of(task, env))
+        except ValueError:
+            # an abstract in a free-form format: extract one from the solution or checks
+            return operation_categories(abstract_of(replace(task, abstract=None), env))
 
     return categories_of
 

@@ -3,7 +3,9 @@
 Names: ``envsched`` (spec defaults), ``within_only`` / ``cross_only`` (the graph ablations:
 the predictor's prior uses one relation and so does the similarity penalty), ``rho0``
 (pure exploitation) and ``rho1`` (pure coverage), ``random``, ``dapo``, ``mopps``,
-``greso``, ``dps``. Other packages add theirs with :func:`register_scheduler`.
+``greso``, ``dps``, and ``learned`` (EnvSched with the learned propagation of
+``models.learned`` in place of the analytic predictor). Other packages add theirs with
+:func:`register_scheduler`.
 """
 
 from __future__ import annotations
@@ -82,6 +84,16 @@ def _envsched(name: str, relations: tuple[str, ...], weights: dict | None, **def
     return factory
 
 
+def _learned(graph, *, batch_size=64, seed=0, config=None, **overrides):
+    from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation
+
+    predictor = LearnedPropagation(LearnedConfig(seed=seed))
+    factory = _envsched("learned", BOTH, None)
+    return factory(
+        graph, batch_size=batch_size, seed=seed, config=config, predictor=predictor, **overrides
+    )
+
+
 def _baseline(cls: type[BaseScheduler], default_config):
     def factory(graph, *, batch_size=64, seed=0, config=None, **overrides):
         if default_config is None:
@@ -102,6 +114,7 @@ register_scheduler(
 register_scheduler("cross_only", _envsched("cross_only", ("cross",), {"within": 0.0, "cross": 1.0}))
 register_scheduler("rho0", _envsched("rho0", BOTH, None, rho=0.0))
 register_scheduler("rho1", _envsched("rho1", BOTH, None, rho=1.0))
+register_scheduler("learned", _learned)
 register_scheduler("random", _baseline(UniformScheduler, None))
 register_scheduler("dapo", _baseline(DapoScheduler, DapoConfig()))
 register_scheduler("mopps", _baseline(MoppsScheduler, MoppsConfig()))

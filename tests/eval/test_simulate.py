@@ -95,3 +95,12 @@ def test_learning_from_informative_groups_raises_the_score():
     for _ in range(60):
         sim.update(sim.rollout(train))
     assert sim.score() > start
+
+
+def test_free_form_abstracts_fall_back_to_the_reference_solution():
+    from tests.envs.handmade_pool import handmade_pool
+
+    pool = handmade_pool()
+    world = build_world(pool, SimulatorConfig())
+    assert "create" in world.op_names and world.slot_mask.any(axis=1).all()
+    assert LearnerSimulator(pool, world=world).score() > 0.0
