@@ -1,0 +1,234 @@
+"""The built-in pool generator: domains, determinism, splits, and executable references."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from collections import Counter
+
+import pytest
+
+from envsched_gnn.envs.abstract import (
+    abstract_from_calls,
+    operation_categories,
+    tool_categories,
+)
+from envsched_gnn.envs.generator import (
+    GeneratorError,
+    commands,
+    generate_extra_tasks,
+    generate_pool,
+    write_pool_files,
+)
+from envsched_gnn.envs.generator.codegen import tool_names
+from envsched_gnn.envs.generator.domains import DOMAINS
+from envsched_gnn.envs.pool import Pool, Task, ToolCall
+from envsched_gnn.envs.pool_io import load_pool, task_to_dict
+
+KIND_CATEGORIES = {
+    "get": "lookup",
+    "find_owner": "identifier resolution",
+    "find_assignee": "identifier resolution",
+    "list": "list/filter",
+    "create": "create",
+    "update": "update",
+    "update_amount": "update",
+    "update_owner": "update",
+    "forward": "status transition",
+    "delete": "delete",
+    "reassign": "relation replacement",
+    "check": "eligibility check",
+    "hold": "update",
+    "validate": "validate",
+}
+
+
+@pytest.fixture(scope="module")
+def small_pool() -> Pool:
+    return generate_pool(n_envs=51, tasks_per_env=3, seed=0, test_per_env=1)
+
+
+class InProcessEpisode:
+    """Test-only executor: instantiate as EnvScaler does, call tools, score the checks."""
+
+    def __init__(self, pool: Pool, task: Task) -> None:
+        namespace: dict = {}
+        exec(pool.envs[task.env_id].env_class_code, namespace)
+        self.task = task
+        self.initial = copy.deepcopy(task.init_config)
+        self.env = namespace[task.env_class_name](copy.deepcopy(task.init_config))
+        for key, value in copy.deepcopy(task.init_config).items():
+            setattr(self.env, key, value)
+
+    def call(self, call: ToolCall) -> dict:
+        return getattr(self.env, call.name)(**call.arguments)
+
+    def reward(self) -> float:
+        final = {k: v for k, v in vars(self.env).items() if not k.startswith("__")}
+        passed = 0
+        for check in self.task.checklist_with_func:
+            namespace = {"initial_state": copy.deepcopy(self.initial)}
+            exec(check.check_func, namespace)
+            passed += namespace["check_func"](copy.deepcopy(final)) is True
+        return passed / len(self.task.checklist_with_func)
+
+
+def _replay(pool: Pool, task: Task, calls: list[ToolCall]) -> tuple[float, list[dict]]:
+    episode = InProcessEpisode(pool, task)
+    results = [episode.call(call) for call in calls]
+    return episode.reward(), results
+
+
+def test_51_distinct_domains_with_distinct_structure():
+    assert len(DOMAINS) == 51
+    assert len({d.key for d in DOMAINS}) == 51
+    assert len({d.class_name for d in DOMAINS}) == 51
+    tool_sets = {frozenset(n for n in vars(tool_names(d)).values() if n) for d in DOMAINS}
+    assert len(tool_sets) == 51
+    structures = {
+        (
+            d.assignee is not None,
+            d.assignee_rule,
+            d.eligibility.kind if d.eligibility else "",
+            d.validation,
+            d.delete_style,
+            d.delete_from_done,
+            d.list_tool,
+            d.amount_tool,
+            d.owner_tool,
+        )
+        for d in DOMAINS
+    }
+    assert len(structures) >= 20
+
+
+def test_environments_have_2_to_4_entities_and_6_to_12_classified_tools(small_pool):
+    for domain in DOMAINS:
+        env = small_pool.envs[domain.key]
+        assert 6 <= len(env.tools) <= 12, domain.key
+        entities = [domain.owner, domain.record] + ([domain.assignee] if domain.assignee else [])
+        assert 2 <= len(entities) <= 4
+        names = tool_names(domain)
+        categories = tool_categories(env)
+        for kind, name in vars(names).items():
+            if name:
+                assert categories[name] == KIND_CATEGORIES[kind], (domain.key, name)
+        assert {"lookup", "identifier resolution", "create", "update", "delete"} <= set(
+            categories.values()
+        )
+        namespace: dict = {}
+        exec(env.env_class_code, namespace)
+        cls = namespace[domain.class_name]
+        assert all(callable(getattr(cls, name)) for name in env.tool_names)
+        assert domain.summary in env.environment_introduction
+
+
+def test_every_reference_scores_one_and_doing_nothing_less(small_pool):
+    bands = Counter()
+    for task in small_pool.tasks:
+        reward, results = _replay(small_pool, task, task.reference_solution)
+        assert reward == 1.0, (task.task_id, results)
+        assert all(result["success"] for result in results), task.task_id
+        assert all(len(json.dumps(result)) < 300 for result in results), task.task_id
+        empty, _ = _replay(small_pool, task, [])
+        assert empty < 1.0, task.task_id
+        assert 2 <= len(task.checklist_with_func) <= 16
+        assert 1 <= len(task.reference_solution) <= 6
+        bands[(len(task.reference_solution) + 1) // 2] += 1
+    assert set(bands) == {1, 2, 3}
+    assert max(bands.values()) - min(bands.values()) <= len(small_pool.tasks) // 6
+
+
+def test_abstracts_come_from_the_extractor_and_recur_across_domains(small_pool):
+    envs_of = {}
+    for task in small_pool.tasks:
+        env = small_pool.envs[task.env_id]
+        assert task.abstract == abstract_from_calls(task.reference_solution, env, task.task)
+        categories = operation_categories(task.abstract)
+        assert categories == [tool_categories(env)[call.name] for call in task.reference_solution]
+        envs_of.setdefault(task.abstract, set()).add(task.env_id)
+    assert max(len(envs) for envs in envs_of.values()) >= 5
+
+
+def test_deterministic_per_seed():
+    first = generate_pool(n_envs=3, tasks_per_env=4, seed=7, test_per_env=1)
+    second = generate_pool(n_envs=3, tasks_per_env=4, seed=7, test_per_env=1)
+    other = generate_pool(n_envs=3, tasks_per_env=4, seed=8, test_per_env=1)
+    dump = [task_to_dict(task) for task in first.tasks]
+    assert dump == [task_to_dict(task) for task in second.tasks]
+    assert dump != [task_to_dict(task) for task in other.tasks]
+    assert first.envs == second.envs
+
+
+def test_counts_splits_and_held_out_environments():
+    pool = generate_pool(n_envs=6, tasks_per_env=5, seed=1, test_per_env=2, holdout_envs=2)
+    assert len(pool.envs) == 6 and len(pool.tasks) == 30
+    assert len({task.task_id for task in pool.tasks}) == 30
+    test_by_env = Counter(task.env_id for task in pool.split("test"))
+    assert sorted(test_by_env.values()) == [2, 2, 2, 2, 5, 5]
+    assert len(pool.split("train")) == 12
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(n_envs=52), "51 distinct domains"),
+        (dict(n_envs=0), "envs=0"),
+        (dict(tasks_per_env=0), "tasks_per_env=0"),
+        (dict(tasks_per_env=5, test_per_env=6), "test_per_env=6"),
+        (dict(n_envs=3, tasks_per_env=2, test_per_env=0, holdout_envs=3), "holdout_envs=3"),
+    ],
+)
+def test_impossible_arguments_are_errors(kwargs, message):
+    with pytest.raises(GeneratorError, match=message):
+        generate_pool(**kwargs)
+
+
+def test_extra_tasks_are_fresh_and_executable(small_pool):
+    extra = generate_extra_tasks(small_pool, per_env=2, seed=3)
+    assert len(extra) == 2 * 51
+    pool_ids = {task.task_id for task in small_pool.tasks}
+    assert not pool_ids & {task.task_id for task in extra}
+    assert {task.split for task in extra} == {"train"}
+    pool_texts = {task.task for task in small_pool.tasks}
+    assert not pool_texts & {task.task for task in extra}
+    for task in extra[::5]:
+        assert _replay(small_pool, task, task.reference_solution)[0] == 1.0
+    again = generate_extra_tasks(small_pool, per_env=2, seed=3)
+    assert [task_to_dict(t) for t in again] == [task_to_dict(t) for t in extra]
+    foreign = Pool(envs={"x": small_pool.envs["blood_donation"]}, tasks=[])
+    with pytest.raises(GeneratorError, match="'x'"):
+        generate_extra_tasks(foreign, per_env=1, seed=0)
+
+
+def test_written_pool_loads_back(tmp_path):
+    pool = generate_pool(n_envs=2, tasks_per_env=3, seed=0, test_per_env=1)
+    write_pool_files(pool, tmp_path)
+    loaded = load_pool(tmp_path)
+    assert [task_to_dict(t) for t in loaded.tasks] == [task_to_dict(t) for t in pool.tasks]
+    assert loaded.envs == pool.envs
+
+
+def _cli(argv: list[str]) -> int:
+    """Runs ``pool generate`` through its own registration (without every package's)."""
+    parser = argparse.ArgumentParser()
+    pool_group = parser.add_subparsers().add_parser("pool").add_subparsers()
+    commands.register({"pool": pool_group})
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_generate_writes_pool_and_rejects_too_many_envs(tmp_path, capsys):
+    out = tmp_path / "pool"
+    code = _cli(
+        ["pool", "generate", "--envs", "2", "--tasks-per-env", "4", "--test-per-env", "1"]
+        + ["--holdout-envs", "1", "--seed", "5", "--out", str(out)]
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["envs"] == 2 and summary["tasks"] == 8 and summary["test"] == 5
+    assert len(load_pool(out).tasks) == 8
+    assert _cli(["pool", "generate", "--envs", "60", "--out", str(tmp_path / "no")]) == 2
+    assert "51 distinct domains" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
