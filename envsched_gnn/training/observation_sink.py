@@ -5,7 +5,9 @@ background thread writes them in batches. A write that fails (store slow, restar
 unreachable) is retried with exponential backoff until it succeeds, so nothing is lost;
 the store's writes are keyed by (task, step) and idempotent (``MERGE``), so a retry of a
 write that did land never duplicates it. Observations not yet written are part of the
-trainer's checkpoint (:meth:`state_dict`), and survive a crash of the trainer too.
+trainer's checkpoint (:meth:`state_dict`), and survive a crash of the trainer too. A batch
+the store refuses as invalid (``ObservationError``: unknown task, conflicting rewards) is
+not retried: it is kept in :attr:`rejected` with the error and reported.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class ObservationSink:
         self.written = 0
         self.failed_writes = 0
         self.last_error: str | None = None
+        self.rejected: list[tuple[Observation, str]] = []
         self._thread = threading.Thread(target=self._run, name="observation-sink", daemon=True)
         self._thread.start()
 
@@ -118,6 +121,12 @@ class ObservationSink:
                 batch = list(self._pending.values())[: self.max_rows]
             try:
                 self._write(batch)
+            except ObservationError as error:
+                log.error("the store refused %d observations: %s", len(batch), error)
+                with self._condition:
+                    self.rejected += [(observation, str(error)) for observation in batch]
+                    self._remove(batch)
+                continue
             except Exception as error:  # any store failure: keep the rows, retry later
                 with self._condition:
                     self.failed_writes += 1
@@ -128,9 +137,13 @@ class ObservationSink:
                 continue
             delay = self.retry_initial_s
             with self._condition:
-                for observation in batch:
-                    key = (observation.task_id, observation.step)
-                    if self._pending.get(key) is observation:
-                        del self._pending[key]
+                self._remove(batch)
                 self.written += len(batch)
-                self._condition.notify_all()
+
+    def _remove(self, batch: Sequence[Observation]) -> None:
+        """Drop written (or refused) rows from the buffer; the caller holds the lock."""
+        for observation in batch:
+            key = (observation.task_id, observation.step)
+            if self._pending.get(key) is observation:
+                del self._pending[key]
+        self._condition.notify_all()
