@@ -157,12 +157,22 @@ def _parse_envs(
             value = item.get(name, "")
             if value is None:
                 value = ""
+            if name == "constraints_rules" and isinstance(value, list):
+                value = rules_text(value)
             if not isinstance(value, str):
                 errors.append(f"{where}: field {name!r} must be a string, got {value!r:.80}")
             texts[name] = value
         if len(errors) == before:
             envs[env_id] = Environment(env_id=env_id, env_class_code=code, tools=tools, **texts)
     return envs, classes
+
+
+def rules_text(rules: list[Any]) -> list[Any] | str:
+    """EnvScaler's list of constraint rules as text, one ``- rule`` line each (unchanged if
+    an item is not a string, so the caller reports it)."""
+    if not all(isinstance(rule, str) for rule in rules):
+        return rules
+    return "".join(f"- {rule}\n" for rule in rules)
 
 
 def _parse_tools(value: Any, where: str, errors: list[str]) -> list[dict[str, Any]]:

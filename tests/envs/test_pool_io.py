@@ -63,6 +63,7 @@ def test_save_then_load_round_trips_with_plain_objects(tmp_path):
 def test_jsonl_tasks_integer_ids_and_optional_fields(tmp_path):
     envs, tasks = _raw(write_handmade_pool(tmp_path / "source"))
     envs = {"3": envs["library"]}
+    envs["3"]["constraints_rules"] = ["No loans to inactive members.", "At most 2 loans."]
     library_tasks = [task for task in tasks if task["env_id"] == "library"]
     for number, task in enumerate(library_tasks):
         task["env_id"] = 3
@@ -77,6 +78,9 @@ def test_jsonl_tasks_integer_ids_and_optional_fields(tmp_path):
     (directory / "tasks.jsonl").write_text("\n".join(lines[:1] + [""] + lines[1:]) + "\n")
     pool = load_pool(directory)
     assert list(pool.envs) == ["3"]
+    assert (
+        pool.envs["3"].constraints_rules == "- No loans to inactive members.\n- At most 2 loans.\n"
+    )
     assert [task.task_id for task in pool.tasks] == ["100", "101", "102"]
     assert {task.env_id for task in pool.tasks} == {"3"}
     first = pool.task("100")
