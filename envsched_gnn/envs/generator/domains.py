@@ -102,6 +102,7 @@ def _eligibility(text: str) -> Eligibility | None:
 
 
 def _domain(
+    index: int,
     key: str,
     class_name: str,
     summary: str,
@@ -126,7 +127,6 @@ def _domain(
     amount_name, low, high = amount.split()
     owner_name, owner_values = owner_field.split(":")
     hold_verb, hold_field = hold.split() if hold else ("", "")
-    index = len(DOMAINS)
     return Domain(
         key=key,
         class_name=class_name,
@@ -160,7 +160,6 @@ def _domain(
     )
 
 
-DOMAINS: list[Domain] = []
 _SPECS = (
     ("insurance_policies", "InsurancePolicyDesk",
      "Insurance back office: customers hold policies that agents service.",
@@ -555,7 +554,8 @@ _SPECS = (
           validation="assigned", tools="list")),
 )  # fmt: skip
 
-for _spec in _SPECS:
-    DOMAINS.append(_domain(*_spec[:-1], **_spec[-1]))
+DOMAINS: list[Domain] = [
+    _domain(index, *spec[:-1], **spec[-1]) for index, spec in enumerate(_SPECS)
+]
 
 DOMAIN_BY_KEY = {domain.key: domain for domain in DOMAINS}
