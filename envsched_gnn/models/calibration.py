@@ -6,7 +6,8 @@
     u_h(i,t) = Q_v(0.65 pr(E_v)(i) + 0.35 pr(f)(i))
     u(i,t)   = u_long - eta max(u_long - u_short, 0),     q(i,t) = pr(u)(i)
 
-pr is the percentile rank over all N tasks (average rank for ties, (rank - 1) / (N - 1));
+pr is the percentile rank over all N tasks (average rank for ties, (rank - 1) / (N - 1); values
+equal to 12 decimals tie, see :data:`TIE_DECIMALS`);
 Q_v the empirical quantile of E_v(., t) with linear interpolation (numpy's default).
 All functions are float64 and vectorised; sorting dominates at O(N log N).
 """
@@ -16,6 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+
+TIE_DECIMALS = 12
+"""Values (all in [0, 1]) that agree to this many decimals share an average rank. **[decision]**
+Tasks tied in exact arithmetic (say, two never-observed tasks whose estimates both equal g)
+can differ in the last bit after float64 sums taken in different orders; without this the
+rank, and so q, of such tasks would depend on summation order."""
 
 SINGLE_TASK_PERCENTILE = 0.5
 """pr of the only task when N = 1, where (rank - 1) / (N - 1) is 0 / 0: the value every task
@@ -47,14 +54,16 @@ def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
 def average_rank(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """1-based ranks of ``x`` with ties given their average rank, and ``x`` sorted ascending.
 
-    Equal to ``scipy.stats.rankdata(x, method="average")``, from one argsort.
+    Values equal to :data:`TIE_DECIMALS` decimals tie: equal to
+    ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``, from one argsort.
     Shapes: (N,) -> (N,), (N,).
     """
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
     order = np.argsort(x)
     ordered = x[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    key = np.round(ordered, TIE_DECIMALS)  # rounding is monotone: key is sorted too
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
     ends = np.append(starts[1:], n)
     # positions starts+1 .. ends (1-based) share the mean of their ranks
     group_rank = (starts + 1 + ends) / 2.0

@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+
+from envsched_gnn.models.calibration import (
+    SINGLE_TASK_PERCENTILE,
+    average_rank,
+    calibrate,
+    decline_penalty,
+    percentile_rank,
+    quantile_map,
+    reconstructed_variance,
+)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.3, 0.1, 0.2],
+        [0.1, 0.1, 0.1, 0.1],
+        [0.5, 0.2, 0.5, 0.2, 0.9, 0.0, 0.5],
+        [0.0, 0.25],
+    ],
+)
+def test_average_rank_matches_scipy_including_ties(values):
+    ranks, ordered = average_rank(np.array(values))
+    np.testing.assert_array_equal(ranks, rankdata(values, method="average"))
+    np.testing.assert_array_equal(ordered, np.sort(values))
+
+
+def test_percentile_rank_by_hand():
+    # ranks 1, 2.5, 2.5, 4 of N = 4 -> (rank - 1) / 3
+    pr = percentile_rank(np.array([0.0, 0.2, 0.2, 0.7]))
+    np.testing.assert_allclose(pr, [0.0, 0.5, 0.5, 1.0])
+
+
+def test_all_ties_and_single_task_get_one_half():
+    np.testing.assert_array_equal(percentile_rank(np.full(5, 0.125)), np.full(5, 0.5))
+    np.testing.assert_array_equal(percentile_rank(np.array([0.3])), [SINGLE_TASK_PERCENTILE])
+    assert percentile_rank(np.zeros(0)).shape == (0,)
+
+
+def test_quantile_map_equals_numpy_quantile_exactly():
+    rng = np.random.default_rng(3)
+    values = rng.random(101) * 0.25
+    values[:10] = values[10]  # ties
+    p = np.concatenate([rng.random(500), [0.0, 1.0, 0.5, 0.25, 0.999999]])
+    np.testing.assert_array_equal(quantile_map(np.sort(values), p), np.quantile(values, p))
+
+
+def test_calibrate_and_decline_by_hand():
+    e_v = np.array([0.01, 0.04, 0.02])
+    f = np.array([0.2, 0.1, 0.3])
+    out = calibrate(e_v, f, 0.65, 0.35)
+    np.testing.assert_allclose(out["pr_E_v"], [0.0, 1.0, 0.5])
+    np.testing.assert_allclose(out["pr_f"], [0.5, 0.0, 1.0])
+    level = np.array([0.35 * 0.5, 0.65, 0.65 * 0.5 + 0.35])
+    np.testing.assert_allclose(out["u"], np.quantile(e_v, level))
+    u = decline_penalty(np.array([0.04, 0.02]), np.array([0.01, 0.05]), 0.5)
+    np.testing.assert_allclose(u, [0.04 - 0.5 * 0.03, 0.02])
+    np.testing.assert_allclose(reconstructed_variance(np.array([0.5]), np.array([0.4])), [0.1])
+
+
+def test_values_equal_up_to_rounding_noise_tie():
+    g = 0.15595734747544668
+    ranks, _ = average_rank(np.array([np.nextafter(g, 0.0), g, np.nextafter(g, 1.0), g + 1e-9]))
+    np.testing.assert_array_equal(ranks, [2.0, 2.0, 2.0, 4.0])
