@@ -117,6 +117,13 @@ TOOL_NAMES = [
 ]
 
 
+STUBBORN_CHECK = Check(
+    "swallows the alarm",
+    "def check_func(final_state):\n    while True:\n        try:\n            while True:\n"
+    "                pass\n        except BaseException:\n            pass\n",
+)
+
+
 def _check(body: str) -> Check:
     return Check(check_item=body, check_func=f"def check_func(final_state):\n    return {body}\n")
 
@@ -160,6 +167,7 @@ def hostile_pool() -> Pool:
                 "set-attrs", "NoArgument", [_check("final_state['extra'] == [1]")], {"extra": [1]}
             ),
             task("broken", "Broken", counter_checks),
+            task("stubborn-check", "Hostile", [_check("True"), STUBBORN_CHECK]),
             task("missing-class", "Nowhere", counter_checks),
         ],
     )
@@ -287,6 +295,18 @@ def test_checks_that_raise_loop_or_return_non_bool_count_false(hostile):
     assert "returned str, not bool" in score.errors[3]
     assert "check_func" in score.errors[5]
     hostile.release(["w"])
+
+
+def test_a_check_that_cannot_be_stopped_fails_the_score_not_the_trainer(hostile):
+    restarts = hostile.restarts
+    hostile.reset([("a", "count"), ("s", "stubborn-check")])
+    hostile.call([("a", ToolCall("bump")), ("a", ToolCall("bump"))])
+    stubborn, fine = hostile.score(["s", "a"])
+    assert stubborn.checks == (False, False)
+    assert "worker replaced" in stubborn.errors[0]
+    assert fine == EpisodeScore(1.0, (True, True))
+    assert hostile.restarts == restarts + 1
+    hostile.release(["a", "s"])
 
 
 def test_instantiation_follows_envscaler(hostile):
