@@ -431,6 +431,10 @@ def _write_atomically(path: Path, content: Any) -> None:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(content, stream, indent=1, ensure_ascii=False)
             stream.write("\n")
+        # mkstemp creates the file 0600; a pool is ordinary data, readable as any written file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
