@@ -44,7 +44,8 @@ def register(groups: dict) -> None:
     e.add_argument(
         "--store-evidence",
         action="store_true",
-        help="also write the evidence of every task at step T into the store (needs --store)",
+        help="also write every task's prediction and evidence at step T into the store, "
+        "where Cypher finds them: (:Prediction)-[:EVIDENCE]->(:Task) (needs --store)",
     )
     e.set_defaults(func=_explain)
 
@@ -65,17 +66,6 @@ def _load_files(graph_path: Path, history_path: Path):
     except ValueError as error:
         raise ValueError(f"{history_path}: {error}") from error
     return graph, log
-
-
-def _load_store(location: str):
-    from envsched_gnn.graph_store.store import open_store
-    from envsched_gnn.observations import ObservationLog
-
-    store = open_store(location)
-    graph = store.load_graph()
-    log = ObservationLog(graph.task_ids)
-    log.extend(store.observations())
-    return store, graph, log
 
 
 def _write_json_atomically(path: Path, payload: dict) -> None:
@@ -108,8 +98,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from envsched_gnn.graph_store.snapshot import to_hetero_data
-    from envsched_gnn.models.analytic import AnalyticPredictor
+    from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.models.explain_table import render
 
     if args.step < 0:
@@ -121,23 +110,39 @@ def _explain(args: argparse.Namespace) -> int:
         return _fail("--graph and --history go together")
     if args.store_evidence and args.store is None:
         return _fail("--store-evidence needs --store")
-    store = None
     try:
         if from_files:
             graph, log = _load_files(args.graph, args.history)
+            evidence = _evidence(graph, log, args)
         else:
-            store, graph, log = _load_store(args.store)
-        if args.task not in graph.index:
-            return _fail(f"unknown task {args.task!r}: it is not a node of the graph")
-        predictor = AnalyticPredictor()
-        data = to_hetero_data(graph)
-        evidence = predictor.explain(data, log, args.step, args.task)
-        if store is not None and args.store_evidence:
-            store.write_predictions(args.step, predictor.evidence_rows(data, log, args.step))
-    except (OSError, ValueError) as error:
+            evidence = _explain_from_store(args)
+    except (OSError, ValueError, StoreError) as error:
         return _fail(str(error))
-    finally:
-        if store is not None:
-            store.close()
     print(json.dumps(evidence, indent=2) if args.json else render(evidence))
     return 0
+
+
+def _evidence(graph, log, args: argparse.Namespace, store=None) -> dict:
+    """Explain ``args.task``; with a store and ``--store-evidence``, store all tasks' evidence."""
+    from envsched_gnn.graph_store.snapshot import to_hetero_data
+    from envsched_gnn.models.analytic import AnalyticPredictor
+
+    if args.task not in graph.index:
+        raise ValueError(f"unknown task {args.task!r}: it is not a node of the graph")
+    predictor = AnalyticPredictor()
+    data = to_hetero_data(graph)
+    evidence = predictor.explain(data, log, args.step, args.task)
+    if store is not None and args.store_evidence:
+        store.write_predictions(args.step, predictor.evidence_rows(data, log, args.step))
+    return evidence
+
+
+def _explain_from_store(args: argparse.Namespace) -> dict:
+    from envsched_gnn.graph_store.store import open_store
+    from envsched_gnn.observations import ObservationLog
+
+    with open_store(args.store) as store:
+        graph = store.read_graph()
+        log = ObservationLog(graph.task_ids)
+        log.extend(store.read_observations())
+        return _evidence(graph, log, args, store)
