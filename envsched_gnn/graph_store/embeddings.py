@@ -31,7 +31,7 @@ BUCKETS = (32, 64, 128, 256)
 class EmbeddingConfig:
     """How abstract descriptions are embedded."""
 
-    batch_size: int = 32
+    batch_size: int = 16
     """Rows in every encoder batch (batches are padded to this many rows)."""
     seed: int = 0
     """Torch seed set before encoding (the encoder is deterministic in eval mode)."""

@@ -1,0 +1,115 @@
+"""The graph builder (spec section 3): neighbour counts, similarity ranges, ties, exactness."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envsched_gnn.envs.pool import Check
+from envsched_gnn.graph_store.builder import GraphConfig, build, top_neighbours
+from envsched_gnn.graph_store.embeddings import exact_cosines, fixed_point
+from envsched_gnn.graph_store.snapshot import to_hetero_data
+from envsched_gnn.graph_store.views import VIEW_NAMES, verifier_structure_text, within_similarity
+from tests.envs.handmade_pool import handmade_pool
+from tests.graph_store.small_pool import small_pool
+
+
+def in_neighbours(graph, relation: str) -> dict[int, list[int]]:
+    edges = graph.edges[relation]
+    found: dict[int, list[int]] = {i: [] for i in range(graph.num_tasks)}
+    for s, d in zip(edges.src.tolist(), edges.dst.tolist(), strict=True):
+        found[d].append(s)
+    return found
+
+
+@pytest.mark.parametrize(("n_envs", "per_env"), [(4, 8), (3, 4)])
+def test_neighbour_counts_environments_and_sims(embedder, config, n_envs, per_env) -> None:
+    graph = build(small_pool(n_envs, per_env), config, embedder=embedder).graph
+    env = graph.env_ids
+    within, cross = in_neighbours(graph, "within"), in_neighbours(graph, "cross")
+    for i in range(graph.num_tasks):
+        assert len(within[i]) == min(6, per_env - 1)
+        assert all(env[j] == env[i] and j != i for j in within[i])
+        assert len(cross[i]) == min(12, (n_envs - 1) * per_env)
+        assert all(env[j] != env[i] for j in cross[i])
+    for edges in graph.edges.values():
+        assert np.all(edges.sim > 0) and np.all(edges.sim <= 1)
+    assert graph.task_ids == sorted(graph.task_ids)
+
+
+def test_build_is_deterministic_and_sizes_configurable(embedder) -> None:
+    pool = small_pool(3, 6)
+    small = GraphConfig(k_within=2, k_cross=3, show_progress=False)
+    first = build(pool, small, embedder=embedder)
+    cache = {first.abstracts[t]: first.embeddings[t] for t in first.abstracts}
+    encoded = embedder.encoded
+    second = build(pool, small, embedder=embedder, cache=cache)
+    assert embedder.encoded == encoded  # every abstract came from the cache
+    assert list(first.graph.edge_rows()) == list(second.graph.edge_rows())
+    first = first.graph
+    assert len(first.edges["within"]) == 18 * 2 and len(first.edges["cross"]) == 18 * 3
+
+
+def test_handmade_pool_graph_loads_as_hetero_data(embedder, config) -> None:
+    pool = handmade_pool()
+    graph = build(pool, config, embedder=embedder).graph
+    data = to_hetero_data(graph)
+    assert data["task"].num_nodes == 6
+    within = data["task", "within", "task"]
+    assert within.edge_index.shape == (2, 12)  # 2 in-neighbours per task in 3-task environments
+    assert data["task", "cross", "task"].edge_weight.dtype.is_floating_point
+    assert data.task_ids == sorted(t.task_id for t in pool.tasks)
+    env = data["task"].env
+    src, dst = within.edge_index
+    assert bool((env[src] == env[dst]).all())
+
+
+def test_top_neighbours_breaks_ties_by_id_and_drops_non_positive() -> None:
+    sims = np.array([[1.0, 0.5, 0.5, 0.5, 0.0], [1.2, 0.3, -0.1, 0.3, 0.2]])
+    valid = np.array([[False, True, True, True, True], [True, True, True, True, False]])
+    rows, cols = top_neighbours(sims, valid, 2)
+    assert rows.tolist() == [0, 0, 1, 1] and cols.tolist() == [1, 2, 0, 1]
+    rows, cols = top_neighbours(sims, valid, 4)
+    assert cols[rows == 1].tolist() == [0, 1, 3]
+
+
+def test_exact_cosines_do_not_depend_on_blocking() -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(40, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = fixed_point(vectors)
+    full = exact_cosines(q, q)
+    blocks = np.vstack([exact_cosines(q[i : i + 7], q) for i in range(0, 40, 7)])
+    assert np.array_equal(full, blocks)
+    assert np.allclose(full, vectors.astype(np.float64) @ vectors.T.astype(np.float64), atol=1e-5)
+
+
+def test_embedding_of_a_text_does_not_depend_on_its_batch(embedder) -> None:
+    texts = [f"step 1: lookup; step {n}: update using step 1" for n in range(2, 9)]
+    texts.append("step 1: create; step 2: delete using step 1 (gate: state precondition)")
+    together = embedder.encode(texts)
+    alone = np.stack([embedder.encode([t])[0] for t in texts[:3]])
+    assert np.array_equal(together[:3], alone)
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-6)
+
+
+def test_code_structure_view_ignores_literal_values() -> None:
+    pool = handmade_pool()
+    task = pool.tasks[0]
+    source = "def check_func(final_state):\n    return final_state['loans']['L{}']['days'] == {}"
+    first = type(task)(
+        **{**task.__dict__, "checklist_with_func": [Check("a", source.format(1, 7))]}
+    )
+    second = type(task)(
+        **{**task.__dict__, "checklist_with_func": [Check("b", source.format(2, 9))]}
+    )
+    assert verifier_structure_text(first) == verifier_structure_text(second)
+    assert "loans" in verifier_structure_text(first) and "7" not in verifier_structure_text(first)
+
+
+def test_within_similarity_is_a_mean_of_six_views() -> None:
+    tasks = handmade_pool().tasks_of("library")
+    sims = within_similarity(tasks)
+    assert len(VIEW_NAMES) == 6
+    assert np.allclose(sims, sims.T) and np.allclose(np.diag(sims), 1.0)
+    assert np.all(sims[~np.eye(3, dtype=bool)] < 1.0)

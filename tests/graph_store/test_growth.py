@@ -1,0 +1,93 @@
+"""Incremental growth equals a full rebuild; the graph commands.
+
+The store tests here are Bolt/Cypher tests run against ArcadeDB (NEO4J_URI when set).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from envsched_gnn.cli import main
+from envsched_gnn.envs.pool_io import save_pool
+from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_store.growth import add_environment, add_pool, build_into_store
+from envsched_gnn.graph_store.snapshot import read_graph, write_graph
+from envsched_gnn.observations import Observation
+from tests.graph_store.small_pool import small_pool, sub_pool
+
+POOL = small_pool(4, 6, seed=1)
+FIRST_ENVS = {"env0-book", "env1-patient", "env2-order"}
+
+
+def snapshot_text(graph, path) -> str:
+    write_graph(path, graph)
+    return path.read_text()
+
+
+def test_add_environment_to_a_graph_equals_rebuild(embedder, config, tmp_path) -> None:
+    grown = add_environment(
+        build(sub_pool(POOL, FIRST_ENVS), config, embedder=embedder).graph,
+        POOL,
+        "env3-flight",
+        config,
+        embedder=embedder,
+    )
+    rebuilt = build(POOL, config, embedder=embedder).graph
+    assert snapshot_text(grown, tmp_path / "a.json") == snapshot_text(rebuilt, tmp_path / "b.json")
+    with pytest.raises(ValueError, match="already in the graph"):
+        add_environment(grown, POOL, "env3-flight", config, embedder=embedder)
+
+
+@pytest.mark.store
+def test_add_environment_in_the_store_equals_rebuild_and_keeps_history(
+    store, embedder, config, tmp_path
+) -> None:
+    build_into_store(store, sub_pool(POOL, FIRST_ENVS), config, embedder=embedder)
+    before = store.read_graph()
+    history = [
+        Observation("env0-book-t00", 0, (0.0, 1.0)),
+        Observation("env2-order-t03", 1, (1.0,)),
+    ]
+    store.write_observations(history)
+    encoded = embedder.encoded
+    add_environment(store, POOL, "env3-flight", config, embedder=embedder)
+    assert embedder.encoded - encoded == len(POOL.tasks_of("env3-flight"))  # old tasks cached
+    rebuilt = build(POOL, config, embedder=embedder).graph
+    grown = store.read_graph()
+    assert snapshot_text(grown, tmp_path / "a.json") == snapshot_text(rebuilt, tmp_path / "b.json")
+    displaced = {(s, d) for s, d, r, _ in before.edge_rows() if r == "cross"} - {
+        (s, d) for s, d, r, _ in grown.edge_rows() if r == "cross"
+    }
+    assert displaced  # newcomers did push some old cross neighbours out
+    assert store.read_observations() == history
+    assert store.count_environments() == 4 and store.count_tasks() == len(POOL.tasks)
+
+
+@pytest.mark.store
+@pytest.mark.slow  # three CLI runs, each starting its own server and encoder: about 40 s
+def test_graph_commands_build_export_and_add_a_second_pool(store_server, tmp_path, capsys) -> None:
+    if store_server.managed is None:
+        pytest.skip("the commands open their own managed store folder")
+    first, second = tmp_path / "first", tmp_path / "second"
+    save_pool(sub_pool(POOL, {"env0-book", "env1-patient"}), first)
+    save_pool(sub_pool(POOL, {"env2-order", "env3-flight"}), second)
+    folder = str(tmp_path / "store")
+    assert main(["graph", "build", "--pool", str(first), "--store", folder, "--k-cross", "4"]) == 0
+    assert "60 within edges" in capsys.readouterr().out
+    assert (
+        main(["graph", "add-env", "--pool", str(second), "--store", folder, "--k-cross", "4"]) == 0
+    )
+    assert "env2-order, env3-flight" in capsys.readouterr().out
+    out = tmp_path / "graph.json"
+    assert main(["graph", "export", "--store", folder, "--out", str(out)]) == 0
+    graph = read_graph(out)
+    assert graph.num_tasks == 24 and len(graph.edges["cross"]) == 24 * 4
+    assert main(["graph", "build", "--pool", str(tmp_path / "missing"), "--store", folder]) == 1
+    assert "missing" in capsys.readouterr().err
+
+
+@pytest.mark.store
+def test_add_pool_skips_environments_already_present(store, embedder, config) -> None:
+    build_into_store(store, sub_pool(POOL, FIRST_ENVS), config, embedder=embedder)
+    assert add_pool(store, POOL, config, embedder=embedder) == ["env3-flight"]
+    assert add_pool(store, POOL, config, embedder=embedder) == []
