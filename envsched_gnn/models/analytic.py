@@ -192,10 +192,15 @@ class AnalyticPredictor:
         if n == 0:
             return {r: np.zeros((0, len(stats), 3)) for r in RELATIONS}
         weight = torch.from_numpy(np.stack([s.weight for s in stats], axis=1))
-        ybar = torch.from_numpy(np.stack([s.own_estimate() for s in stats], axis=1))
+        weighted_ybar = torch.from_numpy(np.stack([s.weighted_sum for s in stats], axis=1))
         g = torch.from_numpy(np.stack([s.g for s in stats]))
-        layer = EnvSchedPropagation(lambda_g=self.config.lambda_g)
-        return {r: layer(ybar, weight, g, view.relations[r].adj_t).numpy() for r in RELATIONS}
+        layer = self.__dict__.get("_layer")
+        if layer is None or layer.lambda_g != self.config.lambda_g:
+            # building a MessagePassing inspects signatures (milliseconds): once per predictor
+            layer = self.__dict__["_layer"] = EnvSchedPropagation(lambda_g=self.config.lambda_g)
+        return {
+            r: layer(weighted_ybar, weight, g, view.relations[r].adj_t).numpy() for r in RELATIONS
+        }
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:

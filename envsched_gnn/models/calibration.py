@@ -101,10 +101,7 @@ def quantile_map(ordered: np.ndarray, p: np.ndarray) -> np.ndarray:
     a = ordered[below]
     b = ordered[np.minimum(below + 1, n - 1)]
     diff = b - a
-    out = a + diff * gamma
-    upper_half = gamma >= 0.5
-    out[upper_half] = b[upper_half] - diff[upper_half] * (1.0 - gamma[upper_half])
-    return out
+    return np.where(gamma >= 0.5, b - diff * (1.0 - gamma), a + diff * gamma)
 
 
 def calibrate(

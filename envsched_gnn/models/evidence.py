@@ -103,7 +103,7 @@ def own_history(computation: Computation, config: PredictorConfig, i: int) -> li
             row[f"centred_{label}"] = {
                 name: float(
                     np.clip(
-                        history.y[name][k] - history.step_mean[name][k] + result.stats.g[c],
+                        history.deviation[name][k] + result.stats.g[c],
                         0.0,
                         CLIP_UPPER[name],
                     )

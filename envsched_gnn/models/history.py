@@ -31,7 +31,7 @@ class ObservedHistory:
     """The observations with step < t, columnar, with the per-step means ybar(s).
 
     ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per name in ``Y_NAMES``;
-    ``step_mean``: ybar(s) of each observation's own step, per name, float64 (n,);
+    ``deviation``: y(i,s) - ybar(s) of each observation, per name, float64 (n,);
     ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,).
     """
 
@@ -39,7 +39,7 @@ class ObservedHistory:
     task: np.ndarray
     step: np.ndarray
     y: dict[str, np.ndarray]
-    step_mean: dict[str, np.ndarray]
+    deviation: dict[str, np.ndarray]
     steps: np.ndarray
     means: dict[str, np.ndarray]
 
@@ -103,15 +103,15 @@ def observed_before(
     length = int(steps_of.max()) + 1 if steps_of.size else 0
     count = np.bincount(steps_of, minlength=length).astype(np.float64)
     observed = np.flatnonzero(count)
-    means, step_mean = {}, {}
+    means, deviation = {}, {}
     for name, column in y.items():
         per_step = np.zeros(length)
         per_step[observed] = (
             np.bincount(steps_of, weights=column, minlength=length)[observed] / count[observed]
         )
         means[name] = per_step[observed]
-        step_mean[name] = per_step[steps_of]
-    return ObservedHistory(step, task, steps_of, y, step_mean, observed.astype(np.int64), means)
+        deviation[name] = column - per_step[steps_of]
+    return ObservedHistory(step, task, steps_of, y, deviation, observed.astype(np.int64), means)
 
 
 def half_life_stats(
@@ -138,7 +138,8 @@ def half_life_stats(
     weight = np.bincount(history.task, weights=w, minlength=num_tasks)
     weighted_sum = np.empty((num_tasks, len(Y_NAMES)))
     for c, name in enumerate(Y_NAMES):
-        centred = history.y[name] - history.step_mean[name] + g[c]
+        centred = history.deviation[name] + g[c]
         np.clip(centred, 0.0, CLIP_UPPER[name], out=centred)
-        weighted_sum[:, c] = np.bincount(history.task, weights=w * centred, minlength=num_tasks)
+        centred *= w
+        weighted_sum[:, c] = np.bincount(history.task, weights=centred, minlength=num_tasks)
     return HistoryStats(float(half_life), g, weight, weighted_sum)

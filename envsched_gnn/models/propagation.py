@@ -34,8 +34,8 @@ class EnvSchedPropagation(MessagePassing):
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Shapes:
-        - **inputs:** neighbour estimates :math:`\bar{y}` :math:`(|\mathcal{V}|, H, 3)` (any
-          value where :math:`W = 0`), evidence weights :math:`W` :math:`(|\mathcal{V}|, H)`,
+        - **inputs:** weighted estimates :math:`W \bar{y}` :math:`(|\mathcal{V}|, H, 3)` (0
+          where :math:`W = 0`), evidence weights :math:`W` :math:`(|\mathcal{V}|, H)`,
           global references :math:`g` :math:`(H, 3)`, edge indices :math:`(2, |\mathcal{E}|)`
           (row 0 the neighbour :math:`j`, row 1 the target :math:`i`) with similarities
           :math:`(|\mathcal{E}|)`, or a sparse adjacency :math:`(|\mathcal{V}|, |\mathcal{V}|)`
@@ -51,16 +51,15 @@ class EnvSchedPropagation(MessagePassing):
 
     def forward(
         self,
-        ybar: Tensor,
+        weighted_ybar: Tensor,
         weight: Tensor,
         g: Tensor,
         edge_index: Adj,
         edge_weight: OptTensor = None,
     ) -> Tensor:
-        num_nodes, half_lives, channels = ybar.shape
-        w = weight.unsqueeze(-1)
-        evidence = torch.cat([torch.where(w > 0, w * ybar, 0.0), w], dim=-1)
-        x = evidence.reshape(num_nodes, half_lives * (channels + 1))
+        num_nodes, half_lives, channels = weighted_ybar.shape
+        x = torch.cat([weighted_ybar, weight.unsqueeze(-1)], dim=-1)
+        x = x.view(num_nodes, half_lives * (channels + 1))
         return self.propagate(edge_index, x=x, edge_weight=edge_weight, g=g)
 
     def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:

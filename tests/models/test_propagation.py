@@ -30,7 +30,7 @@ def _graph(seed, num_nodes=9, num_edges=25):
     weight = rng.uniform(0.2, 3.0, size=(num_nodes, 2))
     weight[rng.random((num_nodes, 2)) < 0.3] = 0.0
     ybar = rng.uniform(0, 0.25, size=(num_nodes, 2, 3))
-    ybar[weight == 0] = np.nan  # undefined for unobserved tasks; must not leak
+    ybar[weight == 0] = np.nan  # undefined for unobserved tasks; the loop must never read it
     g = rng.uniform(0, 0.25, size=(2, 3))
     return edges, ybar, weight, g
 
@@ -48,7 +48,8 @@ def test_layer_matches_loop_on_both_paths(lambda_g, seed):
     edges, ybar, weight, g = _graph(seed)
     expected = _loop_relation_estimate(9, edges, ybar, weight, g, lambda_g)
     layer = EnvSchedPropagation(lambda_g=lambda_g)
-    args = (torch.from_numpy(ybar), torch.from_numpy(weight), torch.from_numpy(g))
+    weighted = np.where(weight[..., None] > 0, weight[..., None] * ybar, 0.0)
+    args = (torch.from_numpy(weighted), torch.from_numpy(weight), torch.from_numpy(g))
     edge_index = torch.tensor([[j for j, _, _ in edges], [i for _, i, _ in edges]])
     sim = torch.tensor([s for _, _, s in edges], dtype=torch.float64)
     by_messages = layer(*args, edge_index, sim)
@@ -59,12 +60,12 @@ def test_layer_matches_loop_on_both_paths(lambda_g, seed):
 
 
 def test_by_hand_one_observed_neighbour_and_none():
-    # node 0 <- node 1 (sim 0.5, W 2, ybar_v 0.2); node 1 has no in-edges
-    ybar = torch.tensor([[[0.0, 0.0, 0.0]], [[0.2, 0.6, 0.4]]], dtype=torch.float64)
+    # node 0 <- node 1 (sim 0.5, W 2, ybar = (0.2, 0.6, 0.4)); node 1 has no in-edges
+    weighted = torch.tensor([[[0.0, 0.0, 0.0]], [[0.4, 1.2, 0.8]]], dtype=torch.float64)
     weight = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
     g = torch.tensor([[0.05, 0.5, 0.5]], dtype=torch.float64)
     out = EnvSchedPropagation()(
-        ybar, weight, g, torch.tensor([[1], [0]]), torch.tensor([0.5]).double()
+        weighted, weight, g, torch.tensor([[1], [0]]), torch.tensor([0.5]).double()
     )
     # G_v(0) = (0.5 * 2 * 0.2 + 2 * 0.05) / (0.5 * 2 + 2) = 0.3 / 3
     np.testing.assert_allclose(out[0, 0].numpy(), [0.1, (0.6 + 1.0) / 3, (0.4 + 1.0) / 3])
@@ -72,11 +73,11 @@ def test_by_hand_one_observed_neighbour_and_none():
 
 
 def test_empty_relation_gives_the_global_reference():
-    ybar = torch.rand(4, 2, 3, dtype=torch.float64)
+    weighted = torch.rand(4, 2, 3, dtype=torch.float64)
     weight = torch.ones(4, 2, dtype=torch.float64)
     g = torch.rand(2, 3, dtype=torch.float64)
     empty = torch.zeros(2, 0, dtype=torch.long)
-    out = EnvSchedPropagation()(ybar, weight, g, empty, torch.zeros(0, dtype=torch.float64))
+    out = EnvSchedPropagation()(weighted, weight, g, empty, torch.zeros(0, dtype=torch.float64))
     np.testing.assert_array_equal(out.numpy(), np.broadcast_to(g.numpy(), (4, 2, 3)))
 
 

@@ -1,0 +1,242 @@
+"""``envsched-gnn bench predictor``: time and memory of one full analytic prediction.
+
+Synthetic graph: N tasks in environments of 50 (task i is in environment i mod ceil(N/50)),
+each with ``edges_per_task // 3`` within in-neighbours drawn from its own environment and the
+rest cross in-neighbours from distinct other environments (6 + 12 for 18, the paper's
+k_in / k_cross), similarities uniform in [0.05, 1). Synthetic history: ``steps`` steps (200)
+of B distinct tasks each, B = max(64, N // 40) unless given (64 at 2,550 tasks as in the
+paper; about 5 observations per task at every N), K = 8 Bernoulli rewards per observation
+with a per-task success rate.
+
+Timed: ``AnalyticPredictor.predict`` at step ``steps`` (both half-lives, both relations,
+calibration, decline penalty), from the history's columns. The first call also builds the
+per-graph CSR cache and is reported apart ("cold"); the median is over ``repeats`` warm calls.
+Memory: the peak resident set size during one warm call above the resident size before it
+(Linux VmHWM, reset through /proc/self/clear_refs), i.e. everything NumPy and torch allocate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+
+import numpy as np
+
+ENV_SIZE = 50
+K = 8
+
+
+def synthetic_graph(num_tasks: int, edges_per_task: int, seed: int):
+    """A ``HeteroData`` task graph as described in the module docstring (no string ids)."""
+    import torch
+    from torch_geometric.data import HeteroData
+
+    rng = np.random.default_rng(seed)
+    n = num_tasks
+    num_envs = max(1, math.ceil(n / ENV_SIZE))
+    node = np.arange(n, dtype=np.int64)
+    env = node % num_envs
+    local = node // num_envs
+    size = n // num_envs + (env < n % num_envs)
+    k_in = min(edges_per_task // 3, int(size.min()) - 1)
+    k_cross = min(edges_per_task - edges_per_task // 3, num_envs - 1)
+    data = HeteroData()
+    data["task"].num_nodes = n
+    data["task"].env = torch.from_numpy(env)
+    edges = {}
+    if k_in > 0:
+        # offsets 1 + k * stride + U[0, stride) are distinct and never 0 (no self-loops)
+        stride = (size - 1) // k_in
+        offset = (
+            1
+            + np.arange(k_in) * stride[:, None]
+            + (rng.random((n, k_in)) * stride[:, None]).astype(np.int64)
+        )
+        src = env[:, None] + num_envs * ((local[:, None] + offset) % size[:, None])
+        edges["within"] = (src.ravel(), np.repeat(node, k_in))
+    if k_cross > 0:
+        stride = (num_envs - 1) // k_cross
+        shift = 1 + np.arange(k_cross) * stride + rng.integers(0, stride, size=(n, k_cross))
+        other = (env[:, None] + shift) % num_envs
+        other_size = n // num_envs + (other < n % num_envs)
+        src = other + num_envs * (rng.random((n, k_cross)) * other_size).astype(np.int64)
+        edges["cross"] = (src.ravel(), np.repeat(node, k_cross))
+    for relation in ("within", "cross"):
+        src, dst = edges.get(relation, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        store = data["task", relation, "task"]
+        store.edge_index = torch.from_numpy(np.stack([src, dst]))
+        store.edge_weight = torch.from_numpy(rng.uniform(0.05, 1.0, size=src.shape[0]))
+    return data
+
+
+def synthetic_history(
+    num_tasks: int, steps: int, per_step: int, seed: int
+) -> dict[str, np.ndarray]:
+    """History columns (``task``, ``step``, ``m``, ``v``, ``d``) as ``ObservationLog.arrays()``."""
+    from envsched_gnn.observations import group_stats
+
+    rng = np.random.default_rng(seed + 1)
+    rate = rng.beta(0.7, 0.7, size=num_tasks)
+    per_step = min(per_step, num_tasks)
+    tasks, step_of, ms, vs, ds = [], [], [], [], []
+    for s in range(steps):
+        chosen = rng.choice(num_tasks, size=per_step, replace=False)
+        rewards = (rng.random((per_step, K)) < rate[chosen, None]).astype(np.float64)
+        m, v, d = group_stats(rewards)
+        tasks.append(chosen)
+        step_of.append(np.full(per_step, s, np.int64))
+        ms.append(m)
+        vs.append(v)
+        ds.append(d)
+    return {
+        "task": np.concatenate(tasks).astype(np.int64),
+        "step": np.concatenate(step_of),
+        "m": np.concatenate(ms),
+        "v": np.concatenate(vs),
+        "d": np.concatenate(ds),
+    }
+
+
+def _resident_kb(field: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def benchmark(
+    num_tasks: int,
+    edges_per_task: int = 18,
+    *,
+    repeats: int = 5,
+    seed: int = 0,
+    steps: int = 200,
+    per_step: int | None = None,
+) -> dict:
+    """Build the synthetic graph and history, then time and measure predictions; returns numbers."""
+    import torch
+
+    from envsched_gnn.models.analytic import AnalyticPredictor
+
+    per_step = per_step if per_step is not None else max(64, num_tasks // 40)
+    data = synthetic_graph(num_tasks, edges_per_task, seed)
+    history = synthetic_history(num_tasks, steps, per_step, seed)
+    num_edges = sum(int(data["task", r, "task"].edge_index.shape[1]) for r in ("within", "cross"))
+    predictor = AnalyticPredictor()
+    start = time.perf_counter()
+    first = predictor.predict(data, history, steps)
+    cold = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        again = predictor.predict(data, history, steps)
+        times.append(time.perf_counter() - start)
+    reproducible = all(
+        np.array_equal(getattr(first, f), getattr(again, f))
+        for f in ("q", "u", "E_v", "E_m", "E_d")
+    )
+    peak_mb = None
+    if _reset_peak():
+        before = _resident_kb("VmRSS")
+        predictor.predict(data, history, steps)
+        peak = _resident_kb("VmHWM")
+        if before is not None and peak is not None:
+            peak_mb = (peak - before) / 1024
+    return {
+        "tasks": num_tasks,
+        "edges": num_edges,
+        "observations": int(history["task"].shape[0]),
+        "threads": torch.get_num_threads(),
+        "cold_ms": cold * 1e3,
+        "median_ms": statistics.median(times) * 1e3,
+        "min_ms": min(times) * 1e3,
+        "repeats": repeats,
+        "peak_rss_delta_mb": peak_mb,
+        "bytes_per_node_edge": None
+        if peak_mb is None
+        else peak_mb * 2**20 / (num_tasks + num_edges),
+        "bit_reproducible": reproducible,
+    }
+
+
+def _format(row: dict) -> str:
+    peak = "n/a" if row["peak_rss_delta_mb"] is None else f"{row['peak_rss_delta_mb']:.1f}"
+    per = "n/a" if row["bytes_per_node_edge"] is None else f"{row['bytes_per_node_edge']:.1f}"
+    return (
+        f"{row['tasks']:>10,d} {row['edges']:>12,d} {row['observations']:>10,d} "
+        f"{row['cold_ms']:>10.1f} {row['median_ms']:>10.1f} {row['min_ms']:>10.1f} "
+        f"{peak:>10} {per:>8}"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for name in ("tasks", "edges_per_task", "repeats", "steps"):
+        values = getattr(args, name)
+        if any(v < 1 for v in (values if isinstance(values, list) else [values])):
+            return _fail(f"--{name.replace('_', '-')} must be >= 1, got {values}")
+    print(
+        f"{'tasks':>10} {'edges':>12} {'obs':>10} {'cold_ms':>10} {'median_ms':>10} {'min_ms':>10} "
+        f"{'peak_MB':>10} {'B/(N+E)':>8}   (threads: {torch.get_num_threads()})"
+    )
+    rows = []
+    for num_tasks in args.tasks:
+        row = benchmark(
+            num_tasks,
+            args.edges_per_task,
+            repeats=args.repeats,
+            seed=args.seed,
+            steps=args.steps,
+            per_step=args.observations_per_step,
+        )
+        rows.append(row)
+        print(_format(row), flush=True)
+    print(json.dumps({"benchmark": "predictor", "seed": args.seed, "results": rows}))
+    return 0
+
+
+def _fail(message: str) -> int:
+    import sys
+
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def register(groups: dict) -> None:
+    p = groups["bench"].add_parser(
+        "predictor",
+        help="median time and peak memory of one full analytic prediction",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("--tasks", type=int, nargs="+", default=[2550], help="N (several allowed)")
+    p.add_argument("--edges-per-task", type=int, default=18, help="in-edges per task (1/3 within)")
+    p.add_argument("--repeats", type=int, default=5, help="warm predictions timed per N")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic graph and history")
+    p.add_argument("--steps", type=int, default=200, help="history length in steps")
+    p.add_argument(
+        "--observations-per-step",
+        type=int,
+        default=None,
+        help="observations per history step (default max(64, N // 40))",
+    )
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.set_defaults(func=_run)
