@@ -63,9 +63,9 @@ class LearnedConfig:
     """Adam learning rate."""
     weight_decay: float = 1e-4
     """Adam weight decay."""
-    gradient_steps: int = 4
+    gradient_steps: int = 2
     """Adam steps per ``update`` that saw at least one new step."""
-    steps_per_batch: int = 4
+    steps_per_batch: int = 2
     """Training examples (past steps) per mini-batch; the newest is always included."""
     replay_steps: int = 32
     """How many of the most recent steps are kept as training examples."""
