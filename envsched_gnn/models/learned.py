@@ -129,6 +129,27 @@ class VarianceGNN(nn.Module):
         )
 
 
+def _to_json(value):
+    """Tensors (nested in dicts / lists) to ``{"tensor": list, "dtype": str}``."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": value.tolist(), "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, dict):
+        return {"items": [[k, _to_json(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _from_json(value):
+    if isinstance(value, dict) and "tensor" in value:
+        return torch.tensor(value["tensor"], dtype=getattr(torch, value["dtype"]))
+    if isinstance(value, dict) and "items" in value:
+        return {k: _from_json(v) for k, v in value["items"]}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
 def _outputs(logits: torch.Tensor) -> torch.Tensor:
     """(E_v, E_m, E_d) from the head's logits: 0.25 sigmoid, sigmoid, sigmoid."""
     scale = torch.tensor([0.25, 1.0, 1.0], dtype=logits.dtype)
@@ -163,7 +184,15 @@ class LearnedPropagation:
 
     def reset_parameters(self) -> LearnedPropagation:
         """Forget everything learned: fresh seeded weights, optimiser and examples."""
-        for name in ("model_", "optimizer_", "examples_", "last_step_", "rng_", "_graph_cache"):
+        for name in (
+            "model_",
+            "optimizer_",
+            "examples_",
+            "last_step_",
+            "rng_",
+            "_graph_cache",
+            "_rebuild",
+        ):
             self.__dict__.pop(name, None)
         return self
 
@@ -228,6 +257,11 @@ class LearnedPropagation:
         columns = log.arrays()
         steps = np.unique(columns["step"])
         new = steps[(steps < step) & (steps > self.last_step_)]
+        if self.__dict__.pop("_rebuild", False):
+            old = steps[steps <= self.last_step_][-self.config.replay_steps :]
+            new = np.concatenate([old, new])
+        else:
+            old = new[:0]
         for s in new.tolist():
             rows = columns["step"] == s
             targets = np.column_stack([columns["v"][rows], columns["m"][rows], columns["d"][rows]])
@@ -239,7 +273,7 @@ class LearnedPropagation:
                     torch.from_numpy(targets).float(),
                 )
             )
-        if new.size == 0:
+        if new.size == old.size:
             return self
         self.last_step_ = int(new[-1])
         del self.examples_[: -self.config.replay_steps]
@@ -267,6 +301,44 @@ class LearnedPropagation:
             loss.backward()
             self.optimizer_.step()
         self.model_.eval()
+
+    # -- state ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state: weights, optimiser moments, sampler state, last step.
+
+        Training examples are not stored: they are functions of the observation log, and
+        the next ``update`` rebuilds the replay window from it.
+        """
+        if not hasattr(self, "model_"):
+            return {}
+        return {
+            "model": {k: _to_json(v) for k, v in self.model_.state_dict().items()},
+            "optimizer": _to_json(self.optimizer_.state_dict()),
+            "rng": self.rng_.bit_generator.state,
+            "last_step": self.last_step_,
+            "in_channels": self.model_.in_channels,
+        }
+
+    def load_state_dict(self, state: dict, data: HeteroData | None = None) -> None:
+        """Restore :meth:`state_dict`; an empty state resets the predictor."""
+        self.reset_parameters()
+        if not state:
+            return
+        c = self.config
+        with torch.random.fork_rng(devices=[]):
+            self.model_ = VarianceGNN(state["in_channels"], c.hidden_channels, c.num_layers)
+        self.model_.load_state_dict({k: _from_json(v) for k, v in state["model"].items()})
+        self.optimizer_ = torch.optim.Adam(
+            self.model_.parameters(), lr=c.learning_rate, weight_decay=c.weight_decay
+        )
+        self.optimizer_.load_state_dict(_from_json(state["optimizer"]))
+        self.rng_ = np.random.default_rng(c.seed)
+        self.rng_.bit_generator.state = state["rng"]
+        self.last_step_ = int(state["last_step"])
+        self.examples_ = []
+        self._graph_cache = {}
+        self._rebuild = True
 
     # -- prediction -----------------------------------------------------------------------
 

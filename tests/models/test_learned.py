@@ -129,3 +129,23 @@ def test_text_features_are_required_when_asked_for():
     data["task"].x = torch.randn(graph.num_tasks, 4)
     prediction = LearnedPropagation(LearnedConfig(use_text=True)).predict(data, log, 0)
     assert prediction.q.shape == (graph.num_tasks,)
+
+
+def test_state_dict_round_trips_through_json_to_identical_later_predictions():
+    import json
+
+    graph, observations = synthetic_world()
+    data = to_hetero_data(graph)
+    log = ObservationLog(graph.task_ids)
+    log.extend(o for o in observations if o.step < 8)
+    config = LearnedConfig(seed=2, replay_steps=4)
+    a = LearnedPropagation(config)
+    for step in range(1, 6):
+        a.update(data, log, step)
+    b = LearnedPropagation(config)
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    for step in (6, 7, 8):
+        a.update(data, log, step)
+        b.update(data, log, step)
+    assert np.array_equal(a.predict(data, log, 8).q, b.predict(data, log, 8).q)
+    assert np.array_equal(a.predict(data, log, 8).E_v, b.predict(data, log, 8).E_v)
