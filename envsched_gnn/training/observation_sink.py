@@ -12,6 +12,7 @@ not retried: it is kept in :attr:`rejected` with the error and reported.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -147,3 +148,26 @@ class ObservationSink:
             if self._pending.get(key) is observation:
                 del self._pending[key]
         self._condition.notify_all()
+
+
+class StoreWriter:
+    """``write(observations)`` into the store named by ``spec``, opened on the first write.
+
+    Opening lazily means only the process that writes (rank 0 under DDP) opens the store.
+    """
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self._stack = contextlib.ExitStack()
+        self._store = None
+
+    def __call__(self, observations: Sequence[Observation]) -> int:
+        if self._store is None:
+            from envsched_gnn.graph_store.store import open_store
+
+            self._store = self._stack.enter_context(open_store(self.spec))
+        return self._store.write_observations(observations)
+
+    def close(self) -> None:
+        self._stack.close()
+        self._store = None

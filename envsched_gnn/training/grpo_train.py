@@ -1,0 +1,245 @@
+"""One GRPO run: the policy, the scheduler on the train split's graph, the Lightning trainer.
+
+:func:`train_grpo` is what ``envsched-gnn train grpo`` and the main job call; it returns
+the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) and leaves in
+``out_dir``: ``checkpoints/`` (``last.ckpt`` and every ``checkpoint_every`` steps),
+``logs/`` (CSV, and TensorBoard when installed), ``policy/`` (the trained HF folder),
+``grpo_result.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.observations import Observation, write_history
+from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.grpo_config import GRPOConfig
+
+RESULT_FILE = "grpo_result.json"
+
+
+@dataclass
+class LaunchConfig:
+    """Where and how the Lightning trainer runs."""
+
+    accelerator: str = "auto"
+    """``auto``, ``cpu`` or ``gpu``."""
+    devices: int = 1
+    """Processes (one per device); more than 1 trains data-parallel."""
+    strategy: str = "auto"
+    """Lightning strategy, e.g. ``ddp`` (CPU: gloo backend)."""
+    checkpoint_every: int = 0
+    """Also keep a checkpoint every this many steps (0: only ``last.ckpt`` at the end)."""
+    progress_bar: bool = True
+    """Lightning's progress bar (reward and variance shown)."""
+
+
+@dataclass
+class GRPOResult:
+    """Everything a run measured (also written to ``grpo_result.json``)."""
+
+    scheduler: str
+    config: dict
+    steps: list[dict[str, float]]
+    evals: list[dict[str, Any]]
+    batches: list[list[str]]
+    rewards: list[dict[str, list[float]]]
+    rollouts: int
+    world_size: int
+    rank: int
+    local_rollouts: int
+    wall_s: float
+    unwritten_observations: int = 0
+    rejected_observations: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def train_subgraph(graph: TaskGraph, task_ids: Iterable[str]) -> TaskGraph:
+    """The graph induced by ``task_ids`` (the train split: held-out tasks are never chosen)."""
+    keep = set(task_ids)
+    missing = keep - set(graph.task_ids)
+    if missing:
+        raise ValueError(f"task(s) {sorted(missing)[:5]} of the pool are not nodes of the graph")
+    tasks = [(t, e) for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if t in keep]
+    rows = [row for row in graph.edge_rows() if row[0] in keep and row[1] in keep]
+    return TaskGraph.from_edge_rows(tasks, rows)
+
+
+def heldout_tasks(pool: Pool, limit: int, seed: int, split: str = "test") -> list[str]:
+    """The held-out task ids: all of ``split``, or a seeded subset of ``limit`` of them."""
+    tasks = [task.task_id for task in pool.split(split)]
+    if not tasks:
+        raise ValueError(f"the pool has no task in split {split!r} to evaluate on")
+    if 0 < limit < len(tasks):
+        chosen = np.random.default_rng([seed, 7919]).choice(len(tasks), limit, replace=False)
+        tasks = [tasks[i] for i in sorted(chosen)]
+    return tasks
+
+
+def heldout_evaluator(
+    tasks: Sequence[str], k: int, seed: int
+) -> Callable[[Any, int], dict[str, float]]:
+    """``evaluate(engine, step)``: mean reward and more over ``tasks`` x ``k`` samples, with
+    the same sampling seed at every evaluation (differences come from the policy only)."""
+    from envsched_gnn.eval.policy_eval import evaluate_policy
+
+    def evaluate(engine: Any, step: int) -> dict[str, float]:
+        result = evaluate_policy(engine, list(tasks), k, seed)
+        keys = ("mean_reward", "full_success_rate", "nonzero_variance_share", "rollout_s")
+        return {key: float(result[key]) for key in keys} | {"tasks": len(tasks), "k": k}
+
+    return evaluate
+
+
+def train_grpo(
+    pool: Pool,
+    graph: TaskGraph,
+    policy_dir: str | Path,
+    config: GRPOConfig,
+    out_dir: str | Path,
+    *,
+    agent_config: AgentConfig | None = None,
+    runtime_config: RuntimeConfig | None = None,
+    launch: LaunchConfig | None = None,
+    write_observations: Callable[[Sequence[Observation]], object] | None = None,
+    resume: str | Path | None = None,
+    stop_after: int | None = None,
+    initial_eval: dict[str, float] | None = None,
+) -> GRPOResult:
+    """GRPO on ``pool``'s train split from the policy in ``policy_dir``, ``config.scheduler``
+    choosing each batch from ``graph`` (restricted to the train split).
+
+    ``write_observations`` (e.g. a store's ``write_observations``) receives each step's
+    observations through a buffered :class:`ObservationSink`. ``resume`` continues from a
+    checkpoint of the same run; ``stop_after`` stops after that many steps in total (an
+    interruption, for tests and budgets), leaving ``checkpoints/last.ckpt``. ``initial_eval``
+    is the held-out result of this very policy at step 0 when already measured (the main job
+    shares it between the schedulers it compares).
+    """
+    import lightning as L
+
+    from envsched_gnn.scheduler.registry import make_scheduler
+    from envsched_gnn.training.module import GRPOModule
+    from envsched_gnn.training.observation_sink import ObservationSink
+    from envsched_gnn.training.policy import load_policy
+
+    launch = launch or LaunchConfig()
+    agent_config = agent_config or AgentConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    model, tokenizer = load_policy(policy_dir)
+    model.train()
+    train_ids = [task.task_id for task in pool.split("train")]
+    scheduler = make_scheduler(
+        config.scheduler,
+        train_subgraph(graph, train_ids),
+        batch_size=config.batch_size,
+        seed=config.seed,
+    )
+    evaluator = None
+    if config.eval_every:
+        tasks = heldout_tasks(pool, config.eval_tasks, config.seed)
+        evaluator = heldout_evaluator(tasks, config.eval_samples, config.seed)
+    sink = ObservationSink(write_observations) if write_observations is not None else None
+    module = GRPOModule(
+        model,
+        tokenizer,
+        pool,
+        scheduler,
+        config,
+        agent_config=agent_config,
+        runtime_config=runtime_config,
+        sink=sink,
+        evaluator=evaluator,
+    )
+    if initial_eval is not None:
+        module.eval_results.append({"step": 0, "rollouts": 0, **initial_eval})
+    cuda = launch.accelerator == "gpu" or (
+        launch.accelerator == "auto" and torch.cuda.is_available()
+    )
+    callbacks: list[Any] = [
+        L.pytorch.callbacks.ModelCheckpoint(
+            dirpath=out / "checkpoints",
+            filename="step{step}",
+            every_n_train_steps=launch.checkpoint_every or None,
+            save_top_k=-1 if launch.checkpoint_every else 0,
+            save_last=True,
+            auto_insert_metric_name=False,
+        )
+    ]
+    if launch.progress_bar:
+        callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1))
+    trainer = L.Trainer(
+        accelerator=launch.accelerator,
+        devices=launch.devices,
+        strategy=launch.strategy,
+        precision="bf16-mixed" if cuda else "32-true",
+        max_epochs=1,
+        max_steps=stop_after if stop_after is not None else -1,
+        logger=_loggers(out),
+        callbacks=callbacks,
+        log_every_n_steps=1,
+        enable_progress_bar=launch.progress_bar,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=out,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*IterableDataset.*has `__len__`.*")
+        trainer.fit(module, ckpt_path=str(resume) if resume is not None else None)
+    trainer.save_checkpoint(out / "checkpoints" / "last.ckpt")
+    wall_s = time.perf_counter() - start
+    unwritten: list[Observation] = []
+    if sink is not None:
+        unwritten = sink.close(timeout=config.store_flush_timeout_s)
+    result = GRPOResult(
+        scheduler=config.scheduler,
+        config=config.to_dict(),
+        steps=module.step_metrics,
+        evals=module.eval_results,
+        batches=module.batches,
+        rewards=module.rewards,
+        rollouts=module.rollouts_total,
+        world_size=trainer.world_size,
+        rank=trainer.global_rank,
+        local_rollouts=module.local_rollouts_total,
+        wall_s=wall_s,
+        unwritten_observations=len(unwritten),
+        rejected_observations=len(sink.rejected) if sink is not None else 0,
+    )
+    if trainer.is_global_zero:
+        if unwritten:
+            # the store did not come back in time: keep them as history.jsonl, to load later
+            write_history(out / "unwritten_observations.jsonl", unwritten)
+        module.policy.save_pretrained(out / "policy")
+        tokenizer.save_pretrained(out / "policy")
+        (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    return result
+
+
+def _loggers(out: Path) -> list[Any]:
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    loggers: list[Any] = [CSVLogger(out, name="logs", version="")]
+    with contextlib.suppress(ModuleNotFoundError):  # TensorBoard only when installed
+        loggers.append(TensorBoardLogger(out, name="logs", version="tensorboard"))
+    return loggers

@@ -1,0 +1,491 @@
+"""GRPO as a LightningModule with manual optimisation, a scheduler choosing every batch.
+
+One training step ``s``:
+
+1. the data stream yields the B tasks the scheduler chose for ``s`` (rank 0 chooses,
+   every rank receives the same batch);
+2. the B x K episodes are split across ranks and rolled out with the current policy;
+3. rewards (and tool calls) are gathered on every rank; an over-sampling scheduler
+   (DAPO-style ``filter_groups``) keeps some groups, all rollouts still count;
+4. group-relative advantages (``grpo`` or ``dr_grpo``), the clipped token-level loss over
+   the policy's tokens of the kept groups, accumulated over micro-batches sized by a token
+   budget, gradient clipping, one optimiser step;
+5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
+   buffered sink; per-step metrics under the stable names of spec section 6.
+
+Checkpoints carry the scheduler state, the unwritten observations, the RNG states and the
+step, so a resumed run chooses exactly the batches the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.observations import observations_from_rewards
+from envsched_gnn.scheduler.metrics import batch_metrics
+from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.data import ScheduledBatch, ScheduledBatches
+from envsched_gnn.training.grpo import (
+    aggregate_tokens,
+    clip_fraction,
+    get_advantage_estimator,
+    kl_penalty,
+    policy_loss,
+    token_log_probs,
+)
+from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.observation_sink import ObservationSink
+from envsched_gnn.training.rollout import Episode, EpisodeSpec, RolloutEngine
+
+CHECKPOINT_KEY = "envsched"
+Evaluator = Callable[[RolloutEngine, int], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """What every rank learns about one episode of the step (gathered across ranks)."""
+
+    index: int
+    task_id: str
+    reward: float
+    tools: frozenset[tuple[str, str]]
+    policy_tokens: int
+    tokens: int
+
+
+class GRPOModule(L.LightningModule):
+    """GRPO on a pool of executable environments with a scheduler in the loop.
+
+    Args:
+        policy: a Hugging Face causal LM (the module trains it in place).
+        tokenizer: its tokenizer (with a chat template).
+        pool: the environments and tasks.
+        scheduler: chooses the batches (``envsched_gnn.scheduler.registry.make_scheduler``).
+        config: the run's :class:`GRPOConfig`.
+        agent_config: turn and token limits and the sampling temperature of the rollouts.
+        runtime_config: worker processes of the environment runtime (started when fitting
+            starts, stopped at teardown).
+        sink: buffered writer of observations to the graph store (used on rank 0), or None.
+        evaluator: ``evaluator(engine, step) -> {"mean_reward": ..., ...}`` on held-out tasks,
+            run before the first step and every ``config.eval_every`` steps, or None.
+    """
+
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        tokenizer: Any,
+        pool: Pool,
+        scheduler: Any,
+        config: GRPOConfig,
+        *,
+        agent_config: AgentConfig | None = None,
+        runtime_config: RuntimeConfig | None = None,
+        sink: ObservationSink | None = None,
+        evaluator: Evaluator | None = None,
+    ) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.agent_config = agent_config or AgentConfig()
+        self.runtime_config = runtime_config or RuntimeConfig()
+        self.runtime: EnvRuntime | None = None
+        self.engine: RolloutEngine | None = None
+        self.pool = pool
+        self.scheduler = scheduler
+        self.config = config
+        self.sink = sink
+        self.evaluator = evaluator
+        self.max_response_tokens = self.agent_config.max_turns * self.agent_config.max_new_tokens
+        self.advantage_fn = get_advantage_estimator(config.advantage_estimator)
+        self.ref_policy = _frozen_copy(policy) if config.kl_coef > 0 else None
+        self.env_of = {task.task_id: task.env_id for task in pool.tasks}
+        self.tools_of = {env_id: set(env.tool_names) for env_id, env in pool.envs.items()}
+        self.next_step = 0
+        self.rollouts_total = 0
+        self.local_rollouts_total = 0
+        self.step_metrics: list[dict[str, float]] = []
+        self.eval_results: list[dict[str, float]] = []
+        self.batches: list[list[str]] = []
+        self.rewards: list[dict[str, list[float]]] = []
+
+    # ----------------------------------------------------------------- Lightning wiring
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(
+            self.policy.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        stream = ScheduledBatches(
+            self.scheduler,
+            self.config.steps,
+            first_step=lambda: self.next_step,
+            broadcast=lambda obj: self.trainer.strategy.broadcast(obj, src=0),
+            is_chooser=lambda: self.global_rank == 0,
+        )
+        return DataLoader(stream, batch_size=None, num_workers=0)
+
+    def on_fit_start(self) -> None:
+        if self.engine is None:
+            self.runtime = EnvRuntime(self.pool, self.runtime_config)
+            self.runtime.start()
+            self.engine = RolloutEngine(
+                self.policy, self.tokenizer, self.runtime, self.agent_config, self.device, self.pool
+            )
+        if self.ref_policy is not None:
+            self.ref_policy.to(self.device)
+
+    def on_train_start(self) -> None:
+        if self.next_step == 0 and not self.eval_results:
+            self._evaluate(0)
+
+    def teardown(self, stage: str) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+        self.runtime = self.engine = None
+
+    # ------------------------------------------------------------------- the step
+    def training_step(self, dataloader_iter) -> None:
+        batch: ScheduledBatch = next(dataloader_iter)[0]
+        step, config = batch.step, self.config
+        self.batches.append(list(batch.task_ids))
+
+        start = time.perf_counter()
+        episodes = self._rollout(batch)
+        records = self._gather(episodes)
+        rollout_s = time.perf_counter() - start
+
+        rewards = {task_id: [] for task_id in batch.task_ids}
+        for record in records:
+            rewards[record.task_id].append(record.reward)
+        kept = self._kept_tasks(step, rewards)
+
+        start = time.perf_counter()
+        update = self._update(episodes, records, kept)
+        update_s = time.perf_counter() - start
+
+        if self.global_rank == 0:
+            self.scheduler.observe(step, rewards)
+            if self.sink is not None:
+                self.sink.put(observations_from_rewards(step, rewards))
+        self.rewards.append(rewards)
+        self.rollouts_total += len(records)
+        self.local_rollouts_total += len(episodes)
+        self.next_step = step + 1
+
+        tools = set().union(*(record.tools for record in records))
+        metrics = batch_metrics(rewards, self.env_of, len(tools))
+        metrics.update(update)
+        metrics.update(
+            {
+                "train/tokens_per_s": update["train/tokens"] / max(update_s, 1e-9),
+                "batch/rollouts": float(len(records)),
+                "batch/kept_groups": float(len(kept)),
+                "train/rollouts_total": float(self.rollouts_total),
+                "time/rollout_s": rollout_s,
+                "time/schedule_s": batch.schedule_s,
+                "time/update_s": update_s,
+            }
+        )
+        if self.sink is not None:
+            metrics["store/pending_observations"] = float(self.sink.pending)
+        self.step_metrics.append({"step": float(step), **metrics})
+        shown = ("batch/mean_reward", "batch/mean_reward_variance")
+        for prog_bar, names in ((True, shown), (False, [n for n in metrics if n not in shown])):
+            self.log_dict(
+                {name: metrics[name] for name in names},
+                prog_bar=prog_bar,
+                on_step=True,
+                on_epoch=False,
+                batch_size=len(records),
+            )
+        if config.eval_every and (
+            self.next_step % config.eval_every == 0 or self.next_step == config.steps
+        ):
+            self._evaluate(self.next_step)
+
+    def _rollout(self, batch: ScheduledBatch) -> list[tuple[int, Episode]]:
+        """This rank's share of the B x K episodes, as (global index, episode).
+
+        Episode (task, sample) draws its tokens from a generator seeded by (step seed, task,
+        sample), so the episodes do not depend on how they are split across ranks.
+        """
+        k = self.config.group_size
+        specs = [EpisodeSpec(task_id, sample) for task_id in batch.task_ids for sample in range(k)]
+        mine = list(enumerate(specs))[self.global_rank :: self.trainer.world_size]
+        was_training = self.policy.training
+        self.policy.eval()
+        episodes = self.engine.rollout_episodes(
+            [spec for _, spec in mine], seed=step_seed(self.config.seed, batch.step)
+        )
+        self.policy.train(was_training)
+        return [(index, episode) for (index, _), episode in zip(mine, episodes, strict=True)]
+
+    def _gather(self, episodes: Sequence[tuple[int, Episode]]) -> list[EpisodeRecord]:
+        local = [
+            EpisodeRecord(
+                index=index,
+                task_id=episode.task_id,
+                reward=float(episode.reward),
+                tools=self._tools_called(episode),
+                policy_tokens=int(episode.policy_mask.sum()),
+                tokens=int(episode.token_ids.numel()),
+            )
+            for index, episode in episodes
+        ]
+        gathered = _all_gather_objects(local)
+        return sorted((r for part in gathered for r in part), key=lambda r: r.index)
+
+    def _tools_called(self, episode: Episode) -> frozenset[tuple[str, str]]:
+        env_id = self.env_of[episode.task_id]
+        known = self.tools_of[env_id]
+        return frozenset((env_id, call.name) for call in episode.tool_calls if call.name in known)
+
+    def _kept_tasks(self, step: int, rewards: Mapping[str, list[float]]) -> list[str]:
+        """All tasks, or those an over-sampling scheduler keeps (decided on rank 0); every
+        rollout counts towards the budget either way."""
+        if not getattr(self.scheduler, "over_samples", False):
+            return list(rewards)
+        kept = list(self.scheduler.filter_groups(step, rewards)) if self.global_rank == 0 else None
+        return list(self.trainer.strategy.broadcast(kept, src=0))
+
+    # ----------------------------------------------------------------- the update
+    def _update(
+        self,
+        episodes: Sequence[tuple[int, Episode]],
+        records: Sequence[EpisodeRecord],
+        kept: Sequence[str],
+    ) -> dict[str, float]:
+        config = self.config
+        kept_set = set(kept)
+        kept_records = [r for r in records if r.task_id in kept_set]
+        rewards = torch.tensor([r.reward for r in kept_records], dtype=torch.float64)
+        advantages = self.advantage_fn(rewards, config.group_size) if len(kept_records) else rewards
+        advantage_of = {r.index: float(a) for r, a in zip(kept_records, advantages, strict=True)}
+        mine = [
+            (advantage_of[index], episode) for index, episode in episodes if index in advantage_of
+        ]
+
+        world = self.trainer.world_size
+        if config.loss_aggregation == "token_mean":
+            denominator = float(sum(r.policy_tokens for r in kept_records))
+        else:
+            denominator = float(len(kept_records) * self.max_response_tokens)
+        # DDP averages gradients over ranks; scaling by the world size makes the sum of the
+        # ranks' partial losses the loss of the whole batch.
+        denominator = max(denominator, 1.0) / world
+
+        totals = torch.zeros(5, dtype=torch.float64, device=self.device)
+        if kept_records:
+            optimizer = self.optimizers()
+            optimizer.zero_grad()
+            micro_batches = self._micro_batches(mine)
+            for i, micro in enumerate(micro_batches):
+                last = i == len(micro_batches) - 1
+                with nullcontext() if last else self._no_sync():
+                    parts = self._micro_loss(micro, denominator)
+                    self.manual_backward(parts[0])
+                totals += torch.stack([p.detach().double() for p in parts])
+            self.clip_gradients(
+                optimizer, gradient_clip_val=config.max_grad_norm, gradient_clip_algorithm="norm"
+            )
+            optimizer.step()
+        loss, kl, clipped, policy_tokens, tokens = _all_reduce_sum(totals).tolist()
+        return {
+            "train/loss": loss / world,
+            "train/kl": kl / world,
+            "train/clip_fraction": clipped / max(policy_tokens, 1.0),
+            "train/advantage_abs_mean": float(advantages.abs().mean()) if kept_records else 0.0,
+            "train/tokens": tokens,
+        }
+
+    def _micro_batches(
+        self, items: Sequence[tuple[float, Episode]]
+    ) -> list[list[tuple[float, Episode]]]:
+        """Episodes sorted by length, packed so that ``n x longest <= micro_batch_tokens`` and
+        ``n <= micro_batch_size``; always at least one (possibly empty) micro-batch, so every
+        rank takes part in the final gradient synchronisation."""
+        ordered = sorted(items, key=lambda item: item[1].token_ids.numel())
+        batches: list[list[tuple[float, Episode]]] = [[]]
+        for item in ordered:
+            current = batches[-1]
+            longest = item[1].token_ids.numel()
+            if current and (
+                len(current) >= self.config.micro_batch_size
+                or (len(current) + 1) * longest > self.config.micro_batch_tokens
+            ):
+                batches.append([item])
+            else:
+                current.append(item)
+        return batches
+
+    def _micro_loss(
+        self, micro: Sequence[tuple[float, Episode]], denominator: float
+    ) -> tuple[torch.Tensor, ...]:
+        """(loss, kl, clipped policy tokens, policy tokens, tokens) of one micro-batch; the
+        loss and kl are this micro-batch's share of the batch's (``/ denominator``)."""
+        config = self.config
+        if not micro:
+            # an idle rank still runs backward, so DDP's gradient all-reduce completes
+            zero = sum(p.sum() for p in self.policy.parameters()) * 0.0
+            return (zero, *(torch.zeros((), device=self.device) for _ in range(4)))
+        ids, attention, mask, old_logp, adv = _pad(micro, self.device)
+        logits = self.policy(input_ids=ids, attention_mask=attention).logits
+        logp = token_log_probs(logits, ids, self.agent_config.temperature)
+        loss = policy_loss(
+            logp, old_logp, adv, mask, config.clip, config.loss_aggregation, denominator
+        )
+        kl = torch.zeros((), device=self.device)
+        if self.ref_policy is not None:
+            with torch.no_grad():
+                ref_logits = self.ref_policy(input_ids=ids, attention_mask=attention).logits
+                ref_logp = token_log_probs(ref_logits, ids, self.agent_config.temperature)
+            kl = aggregate_tokens(kl_penalty(logp, ref_logp), mask, denominator=denominator)
+            loss = loss + config.kl_coef * kl
+        policy_tokens = mask.sum()
+        clipped = clip_fraction(logp.detach(), old_logp, mask, config.clip) * policy_tokens
+        return loss, kl, clipped, policy_tokens, attention.sum()
+
+    def _no_sync(self):
+        block = getattr(self.trainer.strategy, "block_backward_sync", None)
+        return block() if block is not None else nullcontext()
+
+    # ------------------------------------------------------------------- evaluation
+    def _evaluate(self, step: int) -> None:
+        if self.evaluator is None:
+            return
+        result = None
+        if self.global_rank == 0:
+            was_training = self.policy.training
+            self.policy.eval()
+            result = {
+                "step": step,
+                "rollouts": self.rollouts_total,
+                **self.evaluator(self.engine, step),
+            }
+            self.policy.train(was_training)
+        result = self.trainer.strategy.broadcast(result, src=0)
+        self.eval_results.append(result)
+        for logger in self.loggers:
+            logger.log_metrics({"eval/mean_reward": result["mean_reward"]}, step=step)
+
+    # ------------------------------------------------------------------ checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[CHECKPOINT_KEY] = {
+            "next_step": self.next_step,
+            "rollouts_total": self.rollouts_total,
+            "local_rollouts_total": self.local_rollouts_total,
+            "scheduler": self.scheduler.state_dict(),
+            "sink": self.sink.state_dict() if self.sink is not None else None,
+            "step_metrics": self.step_metrics,
+            "eval_results": self.eval_results,
+            "batches": self.batches,
+            "rewards": self.rewards,
+            "config": self.config.to_dict(),
+            "rng": {
+                "python": random.getstate(),
+                "numpy": np.random.get_state(),
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                "rollout_seed": self.config.seed,
+            },
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint[CHECKPOINT_KEY]
+        if state["config"]["seed"] != self.config.seed:
+            raise ValueError(
+                f"checkpoint was trained with seed {state['config']['seed']}, "
+                f"this run has seed {self.config.seed}: resuming would not continue that run"
+            )
+        self.next_step = int(state["next_step"])
+        self.rollouts_total = int(state["rollouts_total"])
+        self.local_rollouts_total = int(state["local_rollouts_total"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.sink is not None and state["sink"] is not None:
+            self.sink.load_state_dict(state["sink"])
+        self.step_metrics = list(state["step_metrics"])
+        self.eval_results = list(state["eval_results"])
+        self.batches = [list(b) for b in state["batches"]]
+        self.rewards = [dict(r) for r in state["rewards"]]
+        rng = state["rng"]
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        torch.set_rng_state(rng["torch"])
+        if rng["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The rollout seed of step ``step``: a pure function of the run's seed, so a resumed run
+    samples exactly the episodes the uninterrupted run would have."""
+    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
+
+
+def _frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
+    ref = copy.deepcopy(policy)
+    ref.eval()
+    for parameter in ref.parameters():
+        parameter.requires_grad_(False)
+    return ref
+
+
+def _pad(micro: Sequence[tuple[float, Episode]], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Right-padded tensors of a micro-batch, next-token aligned: ids (N, T), attention (N, T),
+    and mask / old log-probs / advantages (N, T-1) for the tokens ids[:, 1:]."""
+    longest = max(episode.token_ids.numel() for _, episode in micro)
+    n = len(micro)
+    ids = torch.zeros((n, longest), dtype=torch.long)
+    attention = torch.zeros((n, longest), dtype=torch.long)
+    mask = torch.zeros((n, longest), dtype=torch.float32)
+    old = torch.zeros((n, longest), dtype=torch.float32)
+    adv = torch.zeros((n, longest), dtype=torch.float32)
+    for row, (advantage, episode) in enumerate(micro):
+        length = episode.token_ids.numel()
+        ids[row, :length] = episode.token_ids
+        attention[row, :length] = 1
+        mask[row, :length] = episode.policy_mask.float()
+        old[row, :length] = episode.old_logprobs.float()
+        adv[row, :length] = advantage
+    return (
+        ids.to(device),
+        attention.to(device),
+        mask[:, 1:].to(device),
+        old[:, 1:].to(device),
+        adv[:, 1:].to(device),
+    )
+
+
+def _distributed() -> bool:
+    return (
+        torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+        and torch.distributed.get_world_size() > 1
+    )
+
+
+def _all_gather_objects(obj: Any) -> list[Any]:
+    if not _distributed():
+        return [obj]
+    out: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def _all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    if _distributed():
+        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
+    return tensor
