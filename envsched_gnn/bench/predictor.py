@@ -1,12 +1,13 @@
 """``envsched-gnn bench predictor``: time and memory of one full analytic prediction.
 
-Synthetic graph: N tasks in environments of 50 (task i is in environment i mod ceil(N/50)),
-each with ``edges_per_task // 3`` within in-neighbours drawn from its own environment and the
-rest cross in-neighbours from distinct other environments (6 + 12 for 18, the paper's
-k_in / k_cross), similarities uniform in [0.05, 1). Synthetic history: ``steps`` steps (200)
-of B distinct tasks each, B = max(64, N // 40) unless given (64 at 2,550 tasks as in the
-paper; about 5 observations per task at every N), K = 8 Bernoulli rewards per observation
-with a per-task success rate.
+Synthetic graph: N tasks in contiguous environments (N // 50 of them, 50 to 99 tasks each;
+pools list tasks environment by environment). Each task has ``edges_per_task // 3`` within
+in-neighbours from its own environment and the rest cross in-neighbours from distinct other
+environments (6 + 12 for 18, the paper's k_in / k_cross; fewer when there are not enough
+environments), similarities uniform in [0.05, 1). Synthetic history: ``steps`` steps (200)
+of B = 64 distinct tasks each unless given (the paper's batch: 12,800 observations, about 5
+per task at 2,550 tasks; ``--observations-per-step`` stresses larger histories), K = 8
+Bernoulli rewards per observation with a per-task success rate.
 
 Timed: ``AnalyticPredictor.predict`` at step ``steps`` (both half-lives, both relations,
 calibration, decline penalty), from the history's columns. The first call also builds the
@@ -18,8 +19,10 @@ Memory: the peak resident set size during one warm call above the resident size 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import gc
 import json
-import math
 import statistics
 import time
 
@@ -36,12 +39,13 @@ def synthetic_graph(num_tasks: int, edges_per_task: int, seed: int):
 
     rng = np.random.default_rng(seed)
     n = num_tasks
-    num_envs = max(1, math.ceil(n / ENV_SIZE))
+    num_envs = max(1, n // ENV_SIZE)
     node = np.arange(n, dtype=np.int64)
-    env = node % num_envs
-    local = node // num_envs
-    size = n // num_envs + (env < n % num_envs)
-    k_in = min(edges_per_task // 3, int(size.min()) - 1)
+    env = node * num_envs // n  # contiguous blocks of 50 to 99 tasks, as pools list them
+    size_of = np.bincount(env, minlength=num_envs)
+    start_of = np.concatenate(([0], np.cumsum(size_of)[:-1]))
+    size, local = size_of[env], node - start_of[env]
+    k_in = min(edges_per_task // 3, int(size_of.min()) - 1)
     k_cross = min(edges_per_task - edges_per_task // 3, num_envs - 1)
     data = HeteroData()
     data["task"].num_nodes = n
@@ -50,20 +54,16 @@ def synthetic_graph(num_tasks: int, edges_per_task: int, seed: int):
     if k_in > 0:
         # offsets 1 + k * stride + U[0, stride) are distinct and never 0 (no self-loops)
         stride = (size - 1) // k_in
-        offset = (
-            1
-            + np.arange(k_in) * stride[:, None]
-            + (rng.random((n, k_in)) * stride[:, None]).astype(np.int64)
-        )
-        src = env[:, None] + num_envs * ((local[:, None] + offset) % size[:, None])
+        jitter = (rng.random((n, k_in)) * stride[:, None]).astype(np.int64)
+        offset = 1 + np.arange(k_in) * stride[:, None] + jitter
+        src = start_of[env][:, None] + (local[:, None] + offset) % size[:, None]
         edges["within"] = (src.ravel(), np.repeat(node, k_in))
     if k_cross > 0:
         stride = (num_envs - 1) // k_cross
         shift = 1 + np.arange(k_cross) * stride + rng.integers(0, stride, size=(n, k_cross))
         other = (env[:, None] + shift) % num_envs
-        other_size = n // num_envs + (other < n % num_envs)
-        src = other + num_envs * (rng.random((n, k_cross)) * other_size).astype(np.int64)
-        edges["cross"] = (src.ravel(), np.repeat(node, k_cross))
+        pick = (rng.random((n, k_cross)) * size_of[other]).astype(np.int64)
+        edges["cross"] = (np.ravel(start_of[other] + pick), np.repeat(node, k_cross))
     for relation in ("within", "cross"):
         src, dst = edges.get(relation, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         store = data["task", relation, "task"]
@@ -112,6 +112,13 @@ def _resident_kb(field: str) -> int | None:
 
 
 def _reset_peak() -> bool:
+    """Return freed heap memory to the OS, then reset VmHWM to the current resident size.
+
+    Without the trim, memory the allocator kept from earlier calls hides the peak.
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
             handle.write("5")
@@ -127,14 +134,13 @@ def benchmark(
     repeats: int = 5,
     seed: int = 0,
     steps: int = 200,
-    per_step: int | None = None,
+    per_step: int = 64,
 ) -> dict:
     """Build the synthetic graph and history, then time and measure predictions; returns numbers."""
     import torch
 
     from envsched_gnn.models.analytic import AnalyticPredictor
 
-    per_step = per_step if per_step is not None else max(64, num_tasks // 40)
     data = synthetic_graph(num_tasks, edges_per_task, seed)
     history = synthetic_history(num_tasks, steps, per_step, seed)
     num_edges = sum(int(data["task", r, "task"].edge_index.shape[1]) for r in ("within", "cross"))
@@ -235,8 +241,8 @@ def register(groups: dict) -> None:
     p.add_argument(
         "--observations-per-step",
         type=int,
-        default=None,
-        help="observations per history step (default max(64, N // 40))",
+        default=64,
+        help="observations per history step (B, default 64 as in the paper)",
     )
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.set_defaults(func=_run)

@@ -177,7 +177,7 @@ class AnalyticPredictor:
             results.append(HalfLifeResult(s, per_relation, prior, estimate, f, **calibrated))
         long, short = results
         u = decline_penalty(long.u, short.u, config.eta)
-        rank = average_rank(u)[0]
+        rank = average_rank(u)
         return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
 
     def _view(self, data) -> GraphView:
@@ -191,16 +191,17 @@ class AnalyticPredictor:
         n = view.num_nodes
         if n == 0:
             return {r: np.zeros((0, len(stats), 3)) for r in RELATIONS}
-        weight = torch.from_numpy(np.stack([s.weight for s in stats], axis=1))
-        weighted_ybar = torch.from_numpy(np.stack([s.weighted_sum for s in stats], axis=1))
+        evidence = np.empty((n, len(stats), 4))
+        for k, s in enumerate(stats):
+            evidence[:, k, :3] = s.weighted_sum
+            evidence[:, k, 3] = s.weight
+        x = torch.from_numpy(evidence)
         g = torch.from_numpy(np.stack([s.g for s in stats]))
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
             layer = self.__dict__["_layer"] = EnvSchedPropagation(lambda_g=self.config.lambda_g)
-        return {
-            r: layer(weighted_ybar, weight, g, view.relations[r].adj_t).numpy() for r in RELATIONS
-        }
+        return {r: layer(x, g, view.relations[r].adj_t).numpy() for r in RELATIONS}
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:

@@ -137,8 +137,9 @@ def half_life_stats(
     w = np.exp2(-(t - np.arange(length, dtype=np.float64)) / half_life)[history.step]
     weight = np.bincount(history.task, weights=w, minlength=num_tasks)
     weighted_sum = np.empty((num_tasks, len(Y_NAMES)))
+    centred = np.empty_like(w)  # one buffer for the three channels: no per-channel allocation
     for c, name in enumerate(Y_NAMES):
-        centred = history.deviation[name] + g[c]
+        np.add(history.deviation[name], g[c], out=centred)
         np.clip(centred, 0.0, CLIP_UPPER[name], out=centred)
         centred *= w
         weighted_sum[:, c] = np.bincount(history.task, weights=centred, minlength=num_tasks)

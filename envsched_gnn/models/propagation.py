@@ -21,11 +21,13 @@ class EnvSchedPropagation(MessagePassing):
 
     where :math:`\mathcal{N}^r_t(i)` are the in-neighbours :math:`j` of :math:`i` under
     :math:`r` with :math:`W(j,t) > 0`, so a task without observed neighbours gets
-    :math:`G_r = g_y(t)`. Node :math:`j` sends
-    :math:`\mathrm{sim}_r(i,j) \cdot [W \bar{y}_v, W \bar{y}_m, W \bar{y}_d, W](j,t)`, summed
+    :math:`G_r = g_y(t)`. The input is each node's *evidence*
+    :math:`x_j = [W \bar{y}_v, W \bar{y}_m, W \bar{y}_d, W](j,t)` (see :meth:`evidence`; zero
+    for an unobserved node); node :math:`j` sends :math:`\mathrm{sim}_r(i,j) \cdot x_j`, summed
     (``aggr="add"``) into the numerator channels and the denominator channel; the shrinkage
     toward :math:`g_y(t)` happens in :meth:`update`. All of :math:`y \in \{v, m, d\}` and any
-    number :math:`H` of half-lives travel in one propagation. The layer has no parameters.
+    number :math:`H` of half-lives travel in one propagation, and the same evidence serves
+    every relation. The layer has no parameters.
 
     Args:
         lambda_g (float, optional): Pseudo-weight :math:`\lambda_g > 0` of the global
@@ -34,9 +36,8 @@ class EnvSchedPropagation(MessagePassing):
             :class:`torch_geometric.nn.conv.MessagePassing`.
 
     Shapes:
-        - **inputs:** weighted estimates :math:`W \bar{y}` :math:`(|\mathcal{V}|, H, 3)` (0
-          where :math:`W = 0`), evidence weights :math:`W` :math:`(|\mathcal{V}|, H)`,
-          global references :math:`g` :math:`(H, 3)`, edge indices :math:`(2, |\mathcal{E}|)`
+        - **inputs:** evidence :math:`x` :math:`(|\mathcal{V}|, H, 4)`, global references
+          :math:`g` :math:`(H, 3)`, edge indices :math:`(2, |\mathcal{E}|)`
           (row 0 the neighbour :math:`j`, row 1 the target :math:`i`) with similarities
           :math:`(|\mathcal{E}|)`, or a sparse adjacency :math:`(|\mathcal{V}|, |\mathcal{V}|)`
           whose row :math:`i` holds :math:`\mathrm{sim}_r(i, \cdot)` (``adj_t``)
@@ -49,17 +50,16 @@ class EnvSchedPropagation(MessagePassing):
         super().__init__(aggr="add", **kwargs)
         self.lambda_g = float(lambda_g)
 
+    @staticmethod
+    def evidence(weighted_ybar: Tensor, weight: Tensor) -> Tensor:
+        """x = [W ybar_v, W ybar_m, W ybar_d, W]. Shapes: (N, H, 3), (N, H) -> (N, H, 4)."""
+        return torch.cat([weighted_ybar, weight.unsqueeze(-1)], dim=-1)
+
     def forward(
-        self,
-        weighted_ybar: Tensor,
-        weight: Tensor,
-        g: Tensor,
-        edge_index: Adj,
-        edge_weight: OptTensor = None,
+        self, evidence: Tensor, g: Tensor, edge_index: Adj, edge_weight: OptTensor = None
     ) -> Tensor:
-        num_nodes, half_lives, channels = weighted_ybar.shape
-        x = torch.cat([weighted_ybar, weight.unsqueeze(-1)], dim=-1)
-        x = x.view(num_nodes, half_lives * (channels + 1))
+        num_nodes, half_lives, channels = evidence.shape
+        x = evidence.reshape(num_nodes, half_lives * channels)
         return self.propagate(edge_index, x=x, edge_weight=edge_weight, g=g)
 
     def message(self, x_j: Tensor, edge_weight: Tensor) -> Tensor:
@@ -70,7 +70,9 @@ class EnvSchedPropagation(MessagePassing):
 
     def update(self, inputs: Tensor, g: Tensor) -> Tensor:
         sums = inputs.view(inputs.shape[0], g.shape[0], g.shape[1] + 1)
-        return (sums[..., :-1] + self.lambda_g * g) / (sums[..., -1:] + self.lambda_g)
+        denominator = sums[..., -1:].add(self.lambda_g)
+        # in place on the freshly aggregated sums: no second (N, H, 3) buffer
+        return sums[..., :-1].add_(g, alpha=self.lambda_g).div_(denominator)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(lambda_g={self.lambda_g})"

@@ -49,7 +49,8 @@ def test_layer_matches_loop_on_both_paths(lambda_g, seed):
     expected = _loop_relation_estimate(9, edges, ybar, weight, g, lambda_g)
     layer = EnvSchedPropagation(lambda_g=lambda_g)
     weighted = np.where(weight[..., None] > 0, weight[..., None] * ybar, 0.0)
-    args = (torch.from_numpy(weighted), torch.from_numpy(weight), torch.from_numpy(g))
+    x = EnvSchedPropagation.evidence(torch.from_numpy(weighted), torch.from_numpy(weight))
+    args = (x, torch.from_numpy(g))
     edge_index = torch.tensor([[j for j, _, _ in edges], [i for _, i, _ in edges]])
     sim = torch.tensor([s for _, _, s in edges], dtype=torch.float64)
     by_messages = layer(*args, edge_index, sim)
@@ -65,7 +66,10 @@ def test_by_hand_one_observed_neighbour_and_none():
     weight = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
     g = torch.tensor([[0.05, 0.5, 0.5]], dtype=torch.float64)
     out = EnvSchedPropagation()(
-        weighted, weight, g, torch.tensor([[1], [0]]), torch.tensor([0.5]).double()
+        EnvSchedPropagation.evidence(weighted, weight),
+        g,
+        torch.tensor([[1], [0]]),
+        torch.tensor([0.5]).double(),
     )
     # G_v(0) = (0.5 * 2 * 0.2 + 2 * 0.05) / (0.5 * 2 + 2) = 0.3 / 3
     np.testing.assert_allclose(out[0, 0].numpy(), [0.1, (0.6 + 1.0) / 3, (0.4 + 1.0) / 3])
@@ -77,7 +81,8 @@ def test_empty_relation_gives_the_global_reference():
     weight = torch.ones(4, 2, dtype=torch.float64)
     g = torch.rand(2, 3, dtype=torch.float64)
     empty = torch.zeros(2, 0, dtype=torch.long)
-    out = EnvSchedPropagation()(weighted, weight, g, empty, torch.zeros(0, dtype=torch.float64))
+    x = EnvSchedPropagation.evidence(weighted, weight)
+    out = EnvSchedPropagation()(x, g, empty, torch.zeros(0, dtype=torch.float64))
     np.testing.assert_array_equal(out.numpy(), np.broadcast_to(g.numpy(), (4, 2, 3)))
 
 
