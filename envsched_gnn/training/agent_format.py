@@ -43,6 +43,12 @@ _TOOLS_POSTAMBLE = (
     '"arguments": <args-json-object>}</tool_call>\nWhen the task is complete, answer without '
     "a tool call."
 )
+_SIGNATURES_PREAMBLE = "# Tools\n\n"
+_SIGNATURES_POSTAMBLE = (
+    '\n\nCall a tool as <tool_call>{"name": <tool>, "arguments": {...}}</tool_call>. '
+    "When the task is complete, answer without a tool call."
+)
+TOOL_FORMATS = ("signature", "json")
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 # Private-use characters: never in real text, so they split a rendered template unambiguously.
 _PLACEHOLDER_A = "\ue000assistant\ue001"
@@ -69,8 +75,15 @@ class AgentConfig:
     """Tool results are cut to this many characters of JSON before the policy sees them."""
     final_message: str = "Done."
     """The final answer of reference trajectories (what SFT teaches the policy to end with)."""
+    tool_format: str = "signature"
+    """Tools in the system message: "signature" lines ``name(arg, ...): description`` (short:
+    what a small CPU policy can afford) or "json" schemas in ``<tools>`` tags (Qwen/Hermes)."""
 
     def __post_init__(self) -> None:
+        if self.tool_format not in TOOL_FORMATS:
+            raise ValueError(
+                f"AgentConfig.tool_format must be one of {TOOL_FORMATS}, got {self.tool_format!r}"
+            )
         for name in ("max_turns", "max_new_tokens", "max_prompt_tokens", "max_calls_per_turn"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AgentConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -105,14 +118,26 @@ def tool_schema(tool: dict[str, Any]) -> dict[str, Any]:
     return tool.get("function", tool) if isinstance(tool, dict) else tool
 
 
-def system_message(env: Environment) -> str:
-    """Environment introduction, then the tool schemas as JSON lines in ``<tools>`` tags."""
-    schemas = "\n".join(
-        json.dumps(tool_schema(tool), ensure_ascii=False, sort_keys=False) for tool in env.tools
-    )
+def tool_signature(tool: dict[str, Any]) -> str:
+    """``name(arg, ...): description`` of a function schema."""
+    schema = tool_schema(tool)
+    arguments = ", ".join((schema.get("parameters") or {}).get("properties") or {})
+    description = str(schema.get("description", "")).strip()
+    return f"{schema.get('name', '')}({arguments})" + (f": {description}" if description else "")
+
+
+def system_message(env: Environment, tool_format: str = "signature") -> str:
+    """Environment introduction, then the tools: one signature line each, or (``json``) the
+    schemas as JSON lines in ``<tools>`` tags."""
     intro = env.environment_introduction.strip()
     head = f"{intro}\n\n" if intro else ""
-    return f"{head}{_TOOLS_PREAMBLE}{schemas}{_TOOLS_POSTAMBLE}"
+    if tool_format == "json":
+        schemas = "\n".join(json.dumps(tool_schema(tool), ensure_ascii=False) for tool in env.tools)
+        return f"{head}{_TOOLS_PREAMBLE}{schemas}{_TOOLS_POSTAMBLE}"
+    if tool_format != "signature":
+        raise ValueError(f"unknown tool format {tool_format!r}; expected one of {TOOL_FORMATS}")
+    lines = "\n".join(f"- {tool_signature(tool)}" for tool in env.tools)
+    return f"{head}{_SIGNATURES_PREAMBLE}{lines}{_SIGNATURES_POSTAMBLE}"
 
 
 def user_message(task: Task) -> str:
@@ -264,7 +289,7 @@ def render_trajectory(
 
     The ids are built exactly as the rollout engine builds them while acting.
     """
-    ids = fmt.prompt_ids(system_message(env), user_message(task))
+    ids = fmt.prompt_ids(system_message(env, config.tool_format), user_message(task))
     mask = [0] * len(ids)
     for index, (text, results) in enumerate(turns):
         answer = fmt.assistant_ids(text)

@@ -82,7 +82,7 @@ def pool_corpus(pool: Pool, agent: AgentConfig | None = None) -> Iterator[str]:
     reference tool calls, initial states (what tool responses echo) and the final message."""
     agent = agent or AgentConfig()
     for env in pool.envs.values():
-        yield system_message(env)
+        yield system_message(env, agent.tool_format)
     for task in pool.tasks:
         yield user_message(task)
         yield json.dumps(task.init_config, ensure_ascii=False)

@@ -224,7 +224,7 @@ class RolloutEngine:
             if spec.task_id not in prompts:
                 env = self.pool.envs[task.env_id]
                 prompts[spec.task_id] = self.format.prompt_ids(
-                    system_message(env), user_message(task)
+                    system_message(env, self.config.tool_format), user_message(task)
                 )
             generator = torch.Generator().manual_seed(episode_seed(seed, spec.task_id, spec.sample))
             prompt = prompts[spec.task_id]

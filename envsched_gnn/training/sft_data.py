@@ -8,12 +8,12 @@ pass all checks are dropped: the policy imitates only solutions that score 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Sampler
 
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.training.agent_format import (
@@ -64,15 +64,19 @@ def run_references(runtime: Any, tasks: Sequence[Task], chunk: int = 512) -> lis
 
 def render_references(
     fmt: ChatFormat, pool: Pool, runs: Sequence[ReferenceRun], agent: AgentConfig
-) -> list[RenderedEpisode]:
-    """Render the runs that reached reward 1 as SFT examples (mask = the policy's tokens)."""
+) -> list[tuple[str, RenderedEpisode]]:
+    """Render the runs that reached reward 1 as SFT examples (mask = the policy's tokens),
+    each with its environment id."""
     return [
-        render_trajectory(
-            fmt,
-            pool.envs[run.task.env_id],
-            run.task,
-            reference_turns(run.task.reference_solution or [], run.results, agent),
-            agent,
+        (
+            run.task.env_id,
+            render_trajectory(
+                fmt,
+                pool.envs[run.task.env_id],
+                run.task,
+                reference_turns(run.task.reference_solution or [], run.results, agent),
+                agent,
+            ),
         )
         for run in runs
         if run.reward >= 1.0
@@ -80,11 +84,18 @@ def render_references(
 
 
 class SFTDataset(Dataset):
-    """Rendered episodes; an item is ``(input_ids, labels)`` with labels -100 off the mask."""
+    """Rendered episodes; an item is ``(input_ids, labels)`` with labels -100 off the mask.
 
-    def __init__(self, examples: Sequence[RenderedEpisode], max_length: int) -> None:
-        self.examples = [e for e in examples if len(e.input_ids) <= max_length]
-        self.dropped = len(examples) - len(self.examples)
+    ``groups`` lists the example indices of each environment (for same-prefix batches)."""
+
+    def __init__(self, examples: Sequence[tuple[str, RenderedEpisode]], max_length: int) -> None:
+        kept = [(env, e) for env, e in examples if len(e.input_ids) <= max_length]
+        self.examples = [e for _, e in kept]
+        self.dropped = len(examples) - len(kept)
+        by_env: dict[str, list[int]] = {}
+        for index, (env, _) in enumerate(kept):
+            by_env.setdefault(env, []).append(index)
+        self.groups = list(by_env.values())
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -94,6 +105,53 @@ class SFTDataset(Dataset):
         ids = torch.tensor(example.input_ids, dtype=torch.long)
         mask = torch.tensor(example.policy_mask, dtype=torch.bool)
         return ids, torch.where(mask, ids, -100)
+
+
+class GroupedBatchSampler(Sampler[list[int]]):
+    """Batches drawn within one group (environment), in a shuffled order, reshuffled each
+    pass: epoch e uses the generator seeded ``seed + e``. A group smaller than the batch
+    size is one batch; otherwise its remainder is dropped for the pass."""
+
+    def __init__(self, groups: Sequence[Sequence[int]], batch_size: int, seed: int) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.groups = [list(g) for g in groups if g]
+        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+
+    def _batches(self, generator: torch.Generator) -> list[list[int]]:
+        batches = []
+        for group in self.groups:
+            order = [group[i] for i in torch.randperm(len(group), generator=generator).tolist()]
+            if len(order) <= self.batch_size:
+                batches.append(order)
+                continue
+            full = len(order) // self.batch_size * self.batch_size
+            batches += [order[i : i + self.batch_size] for i in range(0, full, self.batch_size)]
+        return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        self.epoch += 1
+        yield from self._batches(generator)
+
+    def __len__(self) -> int:
+        return sum(max(len(g) // self.batch_size, 1) for g in self.groups)
+
+
+def shared_prefix_length(input_ids: torch.Tensor, labels: torch.Tensor) -> int:
+    """Length P of the prefix that every row shares and that holds no predicted token's
+    context need: ``P = min(LCP, min_r f_r - 1)`` with LCP the rows' longest common prefix
+    and f_r the first position of row r with a label (token t is predicted at t - 1).
+
+    Shapes: ``input_ids, labels (B, L)`` -> int.
+    """
+    same = (input_ids == input_ids[:1]).all(dim=0)
+    lcp = int(same.long().cumprod(dim=0).sum())
+    labelled = labels != -100
+    if not labelled.any(dim=1).all():
+        return 0
+    first = int(labelled.long().argmax(dim=1).min())
+    return max(min(lcp, first - 1), 0)
 
 
 def pad_collate(pad_id: int):
