@@ -59,7 +59,7 @@ class SFTConfig:
     """AdamW weight decay."""
     gradient_clip: float = 1.0
     """Gradient-norm clip."""
-    extra_tasks_per_env: int = 150
+    extra_tasks_per_env: int = 40
     """Fresh generated tasks per environment added to the train split (0: none)."""
     max_length: int = 2048
     """Longer trajectories are left out."""
