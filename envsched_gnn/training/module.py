@@ -397,7 +397,7 @@ class GRPOModule(L.LightningModule):
             "config": self.config.to_dict(),
             "rng": {
                 "python": random.getstate(),
-                "numpy": np.random.get_state(),
+                "numpy": _numpy_state(),
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                 "rollout_seed": self.config.seed,
@@ -423,7 +423,8 @@ class GRPOModule(L.LightningModule):
         self.rewards = [dict(r) for r in state["rewards"]]
         rng = state["rng"]
         random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
+        kind, keys, position, has_gauss, gauss = rng["numpy"]
+        np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, gauss))
         torch.set_rng_state(rng["torch"])
         if rng["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
@@ -433,6 +434,12 @@ def step_seed(seed: int, step: int) -> int:
     """The rollout seed of step ``step``: a pure function of the run's seed, so a resumed run
     samples exactly the episodes the uninterrupted run would have."""
     return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
+
+
+def _numpy_state() -> list:
+    """NumPy's legacy RNG state as plain Python values (loadable with ``weights_only``)."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    return [kind, [int(k) for k in keys], int(position), int(has_gauss), float(gauss)]
 
 
 def _frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
