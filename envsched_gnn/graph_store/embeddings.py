@@ -24,7 +24,7 @@ import numpy as np
 
 DIM = 384
 FIXED_POINT = float(2**20)
-BUCKETS = (32, 64, 128, 256)
+BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256)
 
 
 @dataclass
@@ -106,15 +106,15 @@ class Embedder:
 def embed_texts(
     texts: Sequence[str], embedder: Embedder, cache: Mapping[str, np.ndarray] | None = None
 ) -> np.ndarray:
-    """Embeddings of ``texts``: those whose text is in ``cache`` from it, the rest encoded."""
+    """Embeddings of ``texts``: cached ones from ``cache``, other distinct texts encoded once."""
     cache = cache or {}
-    out = np.zeros((len(texts), DIM), np.float32)
-    missing = [i for i, text in enumerate(texts) if text not in cache]
-    for i, text in enumerate(texts):
-        if text in cache:
-            out[i] = cache[text]
+    missing = list(dict.fromkeys(text for text in texts if text not in cache))
+    known = dict(cache)
     if missing:
-        out[missing] = embedder.encode([texts[i] for i in missing])
+        known.update(zip(missing, embedder.encode(missing), strict=True))
+    out = np.zeros((len(texts), DIM), np.float32)
+    for i, text in enumerate(texts):
+        out[i] = known[text]
     return out
 
 
