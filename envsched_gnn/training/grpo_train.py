@@ -191,8 +191,10 @@ def train_grpo(
         devices=launch.devices,
         strategy=launch.strategy,
         precision="bf16-mixed" if cuda else "32-true",
-        max_epochs=1,
-        max_steps=stop_after if stop_after is not None else -1,
+        # one optimiser step per GRPO step: the step count ends the run (a resumed run starts a
+        # new epoch of the stream, at the checkpoint's step)
+        max_epochs=-1,
+        max_steps=min(stop_after, config.steps) if stop_after is not None else config.steps,
         logger=_loggers(out),
         callbacks=callbacks,
         log_every_n_steps=1,

@@ -289,9 +289,9 @@ class GRPOModule(L.LightningModule):
         denominator = max(denominator, 1.0) / world
 
         totals = torch.zeros(5, dtype=torch.float64, device=self.device)
+        optimizer = self.optimizers()
+        optimizer.zero_grad(set_to_none=True)
         if kept_records:
-            optimizer = self.optimizers()
-            optimizer.zero_grad()
             micro_batches = self._micro_batches(mine)
             for i, micro in enumerate(micro_batches):
                 last = i == len(micro_batches) - 1
@@ -302,7 +302,9 @@ class GRPOModule(L.LightningModule):
             self.clip_gradients(
                 optimizer, gradient_clip_val=config.max_grad_norm, gradient_clip_algorithm="norm"
             )
-            optimizer.step()
+        # with nothing kept every gradient is None and AdamW leaves the weights (and its
+        # moments) alone; the step still counts, so steps and optimiser steps stay in line
+        optimizer.step()
         loss, kl, clipped, policy_tokens, tokens = _all_reduce_sum(totals).tolist()
         return {
             "train/loss": loss / world,
