@@ -1,0 +1,69 @@
+"""DDP with 2 CPU processes (gloo), launched as a user would: ``train grpo --devices 2
+--strategy ddp``. One batch per step chosen once (rank 0) and shared, the episodes split
+across the ranks, the rewards gathered before ``observe``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.graph_store.snapshot import write_graph
+from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.training.grpo_train import RESULT_FILE, train_subgraph
+from envsched_gnn.training.module import step_seed
+from envsched_gnn.training.policy import load_policy
+from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
+from tests.envs.handmade_pool import write_handmade_pool
+from tests.training.grpo_setup import AGENT, POOL, RUNTIME, grpo_policy_dir, handmade_graph
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_two_processes_share_batches_split_rollouts_gather_rewards(tmp_path):
+    pool_dir = write_handmade_pool(tmp_path / "pool")
+    write_graph(tmp_path / "graph.json", handmade_graph())
+    out = tmp_path / "ddp"
+    command = [
+        sys.executable, "-m", "envsched_gnn.cli", "train", "grpo",
+        "--pool", str(pool_dir), "--graph", str(tmp_path / "graph.json"),
+        "--model", str(grpo_policy_dir()), "--out", str(out),
+        "--batch-size", "2", "--group-size", "4", "--steps", "2", "--lr", "1e-3",
+        "--eval-every", "0", "--seed", "3", "--workers", "1",
+        "--max-turns", str(AGENT.max_turns), "--max-new-tokens", str(AGENT.max_new_tokens),
+        "--temperature", str(AGENT.temperature),
+        "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", "--no-progress-bar",
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((out / RESULT_FILE).read_text())
+
+    assert result["world_size"] == 2
+    assert result["rollouts"] == 2 * 2 * 4 and result["local_rollouts"] == 2 * 4
+    # every group has its K rewards although each rank rolled out half of every group
+    assert all(len(r) == 4 for step in result["rewards"] for r in step.values())
+
+    # one scheduler chose the batches: replaying it on the gathered rewards reproduces them
+    scheduler = make_scheduler(
+        "envsched", train_subgraph(handmade_graph(), [t.task_id for t in POOL.split("train")]),
+        batch_size=2, seed=3,
+    )  # fmt: skip
+    for step, (batch, rewards) in enumerate(zip(result["batches"], result["rewards"], strict=True)):
+        assert scheduler.next_batch(step) == batch
+        scheduler.observe(step, rewards)
+
+    # the gathered rewards of step 0 are those of the policy's own episodes, in one process
+    model, tokenizer = load_policy(grpo_policy_dir())
+    with EnvRuntime(POOL, RUNTIME) as runtime:
+        engine = RolloutEngine(model, tokenizer, runtime, AGENT, "cpu", POOL)
+        specs = [EpisodeSpec(t, k) for t in result["batches"][0] for k in range(4)]
+        episodes = engine.rollout_episodes(specs, seed=step_seed(3, 0))
+    expected = {t: [e.reward for e in episodes if e.task_id == t] for t in result["batches"][0]}
+    assert result["rewards"][0] == expected
