@@ -46,8 +46,11 @@ def graph_prior(
 def shrink(
     weighted_sum: np.ndarray, weight: np.ndarray, prior: np.ndarray, lambda_s: float
 ) -> np.ndarray:
-    """E_y = (W ybar + lambda_s P_y) / (W + lambda_s). Shapes: (N, C), (N,), (N, C) -> (N, C)."""
-    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)[:, None]
+    """E_y = (W ybar + lambda_s P_y) / (W + lambda_s).
+
+    Shapes: (N, ..., C), (N, ...), (N, ..., C) -> (N, ..., C).
+    """
+    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)[..., None]
 
 
 def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:

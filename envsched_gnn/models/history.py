@@ -115,19 +115,26 @@ def observed_before(
 
 
 def half_life_stats(
-    history: ObservedHistory, num_tasks: int, half_life: float, defaults: Sequence[float]
+    history: ObservedHistory,
+    num_tasks: int,
+    half_life: float,
+    defaults: Sequence[float],
+    out: np.ndarray | None = None,
 ) -> HistoryStats:
     """g_y(t), W(i,t) and W(i,t) ybar(i,t) for one half-life h (spec 4.1-4.3).
 
-    ``defaults`` is (g_v, g_m, g_d) used when there is no history at all.
+    ``defaults`` is (g_v, g_m, g_d) used when there is no history at all. ``out``, a float64
+    (N, 4) array (say, a slice of the propagation's evidence), receives
+    [W ybar_v, W ybar_m, W ybar_d, W]; ``weighted_sum`` and ``weight`` are then views of it.
     """
     t = history.step_now
+    if out is None:
+        out = np.empty((num_tasks, len(Y_NAMES) + 1))
+    weighted_sum, weight = out[:, : len(Y_NAMES)], out[:, len(Y_NAMES)]
     if len(history) == 0:
+        out[...] = 0.0
         return HistoryStats(
-            float(half_life),
-            np.asarray(defaults, dtype=np.float64),
-            np.zeros(num_tasks),
-            np.zeros((num_tasks, len(Y_NAMES))),
+            float(half_life), np.asarray(defaults, dtype=np.float64), weight, weighted_sum
         )
     # g is a ratio of weighted sums: weights relative to the latest observed step give the
     # same value and cannot underflow to 0/0 however old the history is.
@@ -135,8 +142,7 @@ def half_life_stats(
     g = np.array([relative @ history.means[name] / relative.sum() for name in Y_NAMES])
     length = int(history.steps[-1]) + 1
     w = np.exp2(-(t - np.arange(length, dtype=np.float64)) / half_life)[history.step]
-    weight = np.bincount(history.task, weights=w, minlength=num_tasks)
-    weighted_sum = np.empty((num_tasks, len(Y_NAMES)))
+    weight[:] = np.bincount(history.task, weights=w, minlength=num_tasks)
     centred = np.empty_like(w)  # one buffer for the three channels: no per-channel allocation
     for c, name in enumerate(Y_NAMES):
         np.add(history.deviation[name], g[c], out=centred)

@@ -70,9 +70,10 @@ class EnvSchedPropagation(MessagePassing):
 
     def update(self, inputs: Tensor, g: Tensor) -> Tensor:
         sums = inputs.view(inputs.shape[0], g.shape[0], g.shape[1] + 1)
-        denominator = sums[..., -1:].add(self.lambda_g)
-        # in place on the freshly aggregated sums: no second (N, H, 3) buffer
-        return sums[..., :-1].add_(g, alpha=self.lambda_g).div_(denominator)
+        # [g, 1] per half-life: one contiguous in-place pass turns the numerator channels into
+        # sum a ybar + lambda_g g and the last channel into sum a + lambda_g
+        sums.add_(torch.cat([g, g.new_ones(g.shape[0], 1)], dim=-1), alpha=self.lambda_g)
+        return sums[..., :-1] / sums[..., -1:]
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(lambda_g={self.lambda_g})"
