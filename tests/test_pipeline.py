@@ -1,0 +1,68 @@
+"""The main job end to end at toy sizes, against the session's real store server: pool,
+graph in the store, SFT, GRPO with EnvSched and random at equal rollouts, evaluations,
+the report folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envsched_gnn.pipeline import Preset, RunOptions, run_pipeline
+
+pytestmark = [pytest.mark.slow, pytest.mark.store]
+
+TOY = Preset(
+    envs=3,
+    tasks_per_env=8,
+    test_per_env=2,
+    sft_minutes=0.05,
+    sft_extra_tasks_per_env=0,
+    batch_size=4,
+    group_size=2,
+    steps=2,
+    lr=1e-3,
+    eval_every=2,
+    eval_tasks=3,
+    eval_samples=2,
+)
+
+
+def test_main_job_writes_a_report_of_its_own_numbers(tmp_path, store_server, monkeypatch):
+    monkeypatch.setenv("NEO4J_USER", store_server.auth[0])
+    monkeypatch.setenv("NEO4J_PASSWORD", store_server.auth[1])
+    monkeypatch.setenv("NEO4J_DATABASE", store_server.database)
+    monkeypatch.chdir(tmp_path)
+    options = RunOptions(out=str(tmp_path / "report"), store=store_server.uri, reset_store=True)
+
+    results = run_pipeline(options, TOY)
+
+    out = tmp_path / "report"
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["schedulers"].keys() == {"envsched", "random"}
+    for name, result in on_disk["schedulers"].items():
+        assert [e["step"] for e in result["eval"]] == [0, 2], name
+        assert len(result["steps"]) == 2 and result["rollouts"] == 2 * 4 * 2
+        assert {"batch/mean_reward_variance", "batch/envs_covered"} <= set(result["steps"][0])
+    # both start from the same SFT policy, evaluated once
+    envsched, random = (on_disk["schedulers"][n]["eval"][0] for n in ("envsched", "random"))
+    assert envsched == random
+    assert (
+        on_disk["schedulers"]["envsched"]["rewards"] == results["schedulers"]["envsched"]["rewards"]
+    )
+    report = (out / "report.md").read_text()
+    assert "| envsched |" in report and "| random |" in report
+    for plot in ("heldout_reward.png", "reward_variance.png", "envs_covered.png"):
+        assert (out / plot).read_bytes()[:4] == b"\x89PNG"
+    # the EnvSched run's observations are in the store, exactly once each
+    with store_server.connect() as store:
+        stored = {(o.task_id, o.step): o.rewards for o in store.read_observations()}
+        assert store.count_tasks() == 3 * 8
+    rewards = on_disk["schedulers"]["envsched"]["rewards"]
+    expected = {(t, s): tuple(r) for s, step in enumerate(rewards) for t, r in step.items()}
+    assert stored == expected
+
+
+def test_unknown_preset_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown preset 'huge'"):
+        run_pipeline(RunOptions(preset="huge", out=str(tmp_path)))
