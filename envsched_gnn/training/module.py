@@ -13,6 +13,12 @@ One training step ``s``:
 5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
    buffered sink; per-step metrics under the stable names of spec section 6.
 
+Metrics each step: ``batch/*`` (spec section 6, over all groups rolled out; ``tools_used`` =
+distinct (environment, tool) pairs called), ``batch/rollouts`` (every rollout, filtered
+ones included), ``train/loss``, ``train/kl``, ``train/clip_fraction``, ``train/tokens_per_s``
+(sequence tokens through the update's forward and backward per second), ``time/rollout_s``,
+``time/schedule_s``, ``time/update_s``; ``eval/mean_reward`` at each held-out evaluation.
+
 Checkpoints carry the scheduler state, the unwritten observations, the RNG states and the
 step, so a resumed run chooses exactly the batches the uninterrupted run would have.
 """
@@ -63,7 +69,6 @@ class EpisodeRecord:
     reward: float
     tools: frozenset[tuple[str, str]]
     policy_tokens: int
-    tokens: int
 
 
 class GRPOModule(L.LightningModule):
@@ -242,7 +247,6 @@ class GRPOModule(L.LightningModule):
                 reward=float(episode.reward),
                 tools=self._tools_called(episode),
                 policy_tokens=int(episode.policy_mask.sum()),
-                tokens=int(episode.token_ids.numel()),
             )
             for index, episode in episodes
         ]
