@@ -224,16 +224,25 @@ class AnalyticPredictor:
         n = view.num_nodes
         if n == 0:
             return {r: np.zeros((0, g.shape[0], 3)) for r in RELATIONS}
-        x = torch.from_numpy(evidence)
+        x, g_t = torch.from_numpy(evidence), torch.from_numpy(g)
         observed = (evidence[..., 3] > 0).any(axis=1)
-        adjacency = {r: view.relations[r].observed_adj_t(observed) for r in RELATIONS}
+        targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
             layer = self.__dict__["_layer"] = EnvSchedPropagation(lambda_g=self.config.lambda_g)
-        work = evidence[0].size * sum(int(a.values().shape[0]) for a in adjacency.values())
+        work = evidence[0].size * sum(int(a.values().shape[0]) for _, a in targets.values())
+        out = {}
         with intra_op_threads(work):
-            return {r: layer(x, torch.from_numpy(g), adjacency[r]).numpy() for r in RELATIONS}
+            for r, (rows, adjacency) in targets.items():
+                if rows is None:
+                    out[r] = layer(x, g_t, adjacency).numpy()
+                    continue
+                # a target without observed neighbours gets the update of an empty sum (g_y)
+                out[r] = np.empty((n, *g.shape))
+                out[r][:] = layer.update(x.new_zeros(1, evidence[0].size), g_t).numpy()
+                out[r][rows] = layer(x, g_t, adjacency).numpy()
+        return out
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:

@@ -31,22 +31,25 @@ class RelationCSR:
         lo, hi = self.crow[i], self.crow[i + 1]
         return self.col[lo:hi], self.sim[lo:hi]
 
-    def observed_adj_t(self, observed: np.ndarray) -> torch.Tensor:
-        """``adj_t`` restricted to the entries (i, j) whose neighbour j is ``observed`` (bool (N,)).
+    def observed_rows(self, observed: np.ndarray) -> tuple[np.ndarray | None, torch.Tensor]:
+        """The targets with an ``observed`` (bool (N,)) in-neighbour, and their adjacency.
 
-        These are the only entries of N^r_t(i) (spec 4.4): an unobserved j has evidence 0 and
-        adds nothing. Kept entries stay in their row order, so each row sums the same terms in
-        the same order as over ``adj_t``; the cost is O(N + E) (one byte per edge) plus the
-        kept entries, instead of H x 4 multiply-adds per edge in the propagation.
+        Returns ``rows`` (R,) and the (R, N) sparse CSR whose row k holds target ``rows[k]``'s
+        entries (i, j) with j observed: the N^r_t(i) of spec 4.4 (an unobserved j has evidence
+        0 and adds nothing). Every other target has no observed neighbour. Kept entries stay in
+        their row order, so a row sums the same terms in the same order as over ``adj_t``.
+        The cost is O(N + E) bytes plus the kept entries instead of H x 4 multiply-adds per
+        edge. ``rows`` is None when every node is observed: then ``adj_t`` itself, all N rows.
         """
-        if observed.all():
-            return self.adj_t
-        kept = np.flatnonzero(observed[self.col])
-        row = np.searchsorted(self.crow, kept, side="right") - 1
         num_nodes = self.crow.shape[0] - 1
-        crow = np.zeros(num_nodes + 1, np.int64)
-        np.cumsum(np.bincount(row, minlength=num_nodes), out=crow[1:])
-        return _csr_tensor(crow, self.col[kept], self.sim[kept], num_nodes)
+        if observed.all():
+            return None, self.adj_t
+        kept = np.flatnonzero(observed[self.col])
+        row = np.searchsorted(self.crow, kept, side="right") - 1  # non-decreasing
+        starts = np.flatnonzero(np.concatenate(([True], row[1:] != row[:-1]))) if row.size else row
+        crow = np.append(starts, kept.shape[0]).astype(np.int64)
+        adj = _csr_tensor(crow, self.col[kept], self.sim[kept], (starts.shape[0], num_nodes))
+        return row[starts], adj
 
 
 @dataclass(frozen=True)
@@ -99,11 +102,11 @@ def _relation_csr(data, relation: str, num_nodes: int) -> RelationCSR:
     col, sim = np.ascontiguousarray(src[order]), np.ascontiguousarray(sim[order])
     crow = np.zeros(num_nodes + 1, np.int64)
     np.cumsum(np.bincount(dst, minlength=num_nodes), out=crow[1:])
-    return RelationCSR(crow, col, sim, _csr_tensor(crow, col, sim, num_nodes))
+    return RelationCSR(crow, col, sim, _csr_tensor(crow, col, sim, (num_nodes, num_nodes)))
 
 
-def _csr_tensor(crow: np.ndarray, col: np.ndarray, sim: np.ndarray, num_nodes: int):
-    """The (N, N) ``torch.sparse_csr_tensor`` sharing the memory of ``crow``, ``col``, ``sim``."""
+def _csr_tensor(crow: np.ndarray, col: np.ndarray, sim: np.ndarray, size: tuple[int, int]):
+    """The ``torch.sparse_csr_tensor`` of ``size`` sharing the memory of its three arrays."""
     with warnings.catch_warnings():
         # torch flags sparse CSR as "beta" on every first use; the layout is what PyG fuses on
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -111,7 +114,7 @@ def _csr_tensor(crow: np.ndarray, col: np.ndarray, sim: np.ndarray, num_nodes: i
             torch.from_numpy(crow),
             torch.from_numpy(col),
             torch.from_numpy(sim),
-            size=(num_nodes, num_nodes),
+            size=size,
             check_invariants=False,
         )
 
