@@ -181,26 +181,32 @@ class AnalyticPredictor:
         config = self.config
         n = view.num_nodes
         history = observed_before(log, step, n)
-        # evidence x = [W ybar_v, W ybar_m, W ybar_d, W] per half-life: the stats write into it
-        evidence = np.empty((n, len(config.half_lives), 4))
+        # the evidence [W ybar_v, W ybar_m, W ybar_d, W] of each half-life, channel-major
+        # (H, 4, N) so that every per-task column is contiguous; the stats write into it
+        evidence = np.empty((len(config.half_lives), 4, n))
         stats = [
-            half_life_stats(history, n, h, config.defaults, out=evidence[:, k])
+            half_life_stats(history, n, h, config.defaults, out=evidence[k].T)
             for k, h in enumerate(config.half_lives)
         ]
         relation = self._propagate(view, evidence, np.stack([s.g for s in stats]))
-        # 4.5 for both half-lives at once: (N, H, 3)
+        # 4.5 for both half-lives at once, all arrays (H, 3, N)
         prior = graph_prior(relation, config.relation_weights)
-        estimate = shrink(evidence[..., :3], evidence[..., 3], prior, config.lambda_s)
+        node_major = (
+            evidence[:, :3].transpose(2, 0, 1),
+            evidence[:, 3].T,
+            prior.transpose(2, 0, 1),
+        )
+        estimate = np.ascontiguousarray(shrink(*node_major, config.lambda_s).transpose(1, 2, 0))
         results = []
         for k, s in enumerate(stats):
-            e_v, e_m, e_d = (np.ascontiguousarray(estimate[:, k, c]) for c in range(3))
+            e_v, e_m, e_d = estimate[k]
             f = reconstructed_variance(e_m, e_d)
             calibrated = calibrate(
                 e_v, f, config.weight_variance_rank, config.weight_reconstructed_rank
             )
-            per_relation = {r: relation[r][:, k] for r in RELATIONS}
+            per_relation = {r: relation[r][k].T for r in RELATIONS}
             results.append(
-                HalfLifeResult(s, per_relation, prior[:, k], estimate[:, k], f, **calibrated)
+                HalfLifeResult(s, per_relation, prior[k].T, estimate[k].T, f, **calibrated)
             )
         long, short = results
         u = decline_penalty(long.u, short.u, config.eta)
@@ -216,32 +222,33 @@ class AnalyticPredictor:
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
     ) -> dict[str, np.ndarray]:
-        """G_r for every relation, half-life and y: float64 (N, H, 3) per relation.
+        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation.
 
-        ``evidence`` (N, H, 4) and ``g`` (H, 3). Only the entries whose neighbour has
-        evidence (W > 0 at some half-life) are propagated: they are N^r_t(i) of spec 4.4.
+        ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the observed nodes (W > 0 at some
+        half-life) send messages, to the targets that have one of them as in-neighbour: these
+        are the N^r_t(i) of spec 4.4; every other target gets G_r of an empty sum, g_y(t).
         """
-        n = view.num_nodes
-        if n == 0:
-            return {r: np.zeros((0, g.shape[0], 3)) for r in RELATIONS}
-        x, g_t = torch.from_numpy(evidence), torch.from_numpy(g)
-        observed = (evidence[..., 3] > 0).any(axis=1)
-        targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
+        half_lives, n = g.shape[0], view.num_nodes
+        g_t = torch.from_numpy(g)
+        observed = (evidence[:, 3] > 0).any(axis=0)
+        nodes = np.flatnonzero(observed)
+        # the layer's input: the evidence of the observed nodes, node-major (n_obs, H, 4)
+        x = torch.from_numpy(np.ascontiguousarray(evidence[:, :, nodes].transpose(2, 0, 1)))
+        position = np.cumsum(observed) - 1  # row of x of each observed node
+        targets = {r: view.relations[r].observed_rows(observed, position) for r in RELATIONS}
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
             layer = self.__dict__["_layer"] = EnvSchedPropagation(lambda_g=self.config.lambda_g)
-        work = evidence[0].size * sum(int(a.values().shape[0]) for _, a in targets.values())
+        no_neighbour = layer.update(x.new_zeros(1, 4 * half_lives), g_t).numpy()[0]
+        work = 4 * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
         out = {}
         with intra_op_threads(work):
             for r, (rows, adjacency) in targets.items():
-                if rows is None:
-                    out[r] = layer(x, g_t, adjacency).numpy()
-                    continue
-                # a target without observed neighbours gets the update of an empty sum (g_y)
-                out[r] = np.empty((n, *g.shape))
-                out[r][:] = layer.update(x.new_zeros(1, evidence[0].size), g_t).numpy()
-                out[r][rows] = layer(x, g_t, adjacency).numpy()
+                out[r] = np.empty((half_lives, 3, n))
+                out[r][:] = no_neighbour[..., None]
+                if rows.shape[0]:
+                    out[r][:, :, rows] = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
         return out
 
     @staticmethod

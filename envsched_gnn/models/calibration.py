@@ -36,10 +36,11 @@ gets when all N tasks tie, which is the limit a single task belongs to."""
 def graph_prior(
     relation_estimates: Mapping[str, np.ndarray], weights: Mapping[str, float]
 ) -> np.ndarray:
-    """P_y = sum_r w_r G_r. Shapes: G_r (N, ...) -> (N, ...)."""
-    prior = np.zeros_like(next(iter(relation_estimates.values())))
-    for relation, w in weights.items():
-        prior += w * relation_estimates[relation]
+    """P_y = sum_r w_r G_r. Shapes: every G_r of one shape, say (N, 3) -> the same."""
+    terms = (w * relation_estimates[relation] for relation, w in weights.items())
+    prior = next(terms)
+    for term in terms:
+        prior += term
     return prior
 
 

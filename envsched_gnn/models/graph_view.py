@@ -31,24 +31,26 @@ class RelationCSR:
         lo, hi = self.crow[i], self.crow[i + 1]
         return self.col[lo:hi], self.sim[lo:hi]
 
-    def observed_rows(self, observed: np.ndarray) -> tuple[np.ndarray | None, torch.Tensor]:
+    def observed_rows(
+        self, observed: np.ndarray, position: np.ndarray
+    ) -> tuple[np.ndarray, torch.Tensor]:
         """The targets with an ``observed`` (bool (N,)) in-neighbour, and their adjacency.
 
-        Returns ``rows`` (R,) and the (R, N) sparse CSR whose row k holds target ``rows[k]``'s
-        entries (i, j) with j observed: the N^r_t(i) of spec 4.4 (an unobserved j has evidence
-        0 and adds nothing). Every other target has no observed neighbour. Kept entries stay in
-        their row order, so a row sums the same terms in the same order as over ``adj_t``.
-        The cost is O(N + E) bytes plus the kept entries instead of H x 4 multiply-adds per
-        edge. ``rows`` is None when every node is observed: then ``adj_t`` itself, all N rows.
+        Returns ``rows`` (R,) and an (R, n_obs) sparse CSR: row k holds target ``rows[k]``'s
+        entries (i, j) with j observed, the N^r_t(i) of spec 4.4 (an unobserved j has evidence
+        0 and adds nothing), j renumbered ``position[j]`` among the observed nodes
+        (``position`` int64 (N,), ``cumsum(observed) - 1``). Every other target has no observed
+        neighbour. Kept entries stay in their row order, so a row sums the same terms in the
+        same order as over ``adj_t``. The cost is O(N + E) bytes plus the kept entries,
+        instead of H x 4 multiply-adds per edge.
         """
-        num_nodes = self.crow.shape[0] - 1
-        if observed.all():
-            return None, self.adj_t
+        num_observed = int(position[-1]) + 1 if position.shape[0] else 0
         kept = np.flatnonzero(observed[self.col])
         row = np.searchsorted(self.crow, kept, side="right") - 1  # non-decreasing
         starts = np.flatnonzero(np.concatenate(([True], row[1:] != row[:-1]))) if row.size else row
         crow = np.append(starts, kept.shape[0]).astype(np.int64)
-        adj = _csr_tensor(crow, self.col[kept], self.sim[kept], (starts.shape[0], num_nodes))
+        col = position[self.col[kept]]
+        adj = _csr_tensor(crow, col, self.sim[kept], (starts.shape[0], num_observed))
         return row[starts], adj
 
 
