@@ -103,12 +103,14 @@ class CosineBudget:
 
 class SFTDataModule(L.LightningDataModule):
     """Right-padded batches of rendered trajectories, each batch from one environment (so the
-    rows share their system prompt), batches in a seeded shuffled order."""
+    rows share their system prompt) and of similar lengths, batches in a seeded shuffled
+    order."""
 
     def __init__(self, dataset: SFTDataset, batch_size: int, pad_id: int, seed: int) -> None:
         super().__init__()
         self.dataset, self.pad_id = dataset, pad_id
-        self.sampler = GroupedBatchSampler(dataset.groups, batch_size, seed)
+        lengths = [len(example.input_ids) for example in dataset.examples]
+        self.sampler = GroupedBatchSampler(dataset.groups, batch_size, seed, lengths)
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(
@@ -120,33 +122,33 @@ def policy_token_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) ->
     """Mean next-token cross-entropy over labelled tokens (labels -100 elsewhere).
 
     The rows' shared prefix (:func:`shared_prefix_length`, the system prompt of a batch from
-    one environment) is run once and its KV cache repeated over the batch; the result is the
-    same as a plain forward over every row, at a fraction of the cost.
+    one environment) is run once and its KV cache repeated over the batch; the output head
+    and the cross-entropy run only at the N positions that predict a labelled token
+    (``h (N, H) -> logits (N, V)``, the policy's ~15% of a trajectory). The result equals a
+    plain forward over every row, at a fraction of the cost.
     Shapes: ``input_ids, attention_mask, labels (B, L)`` -> scalar.
     """
     ids, attention, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
     rows, length = ids.shape
+    body, head = model.get_decoder(), model.get_output_embeddings()
     prefix = shared_prefix_length(ids, labels)
     if prefix > 0:
-        head = model(input_ids=ids[:1, :prefix], use_cache=True)
-        cache = head.cache
+        cache = body(input_ids=ids[:1, :prefix], use_cache=True).cache
         cache.batch_repeat_interleave(rows)
         positions = torch.arange(prefix, length, device=ids.device).expand(rows, -1)
-        logits = model(
+        hidden = body(
             input_ids=ids[:, prefix:],
             attention_mask=attention,
             position_ids=positions,
             cache=cache,
             use_cache=True,
-        ).logits
+        ).last_hidden_state
     else:
-        logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits
+        hidden = body(input_ids=ids, attention_mask=attention, use_cache=False).last_hidden_state
     targets = labels[:, prefix + 1 :]
-    return torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-        targets.reshape(-1),
-        ignore_index=-100,
-    )
+    labelled = targets != -100
+    logits = head(hidden[:, :-1][labelled])
+    return torch.nn.functional.cross_entropy(logits.float(), targets[labelled])
 
 
 class SFTModule(L.LightningModule):

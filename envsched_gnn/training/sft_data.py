@@ -110,13 +110,38 @@ class SFTDataset(Dataset):
 class GroupedBatchSampler(Sampler[list[int]]):
     """Batches drawn within one group (environment), in a shuffled order, reshuffled each
     pass: epoch e uses the generator seeded ``seed + e``. A group smaller than the batch
-    size is one batch; otherwise its remainder is dropped for the pass."""
+    size is one batch; otherwise its remainder is dropped for the pass.
 
-    def __init__(self, groups: Sequence[Sequence[int]], batch_size: int, seed: int) -> None:
+    With ``lengths``, a group's shuffled order is cut into windows of ``bucket_batches``
+    batches and each window sorted by length before it is cut into batches, so a batch
+    holds trajectories of similar length (little padding) while batches stay random."""
+
+    def __init__(
+        self,
+        groups: Sequence[Sequence[int]],
+        batch_size: int,
+        seed: int,
+        lengths: Sequence[int] | None = None,
+        bucket_batches: int = 8,
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if bucket_batches < 1:
+            raise ValueError(f"bucket_batches must be >= 1, got {bucket_batches}")
         self.groups = [list(g) for g in groups if g]
         self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+        self.lengths = lengths
+        self.window = batch_size * bucket_batches
+
+    def _bucketed(self, order: list[int]) -> list[int]:
+        if self.lengths is None:
+            return order
+        lengths = self.lengths
+        return [
+            index
+            for start in range(0, len(order), self.window)
+            for index in sorted(order[start : start + self.window], key=lambda i: lengths[i])
+        ]
 
     def _batches(self, generator: torch.Generator) -> list[list[int]]:
         batches = []
@@ -126,6 +151,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
                 batches.append(order)
                 continue
             full = len(order) // self.batch_size * self.batch_size
+            order = self._bucketed(order[:full])
             batches += [order[i : i + self.batch_size] for i in range(0, full, self.batch_size)]
         return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 

@@ -67,6 +67,20 @@ def test_grouped_batches_stay_within_a_group_and_reshuffle():
     assert first != second
 
 
+def test_length_buckets_cut_padding_and_keep_every_example():
+    lengths = [(7 * i) % 23 + 1 for i in range(32)]
+    plain = list(GroupedBatchSampler([range(32)], batch_size=4, seed=0))
+    bucketed = list(GroupedBatchSampler([range(32)], 4, 0, lengths, bucket_batches=8))
+
+    def padded(batches):
+        return sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+    assert sorted(i for b in bucketed for i in b) == list(range(32))
+    assert padded(bucketed) < padded(plain)
+    for batch in bucketed:
+        assert max(lengths[i] for i in batch) - min(lengths[i] for i in batch) <= 6
+
+
 def test_shared_prefix_stops_before_the_first_predicted_token():
     ids = torch.tensor([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 9, 9]])
     labels = torch.full_like(ids, -100)
