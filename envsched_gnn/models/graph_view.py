@@ -1,8 +1,8 @@
 """What the analytic predictor needs from a ``HeteroData`` graph, computed once per graph.
 
 Per relation, the in-neighbour lists sorted by target as CSR (``crow``, ``col``, ``sim``:
-row i lists the neighbours j of target i) both as NumPy arrays (for the evidence) and as a
-``torch.sparse_csr_tensor`` adjacency ``adj_t`` (for the fused propagation).
+row i lists the neighbours j of target i) as NumPy arrays; each step takes from them the
+``torch.sparse_csr_tensor`` of the entries whose neighbour is observed (the fused propagation).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from envsched_gnn.graph_store.snapshot import RELATIONS
 
 @dataclass(frozen=True)
 class RelationCSR:
-    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]``, ``sim`` (E,), and ``adj_t``."""
+    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]`` with similarities ``sim`` (E,)."""
 
     crow: np.ndarray
     col: np.ndarray
     sim: np.ndarray
-    adj_t: torch.Tensor
 
     def neighbours(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(j, sim) of the in-neighbours of target i."""
@@ -41,7 +40,7 @@ class RelationCSR:
         0 and adds nothing), j renumbered ``position[j]`` among the observed nodes
         (``position`` int64 (N,), ``cumsum(observed) - 1``). Every other target has no observed
         neighbour. Kept entries stay in their row order, so a row sums the same terms in the
-        same order as over ``adj_t``. The cost is O(N + E) bytes plus the kept entries,
+        same order as over the whole row. The cost is O(N + E) bytes plus the kept entries,
         instead of H x 4 multiply-adds per edge.
         """
         num_observed = int(position[-1]) + 1 if position.shape[0] else 0
@@ -104,7 +103,7 @@ def _relation_csr(data, relation: str, num_nodes: int) -> RelationCSR:
     col, sim = np.ascontiguousarray(src[order]), np.ascontiguousarray(sim[order])
     crow = np.zeros(num_nodes + 1, np.int64)
     np.cumsum(np.bincount(dst, minlength=num_nodes), out=crow[1:])
-    return RelationCSR(crow, col, sim, _csr_tensor(crow, col, sim, (num_nodes, num_nodes)))
+    return RelationCSR(crow, col, sim)
 
 
 def _csr_tensor(crow: np.ndarray, col: np.ndarray, sim: np.ndarray, size: tuple[int, int]):
