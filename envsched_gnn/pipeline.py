@@ -10,8 +10,8 @@
    the same held-out tasks every ``eval_every`` steps;
 6. the report: ``results.json``, ``report.md``, PNG plots, in ``reports/<run>/``.
 
-The ``demo`` preset is sized to finish in under 20 minutes on 2 CPU cores (measured budget:
-pool + graph about 2 min, SFT 6 min, each GRPO run about 3 min with its evaluations); the
+The ``demo`` preset is sized to finish in under 20 minutes on 2 CPU cores (budget: pool +
+graph under 1 min, SFT 6 min, the step-0 evaluation ~1 min, each GRPO run ~5 min); the
 ``paper`` preset is the paper's setting (51 x 50 tasks, B = 64, K = 8, 200 steps) for a GPU.
 """
 
@@ -60,19 +60,21 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # 2 CPU cores, < 20 min: 51 x 20 tasks; 20 steps of 16 x 8 rollouts per scheduler
+    # 2 CPU cores, < 20 min. Measured on a shared 2-core machine (load ~5): SFT 6 min, a
+    # 64 x 4 held-out evaluation ~2 min, a 16 x 8 GRPO step ~115 s (rollout 81 s, update
+    # 33 s); hence 10 steps of 8 x 8 rollouts per scheduler, evaluations of 32 x 4
     "demo": Preset(
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
         sft_minutes=6.0,
         sft_extra_tasks_per_env=150,
-        batch_size=16,
+        batch_size=8,
         group_size=8,
-        steps=20,
+        steps=10,
         lr=2e-4,
         eval_every=5,
-        eval_tasks=64,
+        eval_tasks=32,
         eval_samples=4,
     ),
     # the paper's setting (spec section 1), for a GPU machine
@@ -239,7 +241,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
                 out / "grpo" / name,
                 agent_config=agent,
                 runtime_config=runtime,
-                launch=replace(launch, progress_bar=False),
+                launch=replace(launch, progress_bar=False, print_steps=True),
                 write_observations=store.write_observations if index == 0 else None,
                 initial_eval=initial,
             )

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import numpy as np
 import torch
 
@@ -45,6 +46,8 @@ class LaunchConfig:
     """Also keep a checkpoint every this many steps (0: only ``last.ckpt`` at the end)."""
     progress_bar: bool = True
     """Lightning's progress bar (reward and variance shown)."""
+    print_steps: bool = False
+    """Print one line per step (reward, variance, environments, times) instead."""
 
 
 @dataclass
@@ -132,8 +135,6 @@ def train_grpo(
     is the held-out result of this very policy at step 0 when already measured (the main job
     shares it between the schedulers it compares).
     """
-    import lightning as L
-
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
@@ -186,6 +187,8 @@ def train_grpo(
     ]
     if launch.progress_bar:
         callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1))
+    if launch.print_steps:
+        callbacks.append(StepPrinter())
     trainer = L.Trainer(
         accelerator=launch.accelerator,
         devices=launch.devices,
@@ -238,10 +241,31 @@ def train_grpo(
     return result
 
 
+class StepPrinter(L.pytorch.callbacks.Callback):
+    """Prints each step's main numbers on rank 0 (logs and the main job, where a progress
+    bar per run would be noise)."""
+
+    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+        if not trainer.is_global_zero or not module.step_metrics:
+            return
+        m = module.step_metrics[-1]
+        last_eval = module.eval_results[-1] if module.eval_results else None
+        heldout = ""
+        if last_eval is not None and last_eval["step"] == module.next_step:
+            heldout = f", held-out {last_eval['mean_reward']:.3f}"
+        print(
+            f"  step {int(m['step']) + 1}/{module.config.steps}: reward "
+            f"{m['batch/mean_reward']:.3f}, variance {m['batch/mean_reward_variance']:.4f}, "
+            f"zero-var {m['batch/zero_variance_share']:.2f}, envs {m['batch/envs_covered']:.0f}, "
+            f"rollout {m['time/rollout_s']:.1f} s, update {m['time/update_s']:.1f} s{heldout}",
+            flush=True,
+        )
+
+
 def _loggers(out: Path) -> list[Any]:
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    loggers: list[Any] = [CSVLogger(out, name="logs", version="")]
+    loggers: list[Any] = [CSVLogger(out, name="logs", version="", flush_logs_every_n_steps=1)]
     with contextlib.suppress(ModuleNotFoundError):  # TensorBoard only when installed
         loggers.append(TensorBoardLogger(out, name="logs", version="tensorboard"))
     return loggers
