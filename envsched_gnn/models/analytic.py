@@ -224,18 +224,16 @@ class AnalyticPredictor:
     ) -> dict[str, np.ndarray]:
         """G_r for every relation, half-life and y: float64 (H, 3, N) per relation.
 
-        ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the observed nodes (W > 0 at some
-        half-life) send messages, to the targets that have one of them as in-neighbour: these
-        are the N^r_t(i) of spec 4.4; every other target gets G_r of an empty sum, g_y(t).
+        ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the targets with an observed neighbour
+        (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
+        empty and gets G_r of an empty sum, g_y(t).
         """
         half_lives, n = g.shape[0], view.num_nodes
         g_t = torch.from_numpy(g)
         observed = (evidence[:, 3] > 0).any(axis=0)
-        nodes = np.flatnonzero(observed)
-        # the layer's input: the evidence of the observed nodes, node-major (n_obs, H, 4)
-        x = torch.from_numpy(np.ascontiguousarray(evidence[:, :, nodes].transpose(2, 0, 1)))
-        position = np.cumsum(observed) - 1  # row of x of each observed node
-        targets = {r: view.relations[r].observed_rows(observed, position) for r in RELATIONS}
+        targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
+        # the layer's input, node-major (N, H, 4)
+        x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
@@ -245,6 +243,10 @@ class AnalyticPredictor:
         out = {}
         with intra_op_threads(work):
             for r, (rows, adjacency) in targets.items():
+                if rows is None:
+                    estimate = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
+                    out[r] = np.ascontiguousarray(estimate)
+                    continue
                 out[r] = np.empty((half_lives, 3, n))
                 out[r][:] = no_neighbour[..., None]
                 if rows.shape[0]:

@@ -30,27 +30,31 @@ class RelationCSR:
         lo, hi = self.crow[i], self.crow[i + 1]
         return self.col[lo:hi], self.sim[lo:hi]
 
-    def observed_rows(
-        self, observed: np.ndarray, position: np.ndarray
-    ) -> tuple[np.ndarray, torch.Tensor]:
+    def observed_rows(self, observed: np.ndarray) -> tuple[np.ndarray | None, torch.Tensor]:
         """The targets with an ``observed`` (bool (N,)) in-neighbour, and their adjacency.
 
-        Returns ``rows`` (R,) and an (R, n_obs) sparse CSR: row k holds target ``rows[k]``'s
-        entries (i, j) with j observed, the N^r_t(i) of spec 4.4 (an unobserved j has evidence
-        0 and adds nothing), j renumbered ``position[j]`` among the observed nodes
-        (``position`` int64 (N,), ``cumsum(observed) - 1``). Every other target has no observed
-        neighbour. Kept entries stay in their row order, so a row sums the same terms in the
-        same order as over the whole row. The cost is O(N + E) bytes plus the kept entries,
-        instead of H x 4 multiply-adds per edge.
+        Returns ``rows`` (R,) and the (R, N) sparse CSR of those targets' rows, whole: only they
+        have an observed neighbour j in N^r_t(i) (spec 4.4), every other target's sum is
+        empty. A row keeps all its entries in order (an unobserved j adds sim x 0), so its
+        sum is bit for bit the one over the whole graph. ``rows`` is None when more than half
+        the targets qualify: then the whole (N, N) adjacency. O(E) bytes and O(N) to find
+        them, plus the kept rows' entries.
         """
-        num_observed = int(position[-1]) + 1 if position.shape[0] else 0
-        kept = np.flatnonzero(observed[self.col])
-        row = np.searchsorted(self.crow, kept, side="right") - 1  # non-decreasing
-        starts = np.flatnonzero(np.concatenate(([True], row[1:] != row[:-1]))) if row.size else row
-        crow = np.append(starts, kept.shape[0]).astype(np.int64)
-        col = position[self.col[kept]]
-        adj = _csr_tensor(crow, col, self.sim[kept], (starts.shape[0], num_observed))
-        return row[starts], adj
+        num_nodes = self.crow.shape[0] - 1
+        whole = _csr_tensor(self.crow, self.col, self.sim, (num_nodes, num_nodes))
+        has = np.zeros(num_nodes, bool)
+        filled = np.flatnonzero(self.crow[1:] > self.crow[:-1])
+        if filled.shape[0]:
+            # any over the non-empty rows (the empty rows between two of them hold no entries)
+            has[filled] = np.logical_or.reduceat(observed[self.col], self.crow[filled])
+        rows = np.flatnonzero(has)
+        if 2 * rows.shape[0] > num_nodes:
+            return None, whole
+        start, counts = self.crow[rows], self.crow[rows + 1] - self.crow[rows]
+        crow = np.zeros(rows.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=crow[1:])
+        entry = np.repeat(start - crow[:-1], counts) + np.arange(crow[-1])
+        return rows, _csr_tensor(crow, self.col[entry], self.sim[entry], (rows.shape[0], num_nodes))
 
 
 @dataclass(frozen=True)
