@@ -38,11 +38,12 @@ from envsched_gnn.observations import ObservationLog
 
 HistoryInput = ObservationLog | Mapping[str, np.ndarray]
 
-SERIAL_WORK = 1 << 22
-"""Propagations with fewer multiply-adds (propagated entries x channels) than this run on one
-torch thread: below it, waking and joining a second thread costs more than the sparse product
-(2,550 tasks on 2 shared cores: a full prediction took 2 ms on 1 thread, 36 ms on 2). Larger
-ones use torch's configured thread count."""
+SERIAL_WORK = 1 << 25
+"""Propagations with fewer multiply-adds (propagated entries x channels) than this, about 0.1 s
+of one core, run on one torch thread: on 2 shared cores a second thread cost more than it
+saved at every size measured (whole-graph products, load ~5: 2,550 tasks 2 vs 36 ms per
+prediction, 100,000 tasks 84 vs 235 ms, 1,000,000 tasks 1.2 vs 1.9 s). Larger ones use
+torch's configured thread count."""
 
 
 @contextmanager
