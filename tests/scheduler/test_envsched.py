@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from scheduler_checks import check_batches
+from tests.scheduler.scheduler_checks import check_batches
 
 from envsched_gnn.bench.scheduler import synthetic_graph
 from envsched_gnn.scheduler.base import BatchInfo, Scheduler, SchedulerError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scheduler_checks import grid_graph, reference_select
+from tests.scheduler.scheduler_checks import grid_graph, reference_select
 
 from envsched_gnn.scheduler.config import SelectorConfig
 from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
