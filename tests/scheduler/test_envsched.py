@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from tests.scheduler.scheduler_checks import check_batches
 
 from envsched_gnn.bench.scheduler import synthetic_graph
 from envsched_gnn.scheduler.base import BatchInfo, Scheduler, SchedulerError
 from envsched_gnn.scheduler.envsched import EnvSchedScheduler
 from envsched_gnn.scheduler.registry import make_scheduler
+from tests.scheduler.scheduler_checks import check_batches
 
 
 def rewards_for(batch, step, rates, index, k=8):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.scheduler.scheduler_checks import grid_graph, reference_select
 
 from envsched_gnn.scheduler.config import SelectorConfig
 from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
@@ -15,6 +14,7 @@ from envsched_gnn.scheduler.selector import (
     SelectionError,
     coverage_slots,
 )
+from tests.scheduler.scheduler_checks import grid_graph, reference_select
 
 
 def make_selector(graph, **config):
