@@ -48,7 +48,10 @@ _SIGNATURES_POSTAMBLE = (
     '\n\nCall a tool as <tool_call>{"name": <tool>, "arguments": {...}}</tool_call>. '
     "When the task is complete, answer without a tool call."
 )
-TOOL_FORMATS = ("signature", "json")
+_COMPACT_POSTAMBLE = (
+    '\n\nCall: <tool_call>{"name": <tool>, "arguments": {...}}</tool_call>. Then answer.'
+)
+TOOL_FORMATS = ("signature", "compact", "json")
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 # Private-use characters: never in real text, so they split a rendered template unambiguously.
 _PLACEHOLDER_A = "\ue000assistant\ue001"
@@ -75,9 +78,11 @@ class AgentConfig:
     """Tool results are cut to this many characters of JSON before the policy sees them."""
     final_message: str = "Done."
     """The final answer of reference trajectories (what SFT teaches the policy to end with)."""
-    tool_format: str = "signature"
-    """Tools in the system message: "signature" lines ``name(arg, ...): description`` (short:
-    what a small CPU policy can afford) or "json" schemas in ``<tools>`` tags (Qwen/Hermes)."""
+    tool_format: str = "compact"
+    """Tools in the system message: "signature" lines ``name(arg, ...): description`` after the
+    full introduction; "compact" lines ``name(arg, ...)`` after the introduction's first part
+    (no rules text: a ~3x shorter prompt, what a tiny CPU policy trains on fastest); or "json"
+    schemas in ``<tools>`` tags (the Qwen/Hermes format of real chat models)."""
 
     def __post_init__(self) -> None:
         if self.tool_format not in TOOL_FORMATS:
@@ -118,22 +123,29 @@ def tool_schema(tool: dict[str, Any]) -> dict[str, Any]:
     return tool.get("function", tool) if isinstance(tool, dict) else tool
 
 
-def tool_signature(tool: dict[str, Any]) -> str:
-    """``name(arg, ...): description`` of a function schema."""
+def tool_signature(tool: dict[str, Any], describe: bool = True) -> str:
+    """``name(arg, ...): description`` of a function schema (``name(arg, ...)`` when not
+    ``describe``)."""
     schema = tool_schema(tool)
     arguments = ", ".join((schema.get("parameters") or {}).get("properties") or {})
-    description = str(schema.get("description", "")).strip()
+    description = str(schema.get("description", "")).strip() if describe else ""
     return f"{schema.get('name', '')}({arguments})" + (f": {description}" if description else "")
 
 
 def system_message(env: Environment, tool_format: str = "signature") -> str:
-    """Environment introduction, then the tools: one signature line each, or (``json``) the
+    """Environment introduction, then the tools: one signature line each (``compact``: the
+    introduction without its rules, signatures without descriptions), or (``json``) the
     schemas as JSON lines in ``<tools>`` tags."""
     intro = env.environment_introduction.strip()
+    if tool_format == "compact":
+        intro = intro.split(" Rules: ", 1)[0].strip()
     head = f"{intro}\n\n" if intro else ""
     if tool_format == "json":
         schemas = "\n".join(json.dumps(tool_schema(tool), ensure_ascii=False) for tool in env.tools)
         return f"{head}{_TOOLS_PREAMBLE}{schemas}{_TOOLS_POSTAMBLE}"
+    if tool_format == "compact":
+        lines = "\n".join(f"- {tool_signature(tool, describe=False)}" for tool in env.tools)
+        return f"{head}{_SIGNATURES_PREAMBLE}{lines}{_COMPACT_POSTAMBLE}"
     if tool_format != "signature":
         raise ValueError(f"unknown tool format {tool_format!r}; expected one of {TOOL_FORMATS}")
     lines = "\n".join(f"- {tool_signature(tool)}" for tool in env.tools)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
-    from envsched_gnn.training.agent_format import AgentConfig
+    from envsched_gnn.training.agent_format import TOOL_FORMATS, AgentConfig
     from envsched_gnn.training.sft import SFTConfig
 
     sft_defaults, agent_defaults = SFTConfig(), AgentConfig()
@@ -26,6 +26,18 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         default=sft_defaults.extra_tasks_per_env,
         help="fresh generated tasks per environment added to the train split",
     )
+    p.add_argument(
+        "--tool-format",
+        choices=TOOL_FORMATS,
+        default=agent_defaults.tool_format,
+        help="tools in the system prompt (saved with the policy; 'eval policy' reuses it)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=sft_defaults.threads,
+        help="torch threads while training on CPU (0: torch's default)",
+    )
     p.add_argument("--seed", type=int, default=sft_defaults.seed)
     p.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
     p.set_defaults(func=_train_sft)
@@ -37,7 +49,17 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--k", type=int, default=8, help="samples per task")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, help="evaluate only the first N tasks of the split")
-    p.add_argument("--temperature", type=float, default=agent_defaults.temperature)
+    p.add_argument(
+        "--temperature",
+        type=float,
+        help=f"sampling temperature (default: the policy's agent_config.json, else "
+        f"{agent_defaults.temperature})",
+    )
+    p.add_argument(
+        "--tool-format",
+        choices=TOOL_FORMATS,
+        help="tools in the system prompt (default: the one the policy was trained with)",
+    )
     p.add_argument("--tasks-per-batch", type=int, default=64)
     p.add_argument("--workers", type=int, default=2, help="environment worker processes")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
@@ -47,6 +69,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 def _train_sft(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.sft import SFTConfig, run_sft
 
     config = SFTConfig(
@@ -57,12 +80,16 @@ def _train_sft(args: argparse.Namespace) -> int:
         extra_tasks_per_env=args.extra_per_env,
         seed=args.seed,
         accelerator=args.accelerator,
+        threads=args.threads,
+        agent=AgentConfig(tool_format=args.tool_format),
     )
     policy = run_sft(load_pool(args.pool), args.model, config, args.out)
     summary = json.loads((Path(args.out) / "sft_summary.json").read_text())
     print(
         f"SFT: {summary['steps']} steps, {summary['epochs']:.1f} epochs over "
-        f"{int(summary['examples'])} trajectories in {summary['train_s']:.0f} s, "
+        f"{int(summary['examples'])} trajectories in {summary['train_s']:.0f} s "
+        f"({summary['trajectories_per_s']:.1f} trajectories/s, "
+        f"{summary['tokens_per_s']:.0f} tokens/s; data {summary['prepare_s']:.0f} s), "
         f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f}; policy at {policy}"
     )
     return 0
@@ -74,8 +101,7 @@ def _eval_policy(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
     from envsched_gnn.eval.policy_eval import evaluate_policy
-    from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.policy import load_policy
+    from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 
     device = args.device
@@ -87,17 +113,18 @@ def _eval_policy(args: argparse.Namespace) -> int:
         print(f"error: pool {args.pool} has no task in split {args.split!r}")
         return 2
     model, tokenizer = load_policy(args.model, device=device)
+    agent = load_agent_config(
+        args.model, temperature=args.temperature, tool_format=args.tool_format
+    )
     with EnvRuntime(pool, RuntimeConfig(workers=args.workers)) as runtime:
-        engine = RolloutEngine(
-            model, tokenizer, runtime, AgentConfig(temperature=args.temperature), device
-        )
+        engine = RolloutEngine(model, tokenizer, runtime, agent, device)
         result = evaluate_policy(engine, tasks, args.k, args.seed, args.tasks_per_batch)
     print(
         f"{args.split}: {result['tasks']} tasks x K={args.k}: mean reward "
         f"{result['mean_reward']:.3f}, full success {result['full_success_rate']:.3f}, "
         f"groups with reward spread {result['nonzero_variance_share']:.3f}, "
         f"malformed calls/episode {result['malformed_call_rate']:.3f}, "
-        f"{result['rollout_s']:.1f} s"
+        f"{result['rollout_s']:.1f} s (T={agent.temperature}, {agent.tool_format} tools)"
     )
     for env, row in result["per_env"].items():
         print(

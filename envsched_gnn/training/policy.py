@@ -29,6 +29,7 @@ from envsched_gnn.training.agent_format import (
     user_message,
 )
 
+AGENT_CONFIG_FILE = "agent_config.json"
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END, *FORMAT_TOKENS)
 CHATML_TEMPLATE = (
@@ -146,11 +147,14 @@ def build_model(config: PolicyConfig, tokenizer: Any) -> torch.nn.Module:
         return Qwen3ForCausalLM(model_config)
 
 
-def build_default_policy(pool: Pool, config: PolicyConfig, out_dir: str | Path) -> Path:
-    """Train the tokenizer on ``pool``'s text, build the model, save both to ``out_dir``."""
+def build_default_policy(
+    pool: Pool, config: PolicyConfig, out_dir: str | Path, agent: AgentConfig | None = None
+) -> Path:
+    """Train the tokenizer on ``pool``'s text as ``agent``'s format shows it, build the model,
+    save both to ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(pool_corpus(pool), config)
+    tokenizer = train_tokenizer(pool_corpus(pool, agent), config)
     model = build_model(config, tokenizer)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -186,3 +190,25 @@ def load_policy(
 def count_parameters(model: torch.nn.Module) -> int:
     """Distinct trainable parameters (tied embeddings counted once)."""
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def save_agent_config(folder: str | Path, agent: AgentConfig) -> Path:
+    """Write the agent format a policy was trained with next to its weights."""
+    path = Path(folder) / AGENT_CONFIG_FILE
+    path.write_text(json.dumps(asdict(agent), indent=2) + "\n")
+    return path
+
+
+def load_agent_config(folder: str | Path, **overrides: Any) -> AgentConfig:
+    """The agent format saved with a policy (:func:`save_agent_config`), else the defaults;
+    ``overrides`` that are not None replace fields (e.g. the sampling temperature)."""
+    path = Path(folder) / AGENT_CONFIG_FILE
+    fields = json.loads(path.read_text()) if path.is_file() else {}
+    if not isinstance(fields, dict):
+        raise ValueError(f"{path}: expected a JSON object of AgentConfig fields")
+    known = set(AgentConfig.__dataclass_fields__)
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown AgentConfig fields {unknown}")
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    return AgentConfig(**fields)

@@ -1,6 +1,7 @@
 """Batched multi-turn rollouts of a causal-LM policy in the environment runtime.
 
-All live episodes (B tasks x K samples) share one KV cache and advance turn by turn:
+All live episodes (B tasks x K samples) share one KV cache (:mod:`kv_cache`: buffers that
+grow by doubling, not a copy per token) and advance turn by turn:
 
 1. *feed*: every live episode's pending segment (its prompt on the first turn, the tool
    responses and next generation prompt afterwards) is appended to the cache, left-padded
@@ -41,6 +42,7 @@ from envsched_gnn.training.agent_format import (
     system_message,
     user_message,
 )
+from envsched_gnn.training.kv_cache import growing_cache
 
 FINISH_REASONS = ("answer", "max_turns", "turn_length", "context_limit", "reset_error")
 
@@ -306,6 +308,8 @@ class RolloutEngine:
         block_positions = positions.unsqueeze(1) + torch.cumsum(block_mask, dim=1) - 1
         block_positions = block_positions.clamp_(min=0)
         attention = torch.cat([attention, block_mask], dim=1)
+        if first:
+            cache = growing_cache()
         logits, cache = self._forward(block, attention, block_positions, cache)
         positions = positions + block_mask.sum(dim=1)
         if first:

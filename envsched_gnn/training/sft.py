@@ -28,7 +28,12 @@ from torch.utils.data import DataLoader
 
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.training.agent_format import AgentConfig, ChatFormat, RenderedEpisode
-from envsched_gnn.training.policy import PolicyConfig, build_default_policy, load_policy
+from envsched_gnn.training.policy import (
+    PolicyConfig,
+    build_default_policy,
+    load_policy,
+    save_agent_config,
+)
 from envsched_gnn.training.sft_data import (
     GroupedBatchSampler,
     SFTDataset,
@@ -43,7 +48,7 @@ from envsched_gnn.training.sft_data import (
 class SFTConfig:
     """The SFT warm start."""
 
-    minutes: float = 6.0
+    minutes: float = 8.0
     """Wall-clock budget of the optimisation (data preparation not included)."""
     max_steps: int = -1
     """Optimizer steps at most (-1: only the wall-clock budget ends training)."""
@@ -59,8 +64,10 @@ class SFTConfig:
     """AdamW weight decay."""
     gradient_clip: float = 1.0
     """Gradient-norm clip."""
-    extra_tasks_per_env: int = 40
-    """Fresh generated tasks per environment added to the train split (0: none)."""
+    extra_tasks_per_env: int = 200
+    """Fresh generated tasks per environment added to the train split (0: none); 200 x 51
+    environments ~ one pass in 8 minutes at ~38 trajectories/s (probe: fresh tasks beat
+    epochs)."""
     max_length: int = 2048
     """Longer trajectories are left out."""
     seed: int = 0
@@ -73,6 +80,10 @@ class SFTConfig:
     """CSV log interval."""
     runtime_workers: int = 2
     """Worker processes that execute the reference solutions."""
+    threads: int = 1
+    """torch intra-op threads while training on CPU (0: leave torch's setting). On the shared
+    2-core machine 1 thread was 2-8x faster than 2 (load 4.5-6.5: OpenMP threads wait for
+    each other when the cores are oversubscribed)."""
     agent: AgentConfig = field(default_factory=AgentConfig)
     """The agent format (final message, tool-response truncation) the examples follow."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -188,15 +199,18 @@ class SFTModule(L.LightningModule):
 
 
 def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
-    """The train split plus ``extra_tasks_per_env`` fresh generated tasks per environment;
-    returns the pool that serves them all (extra tasks added) and the task list."""
+    """The train split plus ``extra_tasks_per_env`` fresh generated tasks per environment
+    with references no longer than the pool's longest; returns the pool that serves them all
+    (extra tasks added) and the task list."""
     tasks = pool.split("train")
     if config.extra_tasks_per_env <= 0:
         return pool, tasks
     from envsched_gnn.envs.generator import GeneratorError, generate_extra_tasks
 
+    # fresh tasks as long as the pool's own (a pool generated with max_calls keeps its cap)
+    max_calls = max((len(t.reference_solution or ()) for t in pool.tasks), default=0) or None
     try:
-        extra = list(generate_extra_tasks(pool, config.extra_tasks_per_env, config.seed))
+        extra = generate_extra_tasks(pool, config.extra_tasks_per_env, config.seed, max_calls)
     except GeneratorError as error:
         warnings.warn(f"SFT without extra tasks: {error}", stacklevel=2)
         return pool, tasks
@@ -235,7 +249,7 @@ def run_sft(
     out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(config.seed, workers=True, verbose=False)
     if model_dir is None:
-        model_dir = build_default_policy(pool, config.policy, out / "init")
+        model_dir = build_default_policy(pool, config.policy, out / "init", config.agent)
     model, tokenizer = load_policy(model_dir)
     model.train()
     examples, stats = build_examples(pool, tokenizer, config)
@@ -271,14 +285,21 @@ def run_sft(
         enable_model_summary=False,
         default_root_dir=out,
     )
+    threads = torch.get_num_threads()
+    if config.threads > 0 and not cuda:
+        torch.set_num_threads(config.threads)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        trainer.fit(module, datamodule=data)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            trainer.fit(module, datamodule=data)
+    finally:
+        torch.set_num_threads(threads)
     train_s = time.perf_counter() - start
     policy_dir = out / "policy"
     module.model.save_pretrained(policy_dir)
     tokenizer.save_pretrained(policy_dir)
+    save_agent_config(policy_dir, config.agent)
     steps = trainer.global_step
     summary = {
         **stats,
@@ -286,6 +307,8 @@ def run_sft(
         "steps": steps,
         "epochs": steps * config.batch_size / len(dataset),
         "train_s": train_s,
+        "trajectories_per_s": steps * config.batch_size / max(train_s, 1e-9),
+        "tokens_per_s": steps * config.batch_size * dataset.mean_length / max(train_s, 1e-9),
         "first_loss": module.losses[0] if module.losses else None,
         "final_loss": sum(module.losses[-20:]) / max(len(module.losses[-20:]), 1),
         "config": asdict(config),

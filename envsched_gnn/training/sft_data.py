@@ -92,6 +92,7 @@ class SFTDataset(Dataset):
         kept = [(env, e) for env, e in examples if len(e.input_ids) <= max_length]
         self.examples = [e for _, e in kept]
         self.dropped = len(examples) - len(kept)
+        self.mean_length = sum(len(e.input_ids) for e in self.examples) / max(len(kept), 1)
         by_env: dict[str, list[int]] = {}
         for index, (env, _) in enumerate(kept):
             by_env.setdefault(env, []).append(index)

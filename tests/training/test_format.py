@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -104,6 +105,19 @@ def test_system_message_holds_introduction_and_every_tool():
         system_message(env, "yaml")
 
 
+def test_compact_system_message_drops_rules_and_descriptions():
+    intro = "A lending library. Rules: A member may borrow 3 books."
+    env = dataclasses.replace(handmade_pool().envs["library"], environment_introduction=intro)
+    compact = system_message(env, "compact")
+    assert compact.startswith("A lending library.\n\n# Tools\n")
+    assert "Rules" not in compact and "borrow 3" not in compact
+    assert "- checkout_book(member_id, book_id)\n" in compact
+    assert "Lend a book" not in compact
+    for tool in env.tools:
+        assert f"- {tool['function']['name']}(" in compact
+    assert len(compact) < len(system_message(env, "signature"))
+
+
 @pytest.mark.parametrize(
     ("field", "value"), [("max_turns", 0), ("temperature", 0.0), ("top_p", 1.5)]
 )
@@ -145,7 +159,7 @@ def test_incremental_ids_decode_to_the_template_rendering():
     env = pool.envs[task.env_id]
     rendered = render_trajectory(fmt, env, task, turns, AgentConfig())
     messages = [
-        {"role": "system", "content": system_message(env)},
+        {"role": "system", "content": system_message(env, AgentConfig().tool_format)},
         {"role": "user", "content": user_message(task)},
     ]
     for text, results in turns:

@@ -28,6 +28,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     parser.add_argument(
         "--holdout-envs", type=int, default=0, help="whole environments split test (0)"
     )
+    parser.add_argument(
+        "--max-calls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only tasks whose reference solution has at most N calls (default: 1-6)",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="pool folder to write")
     parser.set_defaults(func=_generate)
 
@@ -43,6 +50,7 @@ def _generate(args: argparse.Namespace) -> int:
             seed=args.seed,
             test_per_env=args.test_per_env,
             holdout_envs=args.holdout_envs,
+            max_calls=args.max_calls,
         )
     except GeneratorError as error:
         print(f"envsched-gnn pool generate: {error}", file=sys.stderr)

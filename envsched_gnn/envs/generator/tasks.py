@@ -2,8 +2,11 @@
 
 Each task draws a call budget from one of three bands (1-2, 3-4, 5-6 calls; a third
 of an environment's tasks each) and fills it with operations on fresh records of one
-initial state. Checks are the operations' change checks plus their distractor checks,
-trimmed to at most 16. The abstract is :func:`abstract_from_calls` of the reference.
+initial state, so its reference solution has exactly the budget's number of calls. With
+``max_calls = N`` the bands are clipped to N and the empty ones dropped (N = 3: bands 1-2
+and 3, half of the tasks each), so every reference has at most N calls. Checks are the
+operations' change checks plus their distractor checks, trimmed to at most 16. The
+abstract is :func:`abstract_from_calls` of the reference.
 Every random draw comes from ``random.Random(f"{seed}:{env}:{kind}:{index}")``, so a
 task depends only on its seed, environment and index.
 """
@@ -73,16 +76,32 @@ def compose_task(
     )
 
 
-def _bands(count: int, rng: random.Random) -> list[tuple[int, int]]:
-    bands = [CALL_BANDS[i % len(CALL_BANDS)] for i in range(count)]
+def call_bands(max_calls: int | None = None) -> tuple[tuple[int, int], ...]:
+    """The call bands, clipped to ``max_calls`` (None: all of ``CALL_BANDS``)."""
+    if max_calls is None:
+        return CALL_BANDS
+    if max_calls < 1:
+        raise GeneratorError(f"max_calls={max_calls}: must be at least 1 (or None for 1-6)")
+    return tuple((low, min(high, max_calls)) for low, high in CALL_BANDS if low <= max_calls)
+
+
+def _bands(count: int, rng: random.Random, max_calls: int | None = None) -> list[tuple[int, int]]:
+    allowed = call_bands(max_calls)
+    bands = [allowed[i % len(allowed)] for i in range(count)]
     rng.shuffle(bands)
     return bands
 
 
 def _env_tasks(
-    domain: Domain, env: Environment, count: int, seed: int, kind: str, id_stem: str
+    domain: Domain,
+    env: Environment,
+    count: int,
+    seed: int,
+    kind: str,
+    id_stem: str,
+    max_calls: int | None = None,
 ) -> list[Task]:
-    bands = _bands(count, random.Random(f"{seed}:{domain.key}:{kind}:bands"))
+    bands = _bands(count, random.Random(f"{seed}:{domain.key}:{kind}:bands"), max_calls)
     return [
         compose_task(
             domain,
@@ -101,12 +120,16 @@ def generate_pool(
     seed: int = 0,
     test_per_env: int = 10,
     holdout_envs: int = 0,
+    max_calls: int | None = None,
 ) -> Pool:
     """The built-in pool: the first ``n_envs`` domains, ``tasks_per_env`` tasks each.
 
     ``test_per_env`` tasks of each environment (drawn with the seed) get split ``test``;
-    ``holdout_envs`` whole environments (drawn with the seed) are ``test`` entirely.
+    ``holdout_envs`` whole environments (drawn with the seed) are ``test`` entirely;
+    ``max_calls`` caps the reference solutions' length (None: 1-6 calls; see the module
+    docstring).
     """
+    call_bands(max_calls)
     if not 1 <= n_envs <= len(DOMAINS):
         raise GeneratorError(
             f"envs={n_envs}: the generator has {len(DOMAINS)} distinct domains; "
@@ -129,7 +152,7 @@ def generate_pool(
     for domain in domains:
         env = build_environment(domain)
         envs[domain.key] = env
-        env_tasks = _env_tasks(domain, env, tasks_per_env, seed, "pool", domain.key)
+        env_tasks = _env_tasks(domain, env, tasks_per_env, seed, "pool", domain.key, max_calls)
         test = set(
             random.Random(f"{seed}:{domain.key}:test").sample(range(tasks_per_env), test_per_env)
         )
@@ -143,20 +166,26 @@ def _with_split(task: Task, split: str) -> Task:
     return Task(**{**vars(task), "split": split})
 
 
-def generate_extra_tasks(pool: Pool, per_env: int, seed: int) -> list[Task]:
-    """Fresh ``train`` tasks in the pool's generated environments (new names, ids, values).
+def generate_extra_tasks(
+    pool: Pool, per_env: int, seed: int, max_calls: int | None = None
+) -> list[Task]:
+    """Fresh ``train`` tasks in the pool's generated environments (new names, ids, values),
+    references of at most ``max_calls`` calls (None: 1-6).
 
     Task ids are ``<env>-x<seed>-<index>``; environments the generator did not make
     raise :class:`GeneratorError`.
     """
     if per_env < 0:
         raise GeneratorError(f"per_env={per_env}: must be at least 0")
+    call_bands(max_calls)
     tasks: list[Task] = []
     for env_id, env in pool.envs.items():
         domain = DOMAIN_BY_KEY.get(env_id)
         if domain is None or env.env_class_code != class_source(domain):
             raise GeneratorError(f"environment {env_id!r} was not made by the built-in generator")
-        tasks += _env_tasks(domain, env, per_env, seed, f"extra{seed}", f"{env_id}-x{seed}")
+        tasks += _env_tasks(
+            domain, env, per_env, seed, f"extra{seed}", f"{env_id}-x{seed}", max_calls
+        )
     return tasks
 
 
