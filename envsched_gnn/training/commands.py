@@ -63,6 +63,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--tasks-per-batch", type=int, default=64)
     p.add_argument("--workers", type=int, default=2, help="environment worker processes")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads on CPU (0: torch's default; 1 was 2.5-3.6x faster on 2 busy cores)",
+    )
     p.add_argument("--out", help="write the full result as JSON to this file")
     p.set_defaults(func=_eval_policy)
 
@@ -112,6 +118,8 @@ def _eval_policy(args: argparse.Namespace) -> int:
     if not tasks:
         print(f"error: pool {args.pool} has no task in split {args.split!r}")
         return 2
+    if args.threads > 0 and device == "cpu":
+        torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(args.model, device=device)
     agent = load_agent_config(
         args.model, temperature=args.temperature, tool_format=args.tool_format
