@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.envs.abstract import abstract_of
+from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.graph_store.embeddings import (
     Embedder,
@@ -52,6 +52,9 @@ class GraphConfig:
     """Show progress bars on the long parts."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     """How abstracts are embedded."""
+    llm_extractor: LlmExtractor | None = None
+    """Hook deriving a task's abstract (e.g. with an LLM) when the pool gives none; else the
+    deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
 
     def __post_init__(self) -> None:
         for name in ("k_within", "k_cross", "block"):
@@ -136,12 +139,15 @@ def cross_edges(
     return rows
 
 
-def abstracts_of(pool: Pool, tasks: Sequence[Task]) -> list[str]:
-    """Each task's abstract operation description (given, or extracted deterministically)."""
+def abstracts_of(
+    pool: Pool, tasks: Sequence[Task], llm_extractor: LlmExtractor | None = None
+) -> list[str]:
+    """Each task's abstract operation description: given, else from ``llm_extractor`` when
+    set, else extracted deterministically."""
     missing = sorted({t.env_id for t in tasks} - set(pool.envs))
     if missing:
         raise ValueError(f"tasks refer to environment(s) {missing} that the pool does not define")
-    return [abstract_of(task, pool.envs[task.env_id]) for task in tasks]
+    return [abstract_of(task, pool.envs[task.env_id], llm_extractor) for task in tasks]
 
 
 def embed_tasks(
@@ -149,9 +155,10 @@ def embed_tasks(
     tasks: Sequence[Task],
     embedder: Embedder,
     cache: Mapping[str, np.ndarray] | None = None,
+    llm_extractor: LlmExtractor | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """Abstracts of ``tasks`` and their embeddings, re-using ``cache`` (abstract text -> vector)."""
-    texts = abstracts_of(pool, tasks)
+    texts = abstracts_of(pool, tasks, llm_extractor)
     return texts, embed_texts(texts, embedder, cache)
 
 
@@ -180,7 +187,7 @@ def build(
     bar = tqdm(sorted(by_env), desc="within (TF-IDF)", unit="env", disable=not config.show_progress)
     for env_id in bar:
         rows.extend(within_edges(by_env[env_id], config.k_within))
-    texts, vectors = embed_tasks(pool, tasks, embedder, cache)
+    texts, vectors = embed_tasks(pool, tasks, embedder, cache, config.llm_extractor)
     rows.extend(
         cross_edges(
             ids,

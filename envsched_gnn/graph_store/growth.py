@@ -71,7 +71,7 @@ def plan_growth(
     if missing:
         raise ValueError(f"no cached embedding for task(s) {missing[:10]}; rebuild the graph")
 
-    texts, vectors = embed_tasks(pool, new_tasks, embedder, cache)
+    texts, vectors = embed_tasks(pool, new_tasks, embedder, cache, config.llm_extractor)
     added: list[EdgeRow] = list(within_edges(new_tasks, config.k_within))
 
     new_ids = [t.task_id for t in new_tasks]
@@ -170,7 +170,7 @@ def add_environment(
         if unknown:
             raise ValueError(f"task(s) {unknown[:10]} of the graph are not in the pool")
         old = [pool.task(t) for t in target.task_ids]
-        _, vectors = embed_tasks(pool, old, embedder)
+        _, vectors = embed_tasks(pool, old, embedder, llm_extractor=config.llm_extractor)
         old_embeddings = dict(zip(target.task_ids, vectors, strict=True))
         return plan_growth(target, old_embeddings, pool, env_id, config, embedder).graph
 

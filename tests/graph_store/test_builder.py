@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -114,3 +116,19 @@ def test_within_similarity_is_a_mean_of_six_views() -> None:
     assert len(VIEW_NAMES) == 6
     assert np.allclose(sims, sims.T) and np.allclose(np.diag(sims), 1.0)
     assert np.all(sims[~np.eye(3, dtype=bool)] < 1.0)
+
+
+def test_llm_extractor_hook_supplies_missing_abstracts(embedder) -> None:
+    pool = small_pool(3, 4)
+    pool = type(pool)(pool.envs, [replace(t, abstract=None) for t in pool.tasks])
+    asked: list[str] = []
+    abstract = "step 1: lookup; step 2: update using step 1 (gate: state precondition)"
+
+    def extractor(task, env) -> str:
+        asked.append(task.task_id)
+        return abstract
+
+    config = GraphConfig(k_within=2, k_cross=3, show_progress=False, llm_extractor=extractor)
+    built = build(pool, config, embedder=embedder)
+    assert sorted(asked) == sorted(t.task_id for t in pool.tasks)
+    assert set(built.abstracts.values()) == {abstract}
