@@ -2,9 +2,18 @@
 
 Every scheduler gets the same rollout budget, steps x B x K rollouts; an over-sampling
 baseline (DAPO) spends its generation batch each step, so it takes fewer policy updates.
-The learner is the SIMULATOR of :mod:`envsched_gnn.eval.simulate` (``--learner sim``), the
-same world for every scheduler and seed; run seed s drives both the simulator's sampling
-and the scheduler's tie-breaking, so schedulers are compared on common random numbers.
+Two learners, one harness (graphs, jobs, aggregation, report and plots are shared):
+
+- ``--learner sim``: the SIMULATOR of :mod:`envsched_gnn.eval.simulate`, the same world for
+  every scheduler and seed; run seed s drives both the simulator's sampling and the
+  scheduler's tie-breaking, so schedulers are compared on common random numbers. Score =
+  simulated expected reward on the held-out split, after every update.
+- ``--learner policy``: a real GRPO run of the policy per scheduler and seed, all from one
+  starting policy (:mod:`envsched_gnn.eval.policy_learner`). Score = held-out mean reward
+  of the policy on a fixed subset of the test split, every e = ceil(S / 5) steps.
+
+Score columns (:func:`score_steps_for`): budget steps e, 3e and S with e = ceil(S / 5),
+i.e. the paper's 40 / 120 / 200 when S = 200 (10 steps: 2 / 6 / 10).
 
 Per step the harness records the batch metrics of spec section 6 (``batch_metrics``; the
 environments are the pool's real ones, tools used = distinct (environment, tool) pairs of
@@ -36,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 from envsched_gnn.eval.simulate import (
     LearnerSimulator,
     SimulatorConfig,
@@ -60,8 +70,22 @@ STEP_METRICS = (
 )
 
 
+LEARNER_LABELS = {"sim": "simulator", "policy": "policy (real GRPO)"}
+
+
 def grid_name(k_in: int, k_cross: int) -> str:
     return f"k{k_in}_{k_cross}"
+
+
+def eval_every_for(steps: int) -> int:
+    """e = ceil(S / 5): the policy learner evaluates every e steps (and after the last)."""
+    return max(1, math.ceil(steps / 5))
+
+
+def score_steps_for(steps: int) -> tuple[int, ...]:
+    """The report's score columns: budget steps e, 3e and S (40 / 120 / 200 for S = 200)."""
+    e = eval_every_for(steps)
+    return tuple(sorted({min(e, steps), min(3 * e, steps), steps}))
 
 
 @dataclass
@@ -75,21 +99,23 @@ class AblationConfig:
     batch_size: int = 64
     """B, groups per step."""
     learner: str = "sim"
-    """``sim`` (the learner simulator) or ``policy`` (the GRPO trainer)."""
+    """``sim`` (the learner simulator) or ``policy`` (real GRPO runs of the policy)."""
     shuffle_graph: bool = False
     """Also run EnvSched on a graph built from shuffled environments and abstracts."""
     schedulers: tuple[str, ...] = ENVSCHED_VARIANTS + BASELINES
     """Registered scheduler names to run on the default graph."""
     k_grid: tuple[tuple[int, int], ...] = K_GRID
     """(k_in, k_cross) pairs of the neighbour-size grid (EnvSched on each graph)."""
-    score_steps: tuple[int, ...] = (40, 120, 200)
-    """Budget steps at which the downstream score is reported."""
+    score_steps: tuple[int, ...] | None = None
+    """Budget steps at which the downstream score is reported (None: ``score_steps_for``)."""
     workers: int = 2
     """Worker processes."""
     shuffle_seed: int = 0
     """Seed of the shuffled-graph control."""
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
-    """The learner simulator's parameters (K = ``simulator.rollouts``)."""
+    """The learner simulator's parameters; K = ``simulator.rollouts`` for both learners."""
+    policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
+    """The policy learner's settings (``learner = "policy"``)."""
 
     def __post_init__(self) -> None:
         if self.learner not in ("sim", "policy"):
@@ -99,6 +125,15 @@ class AblationConfig:
                 raise ValueError(
                     f"--{name.replace('_', '-')} = {getattr(self, name)}, expected >= 1"
                 )
+        if self.score_steps is None:
+            self.score_steps = score_steps_for(self.steps)
+        from envsched_gnn.scheduler.registry import SCHEDULERS
+
+        unknown = [name for name in self.schedulers if name not in SCHEDULERS]
+        if unknown or not self.schedulers:
+            raise ValueError(
+                f"--schedulers: unknown {unknown}, expected names of {sorted(SCHEDULERS)}"
+            )
 
 
 # -- graphs --------------------------------------------------------------------------------
@@ -281,23 +316,71 @@ def plan_jobs(config: AblationConfig) -> list[Job]:
     ]
 
 
+def curve_steps(config: AblationConfig) -> np.ndarray:
+    """Budget steps of the score curve: every step (simulator), the evaluations (policy)."""
+    if config.learner == "sim":
+        return np.arange(config.steps + 1, dtype=np.float64)
+    e = eval_every_for(config.steps)
+    return np.array(sorted({*range(0, config.steps, e), config.steps}), dtype=np.float64)
+
+
 def run_ablation(
     pool: Pool, config: AblationConfig, out: str | Path, log: Callable[[str], None] = print
 ) -> dict:
     """Build (or reuse) the graphs, run every job, write the results, report and plots."""
-    global _CONTEXT
+    train = train_pool(pool)
+    if not pool.split("test"):
+        raise ValueError("ablate: the pool has no held-out (split == 'test') tasks to score on")
     if config.learner == "policy":
-        _require_policy_learner()
+        from envsched_gnn.eval.policy_learner import check_model
+
+        check_model(config.policy)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    train = train_pool(pool)
-    world = build_world(pool, config.simulator)
-    if not world.test.any():
-        raise ValueError("ablate: the pool has no held-out (split == 'test') tasks to score on")
+    graphs, timings = prepare_graphs(train, config, out / "graphs", log)
+    jobs = plan_jobs(config)
+    log(
+        f"ablate (learner: {LEARNER_LABELS[config.learner]}): {len(jobs)} runs = "
+        f"{len(jobs) // config.seeds} schedulers x {config.seeds} seeds, {config.steps} budget "
+        f"steps" + (f", {config.workers} worker(s)" if config.learner == "sim" else "")
+    )
+    run_start = time.perf_counter()
+    if config.learner == "sim":
+        runs, learner_info = simulate_jobs(pool, graphs, jobs, config, log)
+    else:
+        from envsched_gnn.eval.policy_learner import run_policy_jobs
+
+        runs, learner_info = run_policy_jobs(pool, graphs, jobs, config, out, log)
+    timings["runs_s"] = time.perf_counter() - run_start
+    timings["total_s"] = time.perf_counter() - started
+
+    from envsched_gnn.eval.ablation_report import summarise, write_ablation_report
+
+    results = summarise(runs, config)
+    run_info = {
+        **learner_info,
+        "config": _jsonable(asdict(config)),
+        "pool": {
+            "tasks": len(pool.tasks),
+            "train_tasks": len(train.tasks),
+            "held_out_tasks": len(pool.split("test")),
+            "envs": len(pool.envs),
+        },
+        "timings": timings,
+        "cpu_count": os.cpu_count(),
+    }
+    write_ablation_report(results, run_info, config, out)
+    log(f"ablate: wrote {out / 'results.json'}, {out / 'report.md'} ({timings['total_s']:.0f} s)")
+    return results
+
+
+def prepare_graphs(
+    train: Pool, config: AblationConfig, graphs_dir: Path, log: Callable[[str], None]
+) -> tuple[dict[str, TaskGraph], dict[str, float]]:
+    """The train-split graphs every job needs, keyed by ``grid_name`` (and ``shuffled``)."""
     sizes = [DEFAULT_K, *config.k_grid]
     k_max = (max(k for k, _ in sizes), max(k for _, k in sizes))
-    graphs_dir = out / "graphs"
     full, build_s = cached_graph(
         graphs_dir / f"graph_{grid_name(*k_max)}.json",
         lambda: build_pool_graph(train, *k_max),
@@ -311,12 +394,20 @@ def run_ablation(
             lambda: build_pool_graph(shuffled_pool(train, config.shuffle_seed), *DEFAULT_K),
             log,
         )
-    jobs = plan_jobs(config)
+    return graphs, timings
+
+
+def simulate_jobs(
+    pool: Pool,
+    graphs: dict[str, TaskGraph],
+    jobs: Sequence[Job],
+    config: AblationConfig,
+    log: Callable[[str], None],
+) -> tuple[list[dict], dict]:
+    """Every job with the learner simulator (``config.workers`` forked processes)."""
+    global _CONTEXT
+    world = build_world(pool, config.simulator)
     _CONTEXT = _Context(pool, world, graphs, config)
-    log(
-        f"ablate (learner: SIMULATOR): {len(jobs)} runs = {len(jobs) // config.seeds} schedulers "
-        f"x {config.seeds} seeds, {config.steps} budget steps, {config.workers} worker(s)"
-    )
     runs: list[dict] = []
     run_start = time.perf_counter()
     if config.workers == 1:
@@ -332,28 +423,11 @@ def run_ablation(
                 runs.append(result)
                 _progress(log, n, len(jobs), result, run_start)
     _CONTEXT = None
-    timings["runs_s"] = time.perf_counter() - run_start
-    timings["total_s"] = time.perf_counter() - started
-
-    from envsched_gnn.eval.ablation_report import summarise, write_ablation_report
-
-    results = summarise(runs, config)
-    run_info = {
+    info = {
         "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
-        "config": _jsonable(asdict(config)),
-        "pool": {
-            "tasks": len(pool.tasks),
-            "train_tasks": len(train.tasks),
-            "held_out_tasks": int(world.test.sum()),
-            "envs": len(world.env_names),
-            "operation_categories": world.op_names,
-        },
-        "timings": timings,
-        "cpu_count": os.cpu_count(),
+        "operation_categories": world.op_names,
     }
-    write_ablation_report(results, run_info, config, out)
-    log(f"ablate: wrote {out / 'results.json'}, {out / 'report.md'} ({timings['total_s']:.0f} s)")
-    return results
+    return runs, info
 
 
 def _progress(log, n: int, total: int, result: dict, start: float) -> None:
@@ -363,22 +437,6 @@ def _progress(log, n: int, total: int, result: dict, start: float) -> None:
         f"{result['records'][-1]['score']:.4f}, {result['wall_s']:.1f} s "
         f"(scheduling {result['schedule_s']:.1f} s); elapsed {elapsed:.0f} s, "
         f"eta {elapsed / n * (total - n):.0f} s"
-    )
-
-
-def _require_policy_learner() -> None:
-    """``--learner policy`` needs the GRPO trainer's step API; fail clearly without it."""
-    try:
-        from envsched_gnn.training import module  # noqa: F401
-    except ImportError as error:
-        raise RuntimeError(
-            "--learner policy needs the GRPO trainer (envsched_gnn/training/module.py), which "
-            f"could not be imported ({error}); use --learner sim"
-        ) from None
-    raise RuntimeError(
-        "--learner policy: the GRPO trainer exists but the ablation harness does not drive it "
-        "yet (a real policy run per scheduler and seed is far beyond this harness's budget on "
-        "CPU); run `envsched-gnn run` / `train grpo` per scheduler instead, or use --learner sim"
     )
 
 
@@ -393,9 +451,11 @@ def _jsonable(value):
 
 
 def scores_at(records: Sequence[dict], budget_steps: Sequence[float]) -> np.ndarray:
-    """Score after the last update within each budget step (records in budget order)."""
-    spent = np.array([r["budget_step"] for r in records])
-    score = np.array([r["score"] for r in records])
+    """Score after the last scored update within each budget step (records in budget order;
+    records without a score, updates the policy learner did not evaluate after, are skipped)."""
+    scored = [r for r in records if r["score"] is not None]
+    spent = np.array([r["budget_step"] for r in scored])
+    score = np.array([r["score"] for r in scored])
     idx = (
         np.searchsorted(spent, np.asarray(budget_steps, dtype=np.float64) + 1e-9, side="right") - 1
     )

@@ -1,11 +1,13 @@
 """The ablation table: per-scheduler summaries with 95 % CIs, results.json, report.md, plots.
 
-For each scheduler and seed: the downstream score at each reported budget step, and the
-mean over its steps of every batch metric (spec section 6). Across the n seeds, each
+One code path for both learners (simulator and real GRPO of the policy); only the labels
+differ. For each scheduler and seed: the downstream score at each reported budget step, and
+the mean over its steps of every batch metric (spec section 6). Across the n seeds, each
 number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best"
 is the first budget step at which the scheduler's seed-mean score curve reaches the
-maximum of random's seed-mean curve (null when it never does). Margins over random are
-paired by seed (same simulator seed): mean and CI of score(scheduler) - score(random).
+maximum of random's seed-mean curve (null when it never does); the curve has a point per
+budget step (simulator) or per held-out evaluation (policy). Margins over random are
+paired by seed (same run seed): mean and CI of score(scheduler) - score(random).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from envsched_gnn.eval.ablate import (
+    LEARNER_LABELS,
     SHUFFLED,
     STEP_METRICS,
     AblationConfig,
+    curve_steps,
     run_names,
     save_json,
     scores_at,
@@ -51,18 +55,17 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
     by_name: dict[str, list[dict]] = {}
     for run in runs:
         by_name.setdefault(run["name"], []).append(run)
-    grid = np.arange(config.steps + 1, dtype=np.float64)
+    grid = curve_steps(config)
     results: dict[str, dict] = {}
     for name in run_names(config):
         group = sorted(by_name[name], key=lambda r: r["seed"])
-        group.sort(key=lambda r: r["seed"])
         curves = np.stack([scores_at(r["records"], grid) for r in group])
         metrics = {
             m: mean_ci([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
             for m in STEP_METRICS
         }
         results[name] = {
-            "learner": "simulator",
+            "learner": LEARNER_LABELS[config.learner],
             "seeds": [r["seed"] for r in group],
             "score": {
                 str(s): mean_ci([scores_at(r["records"], [s])[0] for r in group])
@@ -80,7 +83,9 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                 "score_mean": curves.mean(axis=0).tolist(),
                 "score_ci95": [mean_ci(c)["ci95"] for c in curves.T],
             },
-            "runs": [{"seed": r["seed"], "records": r["records"]} for r in group],
+            "runs": [
+                {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
+            ],
         }
     if "random" in results:
         best = max(results["random"]["curve"]["score_mean"])
@@ -147,14 +152,12 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
     """``results.json`` (keyed by scheduler name), ``run.json``, ``report.md`` and PNG plots."""
     save_json(out / "results.json", results)
     save_json(out / "run.json", run_info)
-    plots = plot_ablation(results, out)
+    plots = plot_ablation(results, out, config)
     timings = run_info["timings"]
     text = [
-        "# Ablation (learner: SIMULATOR)",
+        f"# Ablation (learner: {LEARNER_LABELS[config.learner]})",
         "",
-        "Every number below comes from the learner *simulator* "
-        "(`envsched_gnn.eval.simulate`), not from a trained language model: the downstream "
-        "score is the simulated expected reward on the held-out split.",
+        *_learner_lines(run_info, config),
         "",
         f"Pool: {run_info['pool']['train_tasks']} schedulable train tasks, "
         f"{run_info['pool']['held_out_tasks']} held-out tasks, {run_info['pool']['envs']} "
@@ -168,7 +171,7 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         "",
         f"Timings: graph build {timings.get('graph_build_s', 0.0):.1f} s, runs "
         f"{timings['runs_s']:.1f} s, total {timings['total_s']:.1f} s "
-        f"({config.workers} worker(s)).",
+        + (f"({config.workers} worker(s))." if config.learner == "sim" else "(one at a time)."),
         "",
         *(f"![{p.stem}]({p.name})" for p in plots),
         "",
@@ -176,7 +179,27 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
     (out / "report.md").write_text("\n".join(text), encoding="utf-8")
 
 
-def plot_ablation(results: dict, out: Path) -> list[Path]:
+def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
+    if config.learner == "sim":
+        return [
+            "Every number below comes from the learner *simulator* "
+            "(`envsched_gnn.eval.simulate`), not from a trained language model: the downstream "
+            "score is the simulated expected reward on the held-out split."
+        ]
+    heldout = run_info["heldout"]
+    return [
+        "Every number below comes from real GRPO runs of the policy "
+        "(`envsched_gnn.training.grpo_train.train_grpo`), one per scheduler and seed, all "
+        f"from the same starting policy ({run_info['policy']}, SFT "
+        f"{run_info['sft_minutes']:g} min): `{run_info['starting_policy']}`. The downstream "
+        f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
+        f"{heldout['samples']} samples (evaluation seed {heldout['seed']}, the same set for "
+        f"every run), measured at step 0 and every {heldout['every_steps']} steps; "
+        f"score@T is the last evaluation within T x B x K rollouts.",
+    ]
+
+
+def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path]:
     """Score curves (mean and CI band) and per-step batch metrics, one PNG each."""
     import matplotlib
 
@@ -190,11 +213,17 @@ def plot_ablation(results: dict, out: Path) -> list[Path]:
         y = np.asarray(entry["curve"]["score_mean"])
         ci = np.asarray([c if c is not None else 0.0 for c in entry["curve"]["score_ci95"]])
         style = "-" if name in ("envsched", "random") else "--"
-        ax.plot(x, y, style, label=name, linewidth=2.0 if style == "-" else 1.0)
+        marker = "o" if config.learner == "policy" else None
+        ax.plot(x, y, style, marker=marker, label=name, linewidth=2.0 if style == "-" else 1.0)
         ax.fill_between(x, y - ci, y + ci, alpha=0.12)
     ax.set_xlabel("budget step (rollouts / (B K))")
-    ax.set_ylabel("held-out expected reward (SIMULATED)")
-    ax.set_title("Downstream score over the rollout budget (learner simulator)")
+    label = LEARNER_LABELS[config.learner]
+    ax.set_ylabel(
+        "held-out expected reward (SIMULATED)"
+        if config.learner == "sim"
+        else "held-out mean reward of the policy"
+    )
+    ax.set_title(f"Downstream score over the rollout budget (learner: {label})")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     paths.append(out / "score.png")
@@ -220,7 +249,7 @@ def plot_ablation(results: dict, out: Path) -> list[Path]:
                 axis=0,
             )
             ax.plot(steps, values, linewidth=1.0, label=name)
-        ax.set_title(f"{metric} (simulated)")
+        ax.set_title(f"{metric} (learner: {label})")
         ax.set_xlabel("budget step")
     axes.flat[0].legend(fontsize=6, ncol=2)
     fig.tight_layout()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
+
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p = groups["eval"].add_parser(
@@ -18,7 +20,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
     p = groups["eval"].add_parser(
         "ablate",
-        help="EnvSched, its ablations and the baselines at one rollout budget (learner simulator)",
+        help="EnvSched, its ablations and the baselines at one rollout budget "
+        "(learner: simulator, or real GRPO of the policy)",
     )
     p.add_argument(
         "--pool", required=True, help="pool folder (EnvScaler layout, with a test split)"
@@ -28,17 +31,52 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="B (default 64)")
     p.add_argument("--rollouts", type=int, default=8, help="K (default 8)")
     p.add_argument(
-        "--learner", choices=("sim", "policy"), default="sim", help="sim: the learner simulator"
+        "--learner",
+        choices=("sim", "policy"),
+        default="sim",
+        help="sim: the learner simulator; policy: a real GRPO run per scheduler and seed",
     )
     p.add_argument(
         "--shuffle-graph",
         action="store_true",
         help="also run EnvSched on a graph of shuffled environments and abstracts (spec 7)",
     )
-    p.add_argument("--schedulers", nargs="+", default=None, help="subset of schedulers to run")
-    p.add_argument("--no-k-grid", action="store_true", help="skip the neighbour-size grid")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument(
+        "--schedulers",
+        nargs="+",
+        default=None,
+        help="subset of schedulers to run (space- or comma-separated; default all)",
+    )
+    p.add_argument(
+        "--k-grid",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the neighbour-size grid (default: yes with the simulator, no with the policy)",
+    )
+    p.add_argument("--workers", type=int, default=2, help="worker processes (simulator; default 2)")
     p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
+    policy = PolicyLearnerConfig()
+    p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
+    p.add_argument(
+        "--sft-minutes",
+        type=float,
+        default=policy.sft_minutes,
+        help=f"policy: SFT warm start budget; 0 starts from --model as is ({policy.sft_minutes:g})",
+    )
+    p.add_argument("--lr", type=float, default=policy.lr, help=f"policy: GRPO lr ({policy.lr:g})")
+    p.add_argument(
+        "--eval-tasks",
+        type=int,
+        default=policy.eval_tasks,
+        help=f"policy: held-out tasks scored, 0: all ({policy.eval_tasks})",
+    )
+    p.add_argument(
+        "--eval-samples",
+        type=int,
+        default=policy.eval_samples,
+        help=f"policy: samples per held-out task ({policy.eval_samples})",
+    )
+    p.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
     p.add_argument("--out", required=True, help="output folder (graphs are cached under it)")
     p.set_defaults(func=_ablate)
 
@@ -72,8 +110,9 @@ def _ablate(args: argparse.Namespace) -> int:
 
     options = {}
     if args.schedulers:
-        options["schedulers"] = tuple(args.schedulers)
-    if args.no_k_grid:
+        names = [n.strip() for arg in args.schedulers for n in arg.split(",") if n.strip()]
+        options["schedulers"] = tuple(names)
+    if not (args.k_grid if args.k_grid is not None else args.learner == "sim"):
         options["k_grid"] = ()
     config = AblationConfig(
         seeds=args.seeds,
@@ -82,8 +121,15 @@ def _ablate(args: argparse.Namespace) -> int:
         learner=args.learner,
         shuffle_graph=args.shuffle_graph,
         workers=args.workers,
-        score_steps=tuple(sorted({min(s, args.steps) for s in (40, 120, 200)})),
         simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
+        policy=PolicyLearnerConfig(
+            model=args.model,
+            sft_minutes=args.sft_minutes,
+            lr=args.lr,
+            eval_tasks=args.eval_tasks,
+            eval_samples=args.eval_samples,
+            accelerator=args.accelerator,
+        ),
         **options,
     )
     results = run_ablation(load_pool(args.pool), config, args.out)

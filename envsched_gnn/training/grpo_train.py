@@ -123,6 +123,7 @@ def train_grpo(
     resume: str | Path | None = None,
     stop_after: int | None = None,
     initial_eval: dict[str, float] | None = None,
+    eval_seed: int | None = None,
 ) -> GRPOResult:
     """GRPO on ``pool``'s train split from the policy in ``policy_dir``, ``config.scheduler``
     choosing each batch from ``graph`` (restricted to the train split).
@@ -132,7 +133,8 @@ def train_grpo(
     checkpoint of the same run; ``stop_after`` stops after that many steps in total (an
     interruption, for tests and budgets), leaving ``checkpoints/last.ckpt``. ``initial_eval``
     is the held-out result of this very policy at step 0 when already measured (the main job
-    shares it between the schedulers it compares).
+    shares it between the schedulers it compares). ``eval_seed`` seeds the held-out subset and
+    its sampling instead of ``config.seed`` (one evaluation set across run seeds).
     """
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.module import GRPOModule
@@ -155,8 +157,9 @@ def train_grpo(
     )
     evaluator = None
     if config.eval_every:
-        tasks = heldout_tasks(pool, config.eval_tasks, config.seed)
-        evaluator = heldout_evaluator(tasks, config.eval_samples, config.seed)
+        seed = config.seed if eval_seed is None else eval_seed
+        tasks = heldout_tasks(pool, config.eval_tasks, seed)
+        evaluator = heldout_evaluator(tasks, config.eval_samples, seed)
     sink = ObservationSink(write_observations) if write_observations is not None else None
     module = GRPOModule(
         model,

@@ -8,11 +8,15 @@ import pytest
 from envsched_gnn.cli import main
 from envsched_gnn.eval.ablate import (
     AblationConfig,
+    eval_every_for,
+    run_ablation,
     run_names,
+    score_steps_for,
     shuffled_pool,
     train_pool,
     truncate_graph,
 )
+from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 from envsched_gnn.graph_store.snapshot import TaskGraph
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 
@@ -55,7 +59,7 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
         assert "steps_to_random_best" in entry and "margin_over_random" in entry
     assert results["dapo"]["updates"]["mean"] < results["random"]["updates"]["mean"]
     report = (out / "report.md").read_text()
-    assert "SIMULATOR" in report and "| envsched |" in report
+    assert "learner: simulator" in report and "| envsched |" in report
     assert "EnvSched on the SHUFFLED graph minus random" in report
     assert (out / "score.png").stat().st_size > 0 and (out / "batch_metrics.png").exists()
     assert sorted(p.name for p in (out / "graphs").iterdir()) == [
@@ -85,17 +89,29 @@ def test_shuffled_pool_keeps_environment_sizes_and_moves_abstracts():
         )
 
 
-def test_bad_options_and_policy_learner_are_clear_errors():
+def test_bad_options_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="--learner"):
         AblationConfig(learner="gpt")
     with pytest.raises(ValueError, match="--seeds"):
         AblationConfig(seeds=0)
+    with pytest.raises(ValueError, match=r"--schedulers: unknown \['rando'\]"):
+        AblationConfig(schedulers=("envsched", "rando"))
+    with pytest.raises(ValueError, match="--sft-minutes 0 needs --model"):
+        PolicyLearnerConfig(sft_minutes=0)
     assert run_names(AblationConfig(k_grid=())) == list(AblationConfig().schedulers)
+    config = AblationConfig(
+        learner="policy", policy=PolicyLearnerConfig(model=str(tmp_path), sft_minutes=0)
+    )
+    with pytest.raises(ValueError, match="not a local model folder"):
+        run_ablation(handmade_pool(), config, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing written
 
 
-def test_policy_learner_is_a_clear_error(tmp_path):
-    from envsched_gnn.eval.ablate import run_ablation
-
-    with pytest.raises(RuntimeError, match="--learner policy"):
-        run_ablation(handmade_pool(), AblationConfig(learner="policy"), tmp_path)
-    assert not any(tmp_path.iterdir())  # nothing written
+@pytest.mark.parametrize(
+    ("steps", "columns", "every"),
+    [(200, (40, 120, 200), 40), (10, (2, 6, 10), 2), (2, (1, 2), 1), (7, (2, 6, 7), 2)],
+)
+def test_score_columns_scale_the_papers_40_120_200(steps, columns, every):
+    assert score_steps_for(steps) == columns
+    assert eval_every_for(steps) == every
+    assert AblationConfig(steps=steps).score_steps == columns

@@ -1,0 +1,214 @@
+"""The policy learner of ``eval ablate --learner policy``: one real GRPO run per scheduler and seed.
+
+Every run starts from the same policy: the SFT warm start of the built-in policy (or of
+``model``), or ``model`` as is when ``sft_minutes`` = 0. Then, for every seed s and every
+scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo` trains it with B, K, seed s
+and the scheduler on the ablation's train-split graph. Budget: S x B x K rollouts per run; a
+scheduler whose batch holds G > B tasks (DAPO's generation batch) runs floor(S B / G) steps.
+
+Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of the policy
+(:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
+(seeded by ``eval_seed``, the same for every run) with k samples each, the same sampling
+seed every time. Evaluations come every e = ceil(S / 5) GRPO steps and after the last one
+(:func:`~envsched_gnn.eval.ablate.eval_every_for`), so the report's columns score@e,
+score@3e and score@S are the paper's 40 / 120 / 200 for S = 200. The step-0 evaluation of
+the starting policy is made once, in the first run, and shared by all the others.
+
+Each run's records have the simulator path's layout (``ablate.run_job``): one per update,
+with its budget step (rollouts spent / (B K)), the batch metrics of spec section 6 from the
+trainer (tools used = distinct (environment, tool) pairs the episodes called), and ``score``
+where an evaluation followed that update (None elsewhere).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.training.agent_format import AgentConfig
+
+if TYPE_CHECKING:
+    from envsched_gnn.eval.ablate import AblationConfig, Job
+
+
+@dataclass
+class PolicyLearnerConfig:
+    """The policy, its warm start and its GRPO settings (B, K, S and seeds are the harness's)."""
+
+    model: str | None = None
+    """Local HF causal LM folder to start from; None: the built-in policy."""
+    sft_minutes: float = 6.0
+    """SFT warm-start budget; 0: no SFT, ``model`` is the starting policy as is."""
+    sft_extra_tasks_per_env: int = 150
+    """Fresh generated tasks per environment added to SFT's train split."""
+    lr: float = 2e-4
+    """GRPO learning rate (the main job's demo value for the built-in policy)."""
+    micro_batch_size: int = 32
+    """Episodes per forward/backward pass."""
+    eval_tasks: int = 32
+    """Held-out tasks scored (a fixed seeded subset of the test split; 0: all)."""
+    eval_samples: int = 4
+    """Samples per held-out task."""
+    eval_seed: int = 0
+    """Seed of the held-out subset and its sampling, the same for every run."""
+    accelerator: str = "auto"
+    """``auto``, ``cpu`` or ``gpu``."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """Agent format, turn and token limits, temperature (SFT and GRPO alike)."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """Worker processes of the environment runtime."""
+
+    def __post_init__(self) -> None:
+        if self.sft_minutes < 0:
+            raise ValueError(f"--sft-minutes = {self.sft_minutes}, expected >= 0")
+        if self.sft_minutes == 0 and self.model is None:
+            raise ValueError("--sft-minutes 0 needs --model (the policy to start from as is)")
+
+
+def check_model(config: PolicyLearnerConfig) -> None:
+    """``--model`` must be a local HF model folder (checked before anything is written)."""
+    if config.model is not None and not (Path(config.model) / "config.json").is_file():
+        raise ValueError(f"--model {config.model}: not a local model folder (no config.json)")
+
+
+def starting_policy(
+    pool: Pool, config: PolicyLearnerConfig, out: Path, log: Callable[[str], None]
+) -> Path:
+    """The folder of the policy every run starts from (SFT into ``out/sft`` unless skipped)."""
+    check_model(config)
+    if config.sft_minutes == 0:
+        log(f"policy: starting every run from {config.model} as is (no SFT)")
+        return Path(config.model)
+    from envsched_gnn.training.sft import SFTConfig, run_sft
+
+    sft = SFTConfig(
+        minutes=config.sft_minutes,
+        extra_tasks_per_env=config.sft_extra_tasks_per_env,
+        accelerator=config.accelerator,
+        agent=config.agent,
+    )
+    start = time.perf_counter()
+    log(f"policy: SFT warm start of {config.model or 'the built-in policy'} ...")
+    path = run_sft(pool, config.model, sft, out / "sft")
+    log(f"policy: SFT done in {time.perf_counter() - start:.0f} s: {path}")
+    return path
+
+
+def steps_within_budget(scheduler: str, graph: TaskGraph, config: AblationConfig) -> int:
+    """floor(S B / G): the GRPO steps whose batches of G tasks fit the budget of S B groups."""
+    from envsched_gnn.scheduler.registry import make_scheduler
+
+    probe = make_scheduler(scheduler, graph, batch_size=config.batch_size, seed=0)
+    per_step = len(probe.next_batch(0))
+    return max(1, config.steps * config.batch_size // per_step)
+
+
+def run_policy_jobs(
+    pool: Pool,
+    graphs: dict[str, TaskGraph],
+    jobs: Sequence[Job],
+    config: AblationConfig,
+    out: Path,
+    log: Callable[[str], None],
+) -> tuple[list[dict], dict[str, Any]]:
+    """Train every job from one starting policy; returns the run records and what the
+    report says about the learner (starting policy, evaluation set, step-0 score)."""
+    from envsched_gnn.eval.ablate import eval_every_for
+    from envsched_gnn.training.grpo_config import GRPOConfig
+    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
+
+    learner = config.policy
+    start_dir = starting_policy(pool, learner, out / "policy", log)
+    launch = LaunchConfig(accelerator=learner.accelerator, progress_bar=False, print_steps=True)
+    initial: dict[str, Any] | None = None
+    runs: list[dict] = []
+    started = time.perf_counter()
+    for n, job in enumerate(jobs, 1):
+        graph = graphs[job.graph]
+        grpo = GRPOConfig(
+            scheduler=job.scheduler,
+            batch_size=config.batch_size,
+            group_size=config.simulator.rollouts,
+            steps=steps_within_budget(job.scheduler, graph, config),
+            lr=learner.lr,
+            micro_batch_size=learner.micro_batch_size,
+            eval_every=eval_every_for(config.steps),
+            eval_tasks=learner.eval_tasks,
+            eval_samples=learner.eval_samples,
+            seed=job.seed,
+        )
+        run_dir = out / "runs" / job.name / f"seed{job.seed}"
+        log(
+            f"[{n}/{len(jobs)}] GRPO {job.name} seed {job.seed}: {grpo.steps} steps x "
+            f"B = {grpo.batch_size} x K = {grpo.group_size} -> {run_dir}"
+        )
+        result = train_grpo(
+            pool,
+            graph,
+            start_dir,
+            grpo,
+            run_dir,
+            agent_config=learner.agent,
+            runtime_config=learner.runtime,
+            launch=launch,
+            initial_eval=initial,
+            eval_seed=learner.eval_seed,
+        )
+        if initial is None:
+            initial = {k: v for k, v in result.evals[0].items() if k not in ("step", "rollouts")}
+        runs.append(run_record(job, result, config, run_dir))
+        elapsed = time.perf_counter() - started
+        log(
+            f"[{n}/{len(jobs)}] {job.name} seed {job.seed}: held-out "
+            f"{result.evals[0]['mean_reward']:.4f} -> {result.evals[-1]['mean_reward']:.4f}, "
+            f"{result.rollouts} rollouts, {result.wall_s:.0f} s; elapsed {elapsed:.0f} s, "
+            f"eta {elapsed / n * (len(jobs) - n):.0f} s"
+        )
+    info = {
+        "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
+        "starting_policy": str(start_dir),
+        "policy": learner.model or "built-in",
+        "sft_minutes": learner.sft_minutes,
+        "heldout": {
+            "tasks": initial["tasks"] if initial else None,
+            "samples": learner.eval_samples,
+            "seed": learner.eval_seed,
+            "every_steps": eval_every_for(config.steps),
+            "step0": initial,
+        },
+    }
+    return runs, info
+
+
+def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
+    """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s)."""
+    from envsched_gnn.eval.ablate import STEP_METRICS
+
+    per_budget_step = config.batch_size * config.simulator.rollouts
+    scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
+    records: list[dict] = [{"step": -1, "budget_step": 0.0, "score": scores[0]}]
+    for metrics in result.steps:
+        step = int(metrics["step"])
+        record = {
+            "step": step,
+            "budget_step": metrics["train/rollouts_total"] / per_budget_step,
+            "score": scores.get(step + 1),
+        }
+        record.update({name: float(metrics[name]) for name in STEP_METRICS})
+        record["trained_groups"] = int(metrics["batch/kept_groups"])
+        records.append(record)
+    return {
+        "name": job.name,
+        "seed": job.seed,
+        "records": records,
+        "wall_s": result.wall_s,
+        "schedule_s": sum(m["time/schedule_s"] for m in result.steps),
+        "rollouts": result.rollouts,
+        "extra": {"evals": result.evals, "run_dir": str(run_dir)},
+    }
