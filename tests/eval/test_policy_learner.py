@@ -1,0 +1,87 @@
+"""``eval ablate --learner policy``: real GRPO runs of a tiny policy, reported like the sim."""
+
+import json
+import math
+
+import pytest
+
+from envsched_gnn.eval.ablate import STEP_METRICS, AblationConfig, run_ablation
+from envsched_gnn.eval.policy_learner import PolicyLearnerConfig, steps_within_budget
+from envsched_gnn.eval.simulate import SimulatorConfig
+from tests.training.grpo_setup import AGENT, POOL, RUNTIME, handmade_graph
+from tests.training.tiny_policy import trained_policy_dir
+
+
+def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
+    config = AblationConfig(steps=6, batch_size=2)
+    graph = handmade_graph()  # 4 train tasks: DAPO's generation batch is min(4, 2 B) = 4
+    train = [t.task_id for t in POOL.split("train")]
+    from envsched_gnn.training.grpo_train import train_subgraph
+
+    graph = train_subgraph(graph, train)
+    assert steps_within_budget("random", graph, config) == 6
+    assert steps_within_budget("dapo", graph, config) == 3
+
+
+@pytest.mark.slow
+def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
+    policy = PolicyLearnerConfig(
+        model=str(trained_policy_dir()),
+        sft_minutes=0,
+        lr=1e-3,
+        micro_batch_size=3,
+        eval_tasks=2,
+        eval_samples=2,
+        accelerator="cpu",
+        agent=AGENT,
+        runtime=RUNTIME,
+    )
+    config = AblationConfig(
+        seeds=2,
+        steps=2,
+        batch_size=2,
+        learner="policy",
+        schedulers=("envsched", "random"),
+        k_grid=(),
+        simulator=SimulatorConfig(rollouts=2),
+        policy=policy,
+    )
+    out = tmp_path / "out"
+    run_ablation(POOL, config, out)
+
+    results = json.loads((out / "results.json").read_text())
+    assert set(results) == {"envsched", "random"}
+    step0 = None
+    for name, entry in results.items():
+        assert entry["learner"] == "policy (real GRPO)"
+        assert entry["seeds"] == [0, 1] and entry["rollouts"] == 2 * 2 * 2, name
+        assert entry["curve"]["budget_step"] == [0.0, 1.0, 2.0]  # evaluations every ceil(2/5)
+        for seed, run in zip((0, 1), entry["runs"], strict=True):
+            grpo = json.loads(
+                (out / "runs" / name / f"seed{seed}" / "grpo_result.json").read_text()
+            )
+            evals = [e["mean_reward"] for e in grpo["evals"]]
+            assert [e["step"] for e in grpo["evals"]] == [0, 1, 2]
+            assert [r["score"] for r in run["records"]] == evals  # the run's own evaluations
+            assert [r["trained_groups"] for r in run["records"][1:]] == [2, 2]
+            for record, step in zip(run["records"][1:], grpo["steps"], strict=True):
+                assert {m: record[m] for m in STEP_METRICS} == {m: step[m] for m in STEP_METRICS}
+            # one starting policy, one fixed held-out set: the same step-0 result everywhere
+            step0 = step0 or grpo["evals"][0]
+            assert grpo["evals"][0] == step0
+        for column in ("1", "2"):
+            per_seed = [
+                next(r["score"] for r in run["records"] if r["step"] == int(column) - 1)
+                for run in entry["runs"]
+            ]
+            assert entry["score"][column]["per_seed"] == per_seed
+            assert entry["score"][column]["ci95"] is not None
+        for metric in STEP_METRICS:
+            assert math.isfinite(entry["metrics"][metric]["mean"]), (name, metric)
+        assert "steps_to_random_best" in entry and set(entry["margin_over_random"]) == {"1", "2"}
+    report = (out / "report.md").read_text()
+    assert "learner: policy (real GRPO)" in report and "| envsched |" in report
+    assert (out / "score.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "batch_metrics.png").read_bytes()[:4] == b"\x89PNG"
+    run_info = json.loads((out / "run.json").read_text())
+    assert run_info["heldout"]["step0"]["mean_reward"] == step0["mean_reward"]
