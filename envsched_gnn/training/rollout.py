@@ -132,7 +132,7 @@ class _Live:
 
     spec: EpisodeSpec
     runtime_id: str
-    uniforms: torch.Tensor
+    uniforms: list[float]
     ids: list[int]
     mask: list[int]
     logps: list[float]
@@ -234,7 +234,7 @@ class RolloutEngine:
                 _Live(
                     spec=spec,
                     runtime_id=f"rollout-{next(self._episode_counter)}",
-                    uniforms=torch.rand(draws, generator=generator, dtype=torch.float64),
+                    uniforms=torch.rand(draws, generator=generator, dtype=torch.float64).tolist(),
                     ids=list(prompt),
                     mask=[0] * len(prompt),
                     logps=[0.0] * len(prompt),
@@ -327,17 +327,20 @@ class RolloutEngine:
         active = torch.ones(len(rows), dtype=torch.bool)
         stops = torch.tensor(sorted(self.format.stop_ids), dtype=torch.long)
         for step in range(config.max_new_tokens):
-            uniforms = torch.stack([e.uniforms[e.drawn] for e in rows]).to(logits.device)
+            uniforms = torch.tensor(
+                [e.uniforms[e.drawn] for e in rows], dtype=torch.float64, device=logits.device
+            )
             tokens, logps = sample_tokens(logits, uniforms, config.temperature, config.top_p)
             tokens, logps = tokens.cpu(), logps.cpu()
-            for i, episode in enumerate(rows):
-                if active[i]:
-                    token = int(tokens[i])
+            for episode, live, token, logp in zip(
+                rows, active.tolist(), tokens.tolist(), logps.tolist(), strict=True
+            ):
+                if live:
                     episode.drawn += 1
                     episode.generated.append(token)
                     episode.ids.append(token)
                     episode.mask.append(1)
-                    episode.logps.append(float(logps[i]))
+                    episode.logps.append(logp)
             active &= ~torch.isin(tokens, stops)
             if not active.any() or step == config.max_new_tokens - 1:
                 break

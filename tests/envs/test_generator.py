@@ -232,3 +232,24 @@ def test_cli_generate_writes_pool_and_rejects_too_many_envs(tmp_path, capsys):
     assert _cli(["pool", "generate", "--envs", "60", "--out", str(tmp_path / "no")]) == 2
     assert "51 distinct domains" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_max_calls_caps_references_and_keeps_the_counts(small_pool, tmp_path):
+    capped = generate_pool(n_envs=3, tasks_per_env=12, seed=2, test_per_env=2, max_calls=3)
+    lengths = Counter(len(task.reference_solution) for task in capped.tasks)
+    assert len(capped.tasks) == 36 and len(capped.split("test")) == 6
+    assert set(lengths) == {1, 2, 3} and lengths[3] == 18
+    single = generate_pool(n_envs=2, tasks_per_env=5, seed=2, test_per_env=1, max_calls=1)
+    assert {len(task.reference_solution) for task in single.tasks} == {1}
+    full = generate_pool(n_envs=2, tasks_per_env=6, seed=2, test_per_env=1)
+    six = generate_pool(n_envs=2, tasks_per_env=6, seed=2, test_per_env=1, max_calls=6)
+    assert [task_to_dict(t) for t in six.tasks] == [task_to_dict(t) for t in full.tasks]
+    extra = generate_extra_tasks(small_pool, per_env=2, seed=4, max_calls=2)
+    assert {len(task.reference_solution) for task in extra} == {1, 2}
+    for task in extra[::9]:
+        assert _replay(small_pool, task, task.reference_solution)[0] == 1.0
+    with pytest.raises(GeneratorError, match="max_calls=0"):
+        generate_pool(n_envs=1, tasks_per_env=2, test_per_env=0, max_calls=0)
+    out = tmp_path / "pool"
+    assert _cli(["pool", "generate", "--envs", "2", "--max-calls", "2", "--out", str(out)]) == 0
+    assert max(len(task.reference_solution) for task in load_pool(out).tasks) == 2

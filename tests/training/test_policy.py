@@ -6,12 +6,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from envsched_gnn.training.agent_format import FORMAT_TOKENS
+from envsched_gnn.training.agent_format import FORMAT_TOKENS, AgentConfig
 from envsched_gnn.training.policy import (
     PolicyConfig,
     build_default_policy,
     count_parameters,
+    load_agent_config,
     load_policy,
+    save_agent_config,
 )
 from tests.envs.handmade_pool import handmade_pool
 from tests.training.tiny_policy import TINY, untrained_policy_dir
@@ -77,3 +79,14 @@ def test_load_policy_names_a_missing_folder(tmp_path):
 def test_policy_config_rejects_inconsistent_heads(kwargs, field):
     with pytest.raises(ValueError, match=field):
         PolicyConfig(**kwargs)
+
+
+def test_agent_config_round_trips_with_the_policy_folder(tmp_path):
+    assert load_agent_config(tmp_path) == AgentConfig()
+    save_agent_config(tmp_path, AgentConfig(tool_format="json", temperature=1.1))
+    assert load_agent_config(tmp_path) == AgentConfig(tool_format="json", temperature=1.1)
+    loaded = load_agent_config(tmp_path, temperature=1.6, tool_format=None)
+    assert loaded == AgentConfig(tool_format="json", temperature=1.6)
+    (tmp_path / "agent_config.json").write_text('{"tool_format": "json", "colour": 1}')
+    with pytest.raises(ValueError, match="unknown AgentConfig fields"):
+        load_agent_config(tmp_path)

@@ -8,10 +8,11 @@ import json
 import pytest
 import torch
 
+from envsched_gnn.envs.generator import generate_pool
 from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
 from envsched_gnn.training.agent_format import AgentConfig, ChatFormat
 from envsched_gnn.training.policy import load_policy
-from envsched_gnn.training.sft import CosineBudget, SFTConfig, policy_token_loss
+from envsched_gnn.training.sft import CosineBudget, SFTConfig, policy_token_loss, sft_tasks
 from envsched_gnn.training.sft_data import (
     GroupedBatchSampler,
     SFTDataset,
@@ -125,3 +126,11 @@ def test_sft_run_lowers_the_loss_and_writes_an_hf_folder():
         losses = [float(row["sft/loss"]) for row in csv.DictReader(handle) if row["sft/loss"]]
     assert len(losses) >= 4 and losses[-1] < losses[0]
     assert (run / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_extra_sft_tasks_are_no_longer_than_the_pools_references():
+    pool = generate_pool(n_envs=2, tasks_per_env=6, seed=0, test_per_env=1, max_calls=2)
+    serving, tasks = sft_tasks(pool, SFTConfig(extra_tasks_per_env=5))
+    assert len(tasks) == 2 * 5 + 2 * 5
+    assert {len(task.reference_solution) for task in tasks} == {1, 2}
+    assert {task.task_id for task in tasks} <= {task.task_id for task in serving.tasks}
