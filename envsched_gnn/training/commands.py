@@ -9,7 +9,7 @@ from pathlib import Path
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.training.agent_format import TOOL_FORMATS, AgentConfig
-    from envsched_gnn.training.sft import SFTConfig
+    from envsched_gnn.training.sft_config import SFTConfig
 
     sft_defaults, agent_defaults = SFTConfig(), AgentConfig()
     p = groups["train"].add_parser("sft", help="SFT warm start on the train split's references")

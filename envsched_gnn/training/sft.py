@@ -17,7 +17,7 @@ import json
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.training.agent_format import AgentConfig, ChatFormat, RenderedEpisode
+from envsched_gnn.training.agent_format import ChatFormat, RenderedEpisode
 from envsched_gnn.training.policy import (
-    PolicyConfig,
     build_default_policy,
     load_policy,
     save_agent_config,
 )
+from envsched_gnn.training.sft_config import SFTConfig
 from envsched_gnn.training.sft_data import (
     GroupedBatchSampler,
     SFTDataset,
@@ -42,52 +42,6 @@ from envsched_gnn.training.sft_data import (
     run_references,
     shared_prefix_length,
 )
-
-
-@dataclass
-class SFTConfig:
-    """The SFT warm start."""
-
-    minutes: float = 8.0
-    """Wall-clock budget of the optimisation (data preparation not included)."""
-    max_steps: int = -1
-    """Optimizer steps at most (-1: only the wall-clock budget ends training)."""
-    batch_size: int = 16
-    """Trajectories per optimizer step."""
-    learning_rate: float = 3e-3
-    """Peak AdamW learning rate (probe: 3e-3 for the 0.6 M model)."""
-    min_lr_ratio: float = 0.05
-    """The cosine schedule decays to this share of the peak."""
-    warmup_steps: int = 20
-    """Linear warm-up steps."""
-    weight_decay: float = 0.01
-    """AdamW weight decay."""
-    gradient_clip: float = 1.0
-    """Gradient-norm clip."""
-    extra_tasks_per_env: int = 200
-    """Fresh generated tasks per environment added to the train split (0: none); 200 x 51
-    environments ~ one pass in 8 minutes at ~38 trajectories/s (probe: fresh tasks beat
-    epochs)."""
-    max_length: int = 2048
-    """Longer trajectories are left out."""
-    seed: int = 0
-    """Seed of shuffling, extra tasks and (for the built-in policy) the initialisation."""
-    accelerator: str = "auto"
-    """Lightning accelerator: auto, cpu or gpu."""
-    checkpoint_every_steps: int = 500
-    """Lightning checkpoint interval (the last one is always kept)."""
-    log_every_steps: int = 10
-    """CSV log interval."""
-    runtime_workers: int = 2
-    """Worker processes that execute the reference solutions."""
-    threads: int = 1
-    """torch intra-op threads while training on CPU (0: leave torch's setting). On the shared
-    2-core machine 1 thread was 2-8x faster than 2 (load 4.5-6.5: OpenMP threads wait for
-    each other when the cores are oversubscribed)."""
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    """The agent format (final message, tool-response truncation) the examples follow."""
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    """Architecture of the built-in policy (used when no model is given)."""
 
 
 class CosineBudget:
