@@ -57,18 +57,20 @@ class Preset:
     """Samples per held-out task."""
     micro_batch_size: int = 32
     """Episodes per forward/backward pass."""
+    max_calls: int | None = None
+    """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
 
 
 PRESETS: dict[str, Preset] = {
-    # 2 CPU cores, < 20 min. Measured on a shared 2-core machine (load ~5): SFT 6 min, a
-    # 64 x 4 held-out evaluation ~2 min, a 16 x 8 GRPO step ~115 s (rollout 81 s, update
-    # 33 s); hence 10 steps of 8 x 8 rollouts per scheduler, evaluations of 32 x 4
+    # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
+    # shared/notes/tiny-policy-probe.md), SFT 7 min, 10 steps of 8 x 8 rollouts per
+    # scheduler, held-out evaluations of 32 x 4
     "demo": Preset(
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
-        sft_minutes=6.0,
-        sft_extra_tasks_per_env=150,
+        sft_minutes=7.0,
+        sft_extra_tasks_per_env=200,
         batch_size=8,
         group_size=8,
         steps=10,
@@ -76,6 +78,7 @@ PRESETS: dict[str, Preset] = {
         eval_every=5,
         eval_tasks=32,
         eval_samples=4,
+        max_calls=3,
     ),
     # the paper's setting (spec section 1), for a GPU machine
     "paper": Preset(
@@ -83,7 +86,7 @@ PRESETS: dict[str, Preset] = {
         tasks_per_env=50,
         test_per_env=10,
         sft_minutes=20.0,
-        sft_extra_tasks_per_env=150,
+        sft_extra_tasks_per_env=200,
         batch_size=64,
         group_size=8,
         steps=200,
@@ -167,7 +170,13 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     progress(f"run {out.name}: preset {options.preset}, seed {options.seed}, report in {out}")
 
     tick = time.perf_counter()
-    pool = generate_pool(preset.envs, preset.tasks_per_env, options.seed, preset.test_per_env)
+    pool = generate_pool(
+        preset.envs,
+        preset.tasks_per_env,
+        options.seed,
+        preset.test_per_env,
+        max_calls=preset.max_calls,
+    )
     write_pool_files(pool, out / "pool")
     progress(
         f"pool: {len(pool.envs)} environments, {len(pool.split('train'))} train and "
