@@ -48,13 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         groups[name] = group.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
         group.set_defaults(func=_print_help_of(group))
     for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        module.register(groups)
+        importlib.import_module(module_name).register(groups)
     return parser
 
 
