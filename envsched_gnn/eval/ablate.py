@@ -53,21 +53,14 @@ from envsched_gnn.eval.simulate import (
     build_world,
 )
 from envsched_gnn.graph_store.snapshot import RelationEdges, TaskGraph, read_graph, write_graph
+from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
 BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 SHUFFLED = "envsched_shuffled"
-STEP_METRICS = (
-    "batch/mean_reward",
-    "batch/mean_reward_variance",
-    "batch/median_reward_variance",
-    "batch/median_reward",
-    "batch/zero_variance_share",
-    "batch/envs_covered",
-    "batch/tools_used",
-)
+STEP_METRICS = BATCH_METRICS
 
 
 LEARNER_LABELS = {"sim": "simulator", "policy": "policy (real GRPO)"}

@@ -20,15 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-BATCH_METRICS = (
-    "batch/mean_reward",
-    "batch/mean_reward_variance",
-    "batch/median_reward_variance",
-    "batch/median_reward",
-    "batch/zero_variance_share",
-    "batch/envs_covered",
-    "batch/tools_used",
-)
+from envsched_gnn.scheduler.metrics import BATCH_METRICS
+
 PLOTS = (
     ("heldout_reward.png", "held-out mean reward", None),
     ("reward_variance.png", "batch mean reward variance", "batch/mean_reward_variance"),

@@ -19,6 +19,17 @@ import numpy as np
 
 from envsched_gnn.observations import reward_stats, validate_rewards
 
+BATCH_METRICS = (
+    "batch/mean_reward",
+    "batch/mean_reward_variance",
+    "batch/median_reward_variance",
+    "batch/median_reward",
+    "batch/zero_variance_share",
+    "batch/envs_covered",
+    "batch/tools_used",
+)
+"""The stable metric names, in report order."""
+
 
 def batch_metrics(
     rewards: Mapping[str, Sequence[float]],
