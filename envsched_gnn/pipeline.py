@@ -11,7 +11,7 @@
 6. the report: ``results.json``, ``report.md``, PNG plots, in ``reports/<run>/``.
 
 The ``demo`` preset is sized to finish in under 20 minutes on 2 CPU cores (budget: pool +
-graph under 1 min, SFT 6 min, the step-0 evaluation ~1 min, each GRPO run ~5 min); the
+graph under 1 min, SFT 12 min, the step-0 evaluation ~10 s, each GRPO run ~2 min); the
 ``paper`` preset is the paper's setting (51 x 50 tasks, B = 64, K = 8, 200 steps) for a GPU.
 """
 
