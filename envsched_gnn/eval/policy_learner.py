@@ -32,6 +32,7 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime import RuntimeConfig
 from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.sft_config import SFTConfig
 
 if TYPE_CHECKING:
     from envsched_gnn.eval.ablate import AblationConfig, Job
@@ -43,9 +44,10 @@ class PolicyLearnerConfig:
 
     model: str | None = None
     """Local HF causal LM folder to start from; None: the built-in policy."""
-    sft_minutes: float = 6.0
-    """SFT warm-start budget; 0: no SFT, ``model`` is the starting policy as is."""
-    sft_extra_tasks_per_env: int = 150
+    sft_minutes: float = SFTConfig.minutes
+    """SFT warm-start budget (default: the SFT default); 0: no SFT, ``model`` is the starting
+    policy as is."""
+    sft_extra_tasks_per_env: int = SFTConfig.extra_tasks_per_env
     """Fresh generated tasks per environment added to SFT's train split."""
     lr: float = 2e-4
     """GRPO learning rate (the main job's demo value for the built-in policy)."""
