@@ -11,7 +11,7 @@
 6. the report: ``results.json``, ``report.md``, PNG plots, in ``reports/<run>/``.
 
 The ``demo`` preset is sized to finish in under 20 minutes on 2 CPU cores (budget: pool +
-graph under 1 min, SFT 12 min, the step-0 evaluation ~10 s, each GRPO run ~2 min); the
+graph under 1 min, SFT 9.5 min, the step-0 evaluation ~10 s, each GRPO run ~2 min); the
 ``paper`` preset is the paper's setting (51 x 50 tasks, B = 64, K = 8, 200 steps) for a GPU.
 """
 
@@ -63,14 +63,13 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
-    # shared/notes/tiny-policy-probe.md), SFT 12 min (measured alone on 2 cores: 9.5 min left
-    # no test group with reward spread, 12 min gave 22 %), 10 steps of 8 x 8 rollouts per
-    # scheduler, held-out evaluations of 32 x 4
+    # shared/notes/tiny-policy-probe.md), SFT 9.5 min (the SFT default; see SFTConfig.minutes),
+    # 10 steps of 8 x 8 rollouts per scheduler, held-out evaluations of 32 x 4
     "demo": Preset(
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
-        sft_minutes=12.0,
+        sft_minutes=9.5,
         sft_extra_tasks_per_env=200,
         batch_size=8,
         group_size=8,

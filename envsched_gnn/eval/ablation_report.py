@@ -187,11 +187,16 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
             "score is the simulated expected reward on the held-out split."
         ]
     heldout = run_info["heldout"]
+    warm_start = (
+        f"{run_info['policy']} after an SFT warm start of {run_info['sft_minutes']:g} min"
+        if run_info["sft_minutes"] > 0
+        else "used as given, no SFT"
+    )
     return [
         "Every number below comes from real GRPO runs of the policy "
         "(`envsched_gnn.training.grpo_train.train_grpo`), one per scheduler and seed, all "
-        f"from the same starting policy ({run_info['policy']}, SFT "
-        f"{run_info['sft_minutes']:g} min): `{run_info['starting_policy']}`. The downstream "
+        f"from the same starting policy `{run_info['starting_policy']}` ({warm_start}). "
+        "The downstream "
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
         f"{heldout['samples']} samples (evaluation seed {heldout['seed']}, the same set for "
         f"every run), measured at step 0 and every {heldout['every_steps']} steps; "

@@ -56,8 +56,10 @@ class PolicyConfig:
     """Width of the SwiGLU MLP."""
     max_positions: int = 4096
     """Longest sequence (rotary positions) the model is configured for."""
-    vocab_size: int = 2048
-    """Target BPE vocabulary, special tokens included; the trained one may come out smaller."""
+    vocab_size: int = 3072
+    """Target BPE vocabulary, special tokens included; the trained one may come out smaller.
+    3072 leaves room for most 3-digit numbers as single tokens (on the demo pool 759 of
+    100-999; 2048 had 161)."""
     min_frequency: int = 2
     """A BPE merge needs a pair seen at least this often."""
     rope_theta: float = 10000.0
@@ -93,14 +95,19 @@ def pool_corpus(pool: Pool, agent: AgentConfig | None = None) -> Iterator[str]:
 
 
 def train_tokenizer(corpus: Iterator[str], config: PolicyConfig) -> Any:
-    """A byte-level BPE tokenizer (digits split one by one) with a ChatML chat template."""
+    """A byte-level BPE tokenizer with a ChatML chat template; numbers are cut into chunks
+    of at most 3 digits before BPE (``33000`` -> ``330 00``), so most 3-digit record ids
+    become one token each and copying an id from the instruction or a tool response is a
+    one-token copy, like a name (digit-by-digit copying was what the CPU policy learned
+    last: teacher-forced digit accuracy 0.13-0.19 after 9 minutes of SFT, 0.49 after 12;
+    with 3-digit chunks 9 minutes gave 13 % of held-out groups with reward spread, not 1-2 %)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(r"\d"), behavior="isolated"),
+            pre_tokenizers.Split(Regex(r"\d{1,3}"), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
         ]
     )

@@ -12,10 +12,11 @@ from envsched_gnn.training.policy import PolicyConfig
 class SFTConfig:
     """The SFT warm start."""
 
-    minutes: float = 12.0
-    """Wall-clock budget of the optimisation (data preparation not included). Alone on 2
-    cores the built-in policy learned to copy ids from the instruction between 9.5 and 12
-    minutes on the demo pool (12 min: 22 % of held-out groups with reward spread)."""
+    minutes: float = 9.5
+    """Wall-clock budget of the optimisation (data preparation, ~16 s, not included). Alone
+    on 2 cores, with numbers tokenised in 3-digit chunks, 9 minutes left 13 % of the demo
+    pool's held-out groups with reward spread (K = 8, T = 1.0); with digit-by-digit tokens
+    9-9.5 minutes had left 0-2 % and 12 minutes 30 %."""
     max_steps: int = -1
     """Optimizer steps at most (-1: only the wall-clock budget ends training)."""
     batch_size: int = 16
