@@ -11,7 +11,7 @@
 6. the report: ``results.json``, ``report.md``, PNG plots, in ``reports/<run>/``.
 
 The ``demo`` preset is sized to finish in under 20 minutes on 2 CPU cores (budget: pool +
-graph under 1 min, SFT 9.5 min, the step-0 evaluation ~10 s, each GRPO run ~2 min); the
+graph under 1 min, SFT 12 min, the step-0 evaluation ~10 s, each GRPO run ~2 min); the
 ``paper`` preset is the paper's setting (51 x 50 tasks, B = 64, K = 8, 200 steps) for a GPU.
 """
 
@@ -69,7 +69,7 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
-        sft_minutes=9.5,
+        sft_minutes=12.0,
         sft_extra_tasks_per_env=200,
         batch_size=8,
         group_size=8,
