@@ -72,7 +72,7 @@ class AgentConfig:
     """Tool calls executed from one assistant turn; further calls get an error response."""
     temperature: float = 1.0
     """Sampling temperature (1.0: the policy's own distribution; the tiny-policy probe saw
-    more reward spread at 1.3-1.6, but at 1.4 our SFT policy made 5x more malformed calls)."""
+    more reward spread at 1.3-1.6, but at 1.4 our SFT policy made 4x more malformed calls)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 samples from the full tempered distribution."""
     tool_response_max_chars: int = 1200
