@@ -63,7 +63,7 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
-    # shared/notes/tiny-policy-probe.md), SFT 9.5 min (the SFT default; see SFTConfig.minutes),
+    # shared/notes/tiny-policy-probe.md), SFT 12 min (the SFT default; see SFTConfig.minutes),
     # 10 steps of 8 x 8 rollouts per scheduler, held-out evaluations of 32 x 4
     "demo": Preset(
         envs=51,
