@@ -37,8 +37,8 @@ class Preset:
     """Tasks per environment."""
     test_per_env: int
     """Held-out tasks per environment (split ``test``)."""
-    sft_minutes: float
-    """Wall-clock budget of the SFT warm start."""
+    sft_steps: int
+    """Optimiser steps of the SFT warm start."""
     sft_extra_tasks_per_env: int
     """Fresh generated tasks per environment added to SFT's train split."""
     batch_size: int
@@ -69,7 +69,7 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
-        sft_minutes=12.0,
+        sft_steps=4400,
         sft_extra_tasks_per_env=200,
         batch_size=8,
         group_size=8,
@@ -85,7 +85,7 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=50,
         test_per_env=10,
-        sft_minutes=20.0,
+        sft_steps=8000,
         sft_extra_tasks_per_env=200,
         batch_size=64,
         group_size=8,
@@ -154,7 +154,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.grpo_config import GRPOConfig
     from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
-    from envsched_gnn.training.sft import SFTConfig, run_sft
+    from envsched_gnn.training.warm_start import warm_start
 
     if preset is None:
         if options.preset not in PRESETS:
@@ -200,16 +200,9 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         )
 
         tick = time.perf_counter()
-        progress(f"SFT warm start ({preset.sft_minutes:g} min budget) ...")
-        sft = SFTConfig(
-            minutes=preset.sft_minutes,
-            extra_tasks_per_env=preset.sft_extra_tasks_per_env,
-            seed=options.seed,
-            accelerator=options.accelerator,
-            agent=agent,
-        )
-        policy_dir = run_sft(pool, options.model, sft, out / "sft")
-        progress(f"SFT done: policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
+        sft = demo_sft_config(preset, options.seed, options.accelerator, agent)
+        policy_dir, warm = warm_start(pool, options.model, sft, out / "sft", progress)
+        progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
 
         configs = {
             name: GRPOConfig(
@@ -290,6 +283,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             "steps": steps,
             "agent": asdict(agent),
             "sft": {k: v for k, v in asdict(sft).items() if k not in ("agent", "policy")},
+            "warm_start": {k: v for k, v in warm.items() if k != "sft"},
             "model": options.model or "built-in",
         },
         "notes": _notes(options, preset, steps, pool, initial),
@@ -300,6 +294,19 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     paths = write_report(report, out)
     progress(f"report: {', '.join(str(p) for p in paths)}")
     return report
+
+
+def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> Any:
+    """The SFT warm start of a preset (what the packaged demo policy was built with)."""
+    from envsched_gnn.training.sft_config import SFTConfig
+
+    return SFTConfig(
+        max_steps=preset.sft_steps,
+        extra_tasks_per_env=preset.sft_extra_tasks_per_env,
+        seed=seed,
+        accelerator=accelerator,
+        agent=agent,
+    )
 
 
 def _prepare_store(store: Any, options: RunOptions) -> None:

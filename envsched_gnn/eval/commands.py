@@ -58,10 +58,11 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     policy = PolicyLearnerConfig()
     p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
     p.add_argument(
-        "--sft-minutes",
-        type=float,
-        default=policy.sft_minutes,
-        help=f"policy: SFT warm start budget; 0 starts from --model as is ({policy.sft_minutes:g})",
+        "--sft-steps",
+        type=int,
+        default=policy.sft_steps,
+        help=f"policy: SFT warm-start optimiser steps; 0 starts from --model as is "
+        f"({policy.sft_steps})",
     )
     p.add_argument("--lr", type=float, default=policy.lr, help=f"policy: GRPO lr ({policy.lr:g})")
     p.add_argument(
@@ -124,7 +125,7 @@ def _ablate(args: argparse.Namespace) -> int:
         simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
         policy=PolicyLearnerConfig(
             model=args.model,
-            sft_minutes=args.sft_minutes,
+            sft_steps=args.sft_steps,
             lr=args.lr,
             eval_tasks=args.eval_tasks,
             eval_samples=args.eval_samples,

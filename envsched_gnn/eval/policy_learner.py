@@ -1,10 +1,12 @@
 """The policy learner of ``eval ablate --learner policy``: one real GRPO run per scheduler and seed.
 
 Every run starts from the same policy: the SFT warm start of the built-in policy (or of
-``model``), or ``model`` as is when ``sft_minutes`` = 0. Then, for every seed s and every
-scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo` trains it with B, K, seed s
-and the scheduler on the ablation's train-split graph. Budget: S x B x K rollouts per run; a
-scheduler whose batch holds G > B tasks (DAPO's generation batch) runs floor(S B / G) steps.
+``model``; the packaged demo policy when SFT's inputs match it, see
+:mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
+for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo`
+trains it with B, K, seed s and the scheduler on the ablation's train-split graph. Budget:
+S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
+batch) runs floor(S B / G) steps.
 
 Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of the policy
 (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
@@ -44,9 +46,9 @@ class PolicyLearnerConfig:
 
     model: str | None = None
     """Local HF causal LM folder to start from; None: the built-in policy."""
-    sft_minutes: float = SFTConfig.minutes
-    """SFT warm-start budget (default: the SFT default); 0: no SFT, ``model`` is the starting
-    policy as is."""
+    sft_steps: int = SFTConfig.max_steps
+    """SFT warm-start budget in optimiser steps (default: the SFT default); 0: no SFT,
+    ``model`` is the starting policy as is."""
     sft_extra_tasks_per_env: int = SFTConfig.extra_tasks_per_env
     """Fresh generated tasks per environment added to SFT's train split."""
     lr: float = 2e-4
@@ -67,10 +69,10 @@ class PolicyLearnerConfig:
     """Worker processes of the environment runtime."""
 
     def __post_init__(self) -> None:
-        if self.sft_minutes < 0:
-            raise ValueError(f"--sft-minutes = {self.sft_minutes}, expected >= 0")
-        if self.sft_minutes == 0 and self.model is None:
-            raise ValueError("--sft-minutes 0 needs --model (the policy to start from as is)")
+        if self.sft_steps < 0:
+            raise ValueError(f"--sft-steps = {self.sft_steps}, expected >= 0")
+        if self.sft_steps == 0 and self.model is None:
+            raise ValueError("--sft-steps 0 needs --model (the policy to start from as is)")
 
 
 def check_model(config: PolicyLearnerConfig) -> None:
@@ -84,20 +86,20 @@ def starting_policy(
 ) -> Path:
     """The folder of the policy every run starts from (SFT into ``out/sft`` unless skipped)."""
     check_model(config)
-    if config.sft_minutes == 0:
+    if config.sft_steps == 0:
         log(f"policy: starting every run from {config.model} as is (no SFT)")
         return Path(config.model)
-    from envsched_gnn.training.sft import SFTConfig, run_sft
+    from envsched_gnn.training.warm_start import warm_start
 
     sft = SFTConfig(
-        minutes=config.sft_minutes,
+        max_steps=config.sft_steps,
         extra_tasks_per_env=config.sft_extra_tasks_per_env,
         accelerator=config.accelerator,
         agent=config.agent,
     )
     start = time.perf_counter()
     log(f"policy: SFT warm start of {config.model or 'the built-in policy'} ...")
-    path = run_sft(pool, config.model, sft, out / "sft")
+    path, _ = warm_start(pool, config.model, sft, out / "sft", log)
     log(f"policy: SFT done in {time.perf_counter() - start:.0f} s: {path}")
     return path
 
@@ -176,7 +178,7 @@ def run_policy_jobs(
         "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
         "starting_policy": str(start_dir),
         "policy": learner.model or "built-in",
-        "sft_minutes": learner.sft_minutes,
+        "sft_steps": learner.sft_steps,
         "heldout": {
             "tasks": initial["tasks"] if initial else None,
             "samples": learner.eval_samples,

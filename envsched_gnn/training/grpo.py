@@ -174,7 +174,10 @@ def token_log_probs(logits: Tensor, input_ids: Tensor, temperature: float = 1.0)
     rollouts sampled from (so that the ratio is 1 before the first update).
 
     Shapes: logits (N, T, V), input_ids (N, T) -> (N, T-1); entry t is
-    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``.
+    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``; float32, or float64 for float64 logits.
     """
-    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    logits = logits[:, :-1]
+    if logits.dtype != torch.float64:
+        logits = logits.float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
     return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)

@@ -27,7 +27,7 @@ def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
 def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
     policy = PolicyLearnerConfig(
         model=str(trained_policy_dir()),
-        sft_minutes=0,
+        sft_steps=0,
         lr=1e-3,
         micro_batch_size=3,
         eval_tasks=2,
