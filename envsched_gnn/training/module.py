@@ -24,7 +24,8 @@ KL(pi_old || pi) against the rollout policy, over the policy tokens of every pas
 the first mini-batch), ``train/entropy`` (the rollout policy's mean entropy on its tokens),
 ``train/grad_norm`` (before clipping), ``train/lr``, ``train/advantage_abs_mean``,
 ``train/advantage_token_mass`` (mean |A| per policy token), ``train/nonzero_advantage_token_share``,
-``train/tokens_per_s`` (sequence tokens through the update per second), ``time/rollout_s``,
+``train/tokens_per_s`` (sequence tokens through the update per second),
+``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout), ``time/rollout_s``,
 ``time/schedule_s``, ``time/update_s``; ``eval/mean_reward`` at each held-out evaluation.
 
 Checkpoints carry the scheduler state, the unwritten observations, the RNG states and the
@@ -215,6 +216,9 @@ class GRPOModule(L.LightningModule):
         metrics.update(
             {
                 "train/tokens_per_s": update["train/tokens"] / max(update_s, 1e-9),
+                "rollout/policy_tokens_per_s": (
+                    sum(r.policy_tokens for r in records) / max(rollout_s, 1e-9)
+                ),
                 "batch/rollouts": float(len(records)),
                 "batch/kept_groups": float(len(kept)),
                 "train/rollouts_total": float(self.rollouts_total),
