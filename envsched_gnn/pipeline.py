@@ -309,6 +309,22 @@ def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> 
     )
 
 
+def package_demo_policy(out: str | Path, preset_name: str = "demo", seed: int = 0) -> Path:
+    """SFT of the built-in policy on the preset's pool, written to ``out`` with the manifest
+    the main job checks (:mod:`~envsched_gnn.training.warm_start`)."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.training.agent_format import AgentConfig
+    from envsched_gnn.training.warm_start import package_policy
+
+    preset = PRESETS[preset_name]
+    pool = generate_pool(
+        preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=preset.max_calls
+    )
+    config = demo_sft_config(preset, seed, "cpu", AgentConfig())
+    command = f"envsched-gnn train demo-policy --preset {preset_name} --seed {seed} --out {out}"
+    return package_policy(pool, config, out, command)
+
+
 def _prepare_store(store: Any, options: RunOptions) -> None:
     """The main job rebuilds its store: the default one is cleared; another one must be
     empty of observations unless ``--reset-store`` (observations are keyed by (task, step),

@@ -78,6 +78,22 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_run_arguments(p)
     p.set_defaults(func=_run)
 
+    p = groups["train"].add_parser(
+        "demo-policy",
+        help="SFT of the built-in policy on the demo pool, packaged for the main job",
+        description=(
+            "Generates the preset's pool, runs SFT of the built-in policy with the preset's "
+            "recipe and writes the policy with manifest.json (the fingerprint of SFT's "
+            "inputs). The main job uses such a package instead of running SFT when its own "
+            "inputs have the same fingerprint; the project ships the demo preset's at "
+            "envsched_gnn/data/demo_sft."
+        ),
+    )
+    p.add_argument("--out", required=True, help="package folder (replaced)")
+    p.add_argument("--preset", default="demo", help="main-job preset (demo)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pool and SFT (0)")
+    p.set_defaults(func=_demo_policy)
+
 
 def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
@@ -161,6 +177,14 @@ def _train_grpo(args: argparse.Namespace) -> int:
             }
         )
     )
+    return 0
+
+
+def _demo_policy(args: argparse.Namespace) -> int:
+    from envsched_gnn.pipeline import package_demo_policy
+
+    out = package_demo_policy(args.out, args.preset, args.seed)
+    print(f"packaged SFT policy in {out}")
     return 0
 
 
