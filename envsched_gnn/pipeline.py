@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.training.grpo_config import GRPOConfig
+
 DEFAULT_STORE = ".envsched/store"
 
 
@@ -59,6 +61,38 @@ class Preset:
     """Episodes per forward/backward pass."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    lr_warmup_steps: int = 0
+    """GRPO's linear learning-rate warm-up, in optimiser steps."""
+    ppo_epochs: int = 1
+    """GRPO passes over each step's episodes."""
+    mini_batches: int = 1
+    """GRPO optimiser steps per pass."""
+    advantage_estimator: str = "grpo"
+    """``grpo`` or ``dr_grpo``."""
+    kl_coef: float = 0.0
+    """Weight of the KL penalty to the SFT policy."""
+
+    def grpo_config(
+        self, scheduler: str, steps: int, seed: int, lr: float | None = None
+    ) -> GRPOConfig:
+        """The GRPO run of one scheduler under this preset (every scheduler gets the same)."""
+        return GRPOConfig(
+            scheduler=scheduler,
+            batch_size=self.batch_size,
+            group_size=self.group_size,
+            steps=steps,
+            lr=self.lr if lr is None else lr,
+            lr_warmup_steps=self.lr_warmup_steps,
+            ppo_epochs=self.ppo_epochs,
+            mini_batches=self.mini_batches,
+            advantage_estimator=self.advantage_estimator,
+            kl_coef=self.kl_coef,
+            micro_batch_size=self.micro_batch_size,
+            eval_every=self.eval_every,
+            eval_tasks=self.eval_tasks,
+            eval_samples=self.eval_samples,
+            seed=seed,
+        )
 
 
 PRESETS: dict[str, Preset] = {
@@ -152,7 +186,6 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.grpo_config import GRPOConfig
     from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
     from envsched_gnn.training.warm_start import warm_start
 
@@ -205,18 +238,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
 
         configs = {
-            name: GRPOConfig(
-                scheduler=name,
-                batch_size=preset.batch_size,
-                group_size=preset.group_size,
-                steps=steps,
-                lr=options.lr if options.lr is not None else preset.lr,
-                micro_batch_size=preset.micro_batch_size,
-                eval_every=preset.eval_every,
-                eval_tasks=preset.eval_tasks,
-                eval_samples=preset.eval_samples,
-                seed=options.seed,
-            )
+            name: preset.grpo_config(name, steps, options.seed, options.lr)
             for name in options.schedulers
         }
         tick = time.perf_counter()

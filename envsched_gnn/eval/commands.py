@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 
@@ -64,7 +65,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         help=f"policy: SFT warm-start optimiser steps; 0 starts from --model as is "
         f"({policy.sft_steps})",
     )
-    p.add_argument("--lr", type=float, default=policy.lr, help=f"policy: GRPO lr ({policy.lr:g})")
+    p.add_argument("--lr", type=float, help=f"policy: GRPO learning rate ({policy.recipe.lr:g})")
+    p.add_argument(
+        "--policy-workers",
+        type=int,
+        default=policy.workers,
+        help=f"policy: GRPO runs trained at once, one process each ({policy.workers})",
+    )
     p.add_argument(
         "--eval-tasks",
         type=int,
@@ -115,6 +122,7 @@ def _ablate(args: argparse.Namespace) -> int:
         options["schedulers"] = tuple(names)
     if not (args.k_grid if args.k_grid is not None else args.learner == "sim"):
         options["k_grid"] = ()
+    recipe = PolicyLearnerConfig().recipe
     config = AblationConfig(
         seeds=args.seeds,
         steps=args.steps,
@@ -126,7 +134,8 @@ def _ablate(args: argparse.Namespace) -> int:
         policy=PolicyLearnerConfig(
             model=args.model,
             sft_steps=args.sft_steps,
-            lr=args.lr,
+            recipe=replace(recipe, lr=args.lr) if args.lr is not None else recipe,
+            workers=args.policy_workers,
             eval_tasks=args.eval_tasks,
             eval_samples=args.eval_samples,
             accelerator=args.accelerator,

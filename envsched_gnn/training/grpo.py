@@ -91,6 +91,11 @@ def dr_grpo_advantages(rewards: Tensor, group_size: int) -> Tensor:
     return group_advantages(rewards, group_size, normalize_std=False)
 
 
+def scale_negative(advantages: Tensor, scale: float) -> Tensor:
+    """``A`` where ``A >= 0``, ``scale * A`` elsewhere. Shapes: (B*K,) -> (B*K,)."""
+    return torch.where(advantages < 0, advantages * scale, advantages)
+
+
 def clipped_token_losses(logp: Tensor, old_logp: Tensor, advantages: Tensor, clip: float) -> Tensor:
     """PPO's clipped surrogate per token, ``max(-A rho, -A clip(rho, 1-eps, 1+eps))``.
 

@@ -25,7 +25,9 @@ the first mini-batch), ``train/entropy`` (the rollout policy's mean entropy on i
 ``train/grad_norm`` (before clipping), ``train/lr``, ``train/advantage_abs_mean``,
 ``train/advantage_token_mass`` (mean |A| per policy token), ``train/nonzero_advantage_token_share``,
 ``train/tokens_per_s`` (sequence tokens through the update per second),
-``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout), ``time/rollout_s``,
+``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
+``rollout/calls_per_episode``, ``rollout/malformed_per_episode``, ``rollout/answered_share``
+(episodes that ended with a final answer, not a limit), ``time/rollout_s``,
 ``time/schedule_s``, ``time/update_s``; ``eval/mean_reward`` at each held-out evaluation.
 
 Checkpoints carry the scheduler state, the unwritten observations, the RNG states and the
@@ -59,6 +61,7 @@ from envsched_gnn.training.grpo import (
     get_advantage_estimator,
     kl_penalty,
     policy_loss,
+    scale_negative,
 )
 from envsched_gnn.training.grpo_batch import (
     UpdateItem,
@@ -83,6 +86,9 @@ class EpisodeRecord:
     reward: float
     tools: frozenset[tuple[str, str]]
     policy_tokens: int
+    calls: int = 0
+    malformed: int = 0
+    answered: bool = False
 
 
 class GRPOModule(L.LightningModule):
@@ -216,6 +222,9 @@ class GRPOModule(L.LightningModule):
         metrics.update(
             {
                 "train/tokens_per_s": update["train/tokens"] / max(update_s, 1e-9),
+                "rollout/calls_per_episode": sum(r.calls for r in records) / len(records),
+                "rollout/malformed_per_episode": (sum(r.malformed for r in records) / len(records)),
+                "rollout/answered_share": sum(r.answered for r in records) / len(records),
                 "rollout/policy_tokens_per_s": (
                     sum(r.policy_tokens for r in records) / max(rollout_s, 1e-9)
                 ),
@@ -271,6 +280,9 @@ class GRPOModule(L.LightningModule):
                 reward=float(episode.reward),
                 tools=self._tools_called(episode),
                 policy_tokens=int(episode.policy_mask.sum()),
+                calls=len(episode.tool_calls),
+                malformed=episode.malformed_calls,
+                answered=episode.finish_reason == "answer",
             )
             for index, episode in episodes
         ]
@@ -305,6 +317,7 @@ class GRPOModule(L.LightningModule):
         kept_records = [r for r in records if r.task_id in kept_set]
         rewards = torch.tensor([r.reward for r in kept_records], dtype=torch.float64)
         advantages = self.advantage_fn(rewards, config.group_size) if kept_records else rewards
+        advantages = scale_negative(advantages, config.negative_advantage_scale)
         advantage_of = {r.index: float(a) for r, a in zip(kept_records, advantages, strict=True)}
         mine = [
             UpdateItem(advantage_of[index], episode)
