@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 
 from envsched_gnn.envs.generator import generate_pool
@@ -33,3 +34,16 @@ def small_graph() -> TaskGraph:
 def small_policy_dir() -> Path:
     """The built-in policy architecture (tiny size), untrained, tokenizer fitted to the pool."""
     return build_default_policy(small_pool(), TINY, _scratch() / "integrations-policy")
+
+
+def rollout_rewards(runtime, task_ids, step, k):
+    """Real environment rewards without a policy: sample j of a task replays a prefix of its
+    reference solution whose length is drawn from (task, step, j); ``{task_id: [r_1..r_k]}``."""
+    pool, runs = runtime.pool, []
+    for task_id in task_ids:
+        calls = list(pool.task(task_id).reference_solution)
+        for j in range(k):
+            digest = hashlib.blake2b(f"{task_id}:{step}:{j}".encode(), digest_size=4).digest()
+            runs.append((task_id, calls[: int.from_bytes(digest, "little") % (len(calls) + 1)]))
+    scores = [score.reward for score in runtime.replay(runs)]
+    return {t: scores[i * k : (i + 1) * k] for i, t in enumerate(task_ids)}

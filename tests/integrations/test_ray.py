@@ -4,7 +4,6 @@ checkpoint, and environment actors replaced after a kill with their episodes rep
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 from pathlib import Path
@@ -15,7 +14,7 @@ import ray
 from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
 from envsched_gnn.scheduler.registry import make_scheduler
-from tests.integrations.setup import small_graph, small_pool
+from tests.integrations.setup import rollout_rewards, small_graph, small_pool
 
 pytestmark = pytest.mark.slow
 
@@ -34,19 +33,6 @@ def cluster():
     )
     yield
     ray.shutdown()
-
-
-def rollout_rewards(runtime, task_ids, step, k):
-    """Real environment rewards without a policy: sample j of a task replays a prefix of its
-    reference solution whose length is drawn from (task, step, j)."""
-    pool, runs = runtime.pool, []
-    for task_id in task_ids:
-        calls = list(pool.task(task_id).reference_solution)
-        for j in range(k):
-            digest = hashlib.blake2b(f"{task_id}:{step}:{j}".encode(), digest_size=4).digest()
-            runs.append((task_id, calls[: int.from_bytes(digest, "little") % (len(calls) + 1)]))
-    scores = [score.reward for score in runtime.replay(runs)]
-    return {t: scores[i * k : (i + 1) * k] for i, t in enumerate(task_ids)}
 
 
 @ray.remote(num_cpus=1)

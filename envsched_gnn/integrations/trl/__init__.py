@@ -12,9 +12,10 @@ A few lines turn a TRL GRPO run into an EnvSched one::
     trainer.train()
 """
 
+from envsched_gnn.integrations.dataset import pool_rows
 from envsched_gnn.integrations.rewards import RoundRewards
 from envsched_gnn.integrations.trl.callback import EnvSchedCallback
-from envsched_gnn.integrations.trl.dataset import pool_dataset, pool_rows
+from envsched_gnn.integrations.trl.dataset import pool_dataset
 from envsched_gnn.integrations.trl.reward import RuntimeReward
 from envsched_gnn.integrations.trl.sampler import ScheduledSlots
 from envsched_gnn.integrations.trl.trainer import EnvSchedGRPOTrainer
