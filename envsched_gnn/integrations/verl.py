@@ -95,7 +95,8 @@ def register_envsched_trainer(name: str = "envsched") -> type:
     (idempotent). Call it in the process that runs verl's ``TaskRunner``."""
     import numpy as np
     import transfer_queue as tq
-    from verl.trainer.ppo.v1 import TRAINER_REGISTRY, register_trainer
+    from verl.trainer.ppo.v1 import register_trainer
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn

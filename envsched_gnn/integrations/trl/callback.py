@@ -13,6 +13,7 @@ TRL's ``checkpoint-N`` folder; :meth:`load` reads it back on resume.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ class EnvSchedCallback(TrainerCallback):
         self.sink: ObservationSink | None = None
         self.unwritten: list[Observation] = []
         self._pending_rows: list[dict] = []
+        self._step_started = 0.0
 
     # -- the trainer's side ----------------------------------------------------------------
     def choose(self, group_size: int) -> list[str]:
@@ -75,6 +77,9 @@ class EnvSchedCallback(TrainerCallback):
                 self.sink.load_state_dict({"pending": self._pending_rows})
         self._pending_rows = []
 
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
     def on_step_end(self, args, state, control, **kwargs):
         current = self.rewards.take()
         if current is None:
@@ -83,7 +88,7 @@ class EnvSchedCallback(TrainerCallback):
             from accelerate.utils import gather_object
 
             current.rewards = list(gather_object(current.rewards))
-        self._observe(current, state.global_step)
+        self._observe(current, state.global_step, time.perf_counter() - self._step_started)
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
@@ -123,14 +128,14 @@ class EnvSchedCallback(TrainerCallback):
         self.load_state_dict(json.loads(path.read_text()))
 
     # -- helpers -------------------------------------------------------------------------------
-    def _observe(self, current: Round, global_step: int) -> None:
+    def _observe(self, current: Round, global_step: int, step_s: float) -> None:
         groups = current.groups()
         self.scheduler.observe(current.step, groups)
         self.observed.append(groups)
         if self.sink is not None:
             self.sink.put(observations_from_rewards(current.step, groups))
         self.next_step = current.step + 1
-        metrics = {"step": float(current.step), **self.scheduler.metrics()}
+        metrics = {"step": float(current.step), "time/step_s": step_s, **self.scheduler.metrics()}
         self.step_metrics.append(metrics)
         if self.print_steps:
             shown = ", ".join(
