@@ -75,8 +75,3 @@ class RoundRewards:
         with self._lock:
             current, self._round = self._round, None
             return current
-
-    @property
-    def step(self) -> int | None:
-        with self._lock:
-            return None if self._round is None else self._round.step

@@ -9,7 +9,7 @@ import verifiers.v1 as vf
 from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
 from envsched_gnn.integrations.prime_rl import EnvSchedTaskSampler
 from envsched_gnn.scheduler.registry import make_scheduler
-from tests.integrations.setup import rollout_rewards, small_graph, small_pool
+from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
 B, K = 4, 3
 

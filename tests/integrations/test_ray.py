@@ -14,7 +14,7 @@ import ray
 from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
 from envsched_gnn.scheduler.registry import make_scheduler
-from tests.integrations.setup import rollout_rewards, small_graph, small_pool
+from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
 pytestmark = pytest.mark.slow
 

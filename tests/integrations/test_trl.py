@@ -21,7 +21,7 @@ from envsched_gnn.integrations.trl import (
 )
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.policy import load_policy
-from tests.integrations.setup import small_graph, small_policy_dir, small_pool
+from tests.integrations.small_setup import small_graph, small_policy_dir, small_pool
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ class Recorder(RuntimeReward):
         return scores
 
 
-def make_trainer(out, runtime, steps, *, callbacks=(), written=None, seed=0):
+def make_trainer(out, runtime, steps, *, callbacks=(), store=None, seed=0):
     model, tokenizer = load_policy(small_policy_dir())
     tokenizer.padding_side = "left"
     rewards = RoundRewards()
@@ -95,7 +95,7 @@ def make_trainer(out, runtime, steps, *, callbacks=(), written=None, seed=0):
         reward_funcs=[reward, recorder],
         scheduler=scheduler,
         rewards=rewards,
-        write_observations=written.extend if written is not None else None,
+        write_observations=store.write_observations if store is not None else None,
         callbacks=list(callbacks),
     )
     return trainer, reward, recorder
@@ -113,10 +113,11 @@ def test_slots_follow_repeat_sampler_layout():
     assert len(ScheduledSlots(2, 3, 2, 5)) == 5 * 2 * 2 * 3
 
 
-def test_grpo_trainer_trains_on_the_scheduler_batches(tmp_path, runtime):
+@pytest.mark.store
+def test_grpo_trainer_trains_on_the_scheduler_batches(tmp_path, runtime, store):
     torch.set_num_threads(1)
-    written: list = []
-    trainer, reward, recorder = make_trainer(tmp_path, runtime, steps=3, written=written)
+    store.write_pool(small_pool())
+    trainer, reward, recorder = make_trainer(tmp_path, runtime, steps=3, store=store)
     trainer.train()
     run = trainer.envsched
 
@@ -126,10 +127,13 @@ def test_grpo_trainer_trains_on_the_scheduler_batches(tmp_path, runtime):
         assert Counter(task_ids) == Counter({task: K for task in batch})
         assert all(p == rows[t]["prompt"] for p, t in zip(prompts, task_ids, strict=True))
 
-    # every reward the environment returned reached observe, grouped by task and step
+    # every reward the environment returned reached observe, grouped by task and step, and
+    # the store (written in the background, flushed when training ends)
     observed = [(t, r) for groups in run.observed for t, rs in groups.items() for r in rs]
     assert Counter(observed) == Counter(reward.returned) and len(observed) == 3 * B * K
-    assert sorted(o.to_json()["step"] for o in written) == [0] * B + [1] * B + [2] * B
+    stored = {(o.task_id, o.step): list(o.rewards) for o in store.read_observations()}
+    assert stored == {(t, s): r for s, groups in enumerate(run.observed) for t, r in groups.items()}
+    assert run.unwritten == []
 
     # the batches are the scheduler's: a replica fed the same rewards chooses the same ones
     replica = make_scheduler("envsched", small_graph(), batch_size=B, seed=0)

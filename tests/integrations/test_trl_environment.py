@@ -18,7 +18,7 @@ from envsched_gnn.integrations.trl.environment import environment_factories, too
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.agent_format import tool_schema
 from envsched_gnn.training.policy import load_policy
-from tests.integrations.setup import small_graph, small_policy_dir, small_pool
+from tests.integrations.small_setup import small_graph, small_policy_dir, small_pool
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from envsched_gnn.integrations.verl import DATA_SOURCE, pool_parquet, step_groups
-from tests.integrations.setup import small_pool
+from tests.integrations.small_setup import small_pool
 
 
 def test_pool_parquet_rows(tmp_path):
@@ -45,7 +45,7 @@ def test_trainer_registers_and_reads_the_pool_dataset_as_verl_does(tmp_path):
 
     from envsched_gnn.integrations.verl import register_envsched_trainer
     from envsched_gnn.training.policy import load_policy
-    from tests.integrations.setup import small_policy_dir
+    from tests.integrations.small_setup import small_policy_dir
 
     cls = register_envsched_trainer()
     assert get_trainer_cls("envsched") is cls and issubclass(cls, PPOTrainerSync)

@@ -36,6 +36,7 @@ class EnvSchedCallback(TrainerCallback):
         write_observations: e.g. ``GraphStore.write_observations`` or a ``StoreWriter``;
             called from a background thread on the main process (default: no store).
         print_steps: print one line of scheduler metrics per step (default False).
+        flush_timeout_s: at the end of training, how long to wait for the store (default 60).
     """
 
     def __init__(
