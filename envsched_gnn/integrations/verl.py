@@ -151,7 +151,9 @@ def register_envsched_trainer(name: str = "envsched") -> type:
             )
             rewards = [float(scores.sum()) for scores in data["rm_scores"].unbind(0)]
             padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
-            groups = step_groups(list(data["uid"]), rewards, self._task_of_uid, padding)
+            uids = data["uid"]
+            uids = uids.tolist() if hasattr(uids, "tolist") else list(uids)
+            groups = step_groups(uids, rewards, self._task_of_uid, padding)
             self.scheduler.observe(self.global_steps - 1, groups)
             metrics.update(self.scheduler.metrics())
             return batch
