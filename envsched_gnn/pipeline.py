@@ -43,6 +43,9 @@ class Preset:
     """Optimiser steps of the SFT warm start."""
     sft_extra_tasks_per_env: int
     """Fresh generated tasks per environment added to SFT's train split."""
+    sft_include_train_split: bool
+    """SFT imitates the pool's train split too (off: only fresh tasks, so GRPO's train tasks
+    are as new to the policy as the held-out ones)."""
     batch_size: int
     """B."""
     group_size: int
@@ -105,6 +108,7 @@ PRESETS: dict[str, Preset] = {
         test_per_env=5,
         sft_steps=4400,
         sft_extra_tasks_per_env=200,
+        sft_include_train_split=False,
         batch_size=8,
         group_size=8,
         steps=10,
@@ -121,6 +125,7 @@ PRESETS: dict[str, Preset] = {
         test_per_env=10,
         sft_steps=8000,
         sft_extra_tasks_per_env=200,
+        sft_include_train_split=True,
         batch_size=64,
         group_size=8,
         steps=200,
@@ -157,6 +162,9 @@ class RunOptions:
     """``auto``, ``cpu`` or ``gpu``."""
     lr: float | None = None
     """GRPO learning rate (default: the preset's)."""
+    workers: int = 0
+    """Schedulers trained at once, one process each (0: one per CPU core on a CPU machine,
+    1 on a GPU)."""
 
 
 class Progress:
@@ -186,7 +194,8 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
+    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
+    from envsched_gnn.training.grpo_train import LaunchConfig
     from envsched_gnn.training.warm_start import warm_start
 
     if preset is None:
@@ -250,29 +259,22 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             f"({progress.lap('initial_eval_s', tick):.1f} s)"
         )
 
+        tick = time.perf_counter()
+        workers = parallel_workers(options.workers, len(configs), options.accelerator)
+        progress(
+            f"GRPO with {', '.join(configs)}: {steps} steps x {first.batch_size} tasks x "
+            f"{first.group_size} rollouts each, {workers} at a time ..."
+        )
+        start = SharedStart(pool, graph, policy_dir, agent, runtime, launch, initial)
+        runs = [GRPORun(config, out / "grpo" / name) for name, config in configs.items()]
+        trained = train_runs(start, runs, workers)
+        progress.lap("grpo_s", tick)
         results: dict[str, Any] = {}
-        for index, (name, config) in enumerate(configs.items()):
-            tick = time.perf_counter()
-            progress(
-                f"GRPO with {name}: {steps} steps x {config.batch_size} tasks x "
-                f"{config.group_size} rollouts ..."
-            )
-            result = train_grpo(
-                pool,
-                graph,
-                policy_dir,
-                config,
-                out / "grpo" / name,
-                agent_config=agent,
-                runtime_config=runtime,
-                launch=replace(launch, progress_bar=False, print_steps=True),
-                write_observations=store.write_observations if index == 0 else None,
-                initial_eval=initial,
-            )
-            write_history(
-                out / "grpo" / name / "history.jsonl",
-                [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)],
-            )
+        for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
+            observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
+            write_history(out / "grpo" / name / "history.jsonl", observations)
+            if index == 0:
+                store.write_observations(observations)
             results[name] = {
                 "eval": result.evals,
                 "steps": result.steps,
@@ -280,19 +282,15 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
                 "rewards": result.rewards,
                 "rollouts": result.rollouts,
                 "wall_s": result.wall_s,
-                "config": asdict(config),
-                "store": {
-                    "written": index == 0,
-                    "unwritten": result.unwritten_observations,
-                    "rejected": result.rejected_observations,
-                },
+                "config": asdict(configs[name]),
+                "store": {"written": index == 0, "observations": len(observations)},
             }
             row = summarize(results[name])
             progress(
                 f"{name}: held-out {row['heldout_start']:.3f} -> {row['heldout_end']:.3f}, "
                 f"mean batch reward variance {row['batch/mean_reward_variance']:.4f}, "
                 f"envs/batch {row['batch/envs_covered']:.1f}, {result.rollouts} rollouts "
-                f"({progress.lap(f'grpo_{name}_s', tick):.1f} s)"
+                f"({result.wall_s:.1f} s)"
             )
 
     progress.marks["total_s"] = round(time.perf_counter() - progress.start, 1)
@@ -325,13 +323,16 @@ def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> 
     return SFTConfig(
         max_steps=preset.sft_steps,
         extra_tasks_per_env=preset.sft_extra_tasks_per_env,
+        include_train_split=preset.sft_include_train_split,
         seed=seed,
         accelerator=accelerator,
         agent=agent,
     )
 
 
-def package_demo_policy(out: str | Path, preset_name: str = "demo", seed: int = 0) -> Path:
+def package_demo_policy(
+    out: str | Path, preset_name: str = "demo", seed: int = 0, threads: int = 0
+) -> Path:
     """SFT of the built-in policy on the preset's pool, written to ``out`` with the manifest
     the main job checks (:mod:`~envsched_gnn.training.warm_start`)."""
     from envsched_gnn.envs.generator import generate_pool
@@ -342,7 +343,7 @@ def package_demo_policy(out: str | Path, preset_name: str = "demo", seed: int = 
     pool = generate_pool(
         preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=preset.max_calls
     )
-    config = demo_sft_config(preset, seed, "cpu", AgentConfig())
+    config = replace(demo_sft_config(preset, seed, "cpu", AgentConfig()), threads=threads)
     command = f"envsched-gnn train demo-policy --preset {preset_name} --seed {seed} --out {out}"
     return package_policy(pool, config, out, command)
 
@@ -415,6 +416,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", help="local HF causal LM folder (default: built-in policy)")
     parser.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=defaults.workers,
+        help="schedulers trained at once, one process each (0: one per CPU core; 1 on a GPU)",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -436,6 +443,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         model=args.model,
         accelerator=args.accelerator,
         lr=args.lr,
+        workers=args.workers,
     )
     run_pipeline(options)
     return 0

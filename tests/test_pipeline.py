@@ -18,6 +18,7 @@ TOY = Preset(
     test_per_env=2,
     sft_steps=10,
     sft_extra_tasks_per_env=0,
+    sft_include_train_split=True,
     batch_size=4,
     group_size=2,
     steps=2,

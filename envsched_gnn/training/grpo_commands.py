@@ -92,6 +92,9 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--out", required=True, help="package folder (replaced)")
     p.add_argument("--preset", default="demo", help="main-job preset (demo)")
     p.add_argument("--seed", type=int, default=0, help="seed of the pool and SFT (0)")
+    p.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: torch's default; not hashed)"
+    )
     p.set_defaults(func=_demo_policy)
 
 
@@ -183,7 +186,7 @@ def _train_grpo(args: argparse.Namespace) -> int:
 def _demo_policy(args: argparse.Namespace) -> int:
     from envsched_gnn.pipeline import package_demo_policy
 
-    out = package_demo_policy(args.out, args.preset, args.seed)
+    out = package_demo_policy(args.out, args.preset, args.seed, args.threads)
     print(f"packaged SFT policy in {out}")
     return 0
 

@@ -43,6 +43,10 @@ class GRPOConfig:
     this many mini-batches (verl's ppo_mini_batch_size = B / mini_batches)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
+    freeze_embeddings: bool = False
+    """Keep the token embeddings and the output head at their starting values and train the
+    transformer blocks only, so an update cannot raise the prior of the particular names and
+    ids of the tasks it trained on."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimiser step."""
     micro_batch_size: int = 16

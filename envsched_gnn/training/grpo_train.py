@@ -268,7 +268,7 @@ class StepPrinter(L.pytorch.callbacks.Callback):
         if last_eval is not None and last_eval["step"] == module.next_step:
             heldout = f", held-out {last_eval['mean_reward']:.3f}"
         print(
-            f"  step {int(m['step']) + 1}/{module.config.steps}: reward "
+            f"  {module.config.scheduler} step {int(m['step']) + 1}/{module.config.steps}: reward "
             f"{m['batch/mean_reward']:.3f}, variance {m['batch/mean_reward_variance']:.4f}, "
             f"zero-var {m['batch/zero_variance_share']:.2f}, envs {m['batch/envs_covered']:.0f}, "
             f"rollout {m['time/rollout_s']:.1f} s, update {m['time/update_s']:.1f} s{heldout}",

@@ -149,8 +149,13 @@ class GRPOModule(L.LightningModule):
 
     # ----------------------------------------------------------------- Lightning wiring
     def configure_optimizers(self) -> dict[str, Any]:
+        if self.config.freeze_embeddings:
+            # the token embeddings (and the output head, when tied) keep their SFT values
+            self.policy.get_input_embeddings().weight.requires_grad_(False)
+            self.policy.get_output_embeddings().weight.requires_grad_(False)
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
-            self.policy.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
+            trainable, lr=self.config.lr, weight_decay=self.config.weight_decay
         )
         warmup = self.config.lr_warmup_steps
         schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -392,9 +397,8 @@ class GRPOModule(L.LightningModule):
                 self.manual_backward(parts.pop("loss_tensor"))
             for name, value in parts.items():
                 sums[name] += value
-        sums["grad_norm"] = float(
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm)
-        )
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm))
         sums["lr"] = float(optimizer.param_groups[0]["lr"])
         # with nothing in the mini-batch every gradient is None and AdamW leaves the weights
         # (and its moments) alone; the step still counts, so the schedule stays in line

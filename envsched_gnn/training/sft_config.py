@@ -37,6 +37,10 @@ class SFTConfig:
     """Fresh generated tasks per environment added to the train split (0: none); 200 x 51
     environments ~ one pass in 8 minutes at ~38 trajectories/s (probe: fresh tasks beat
     epochs)."""
+    include_train_split: bool = True
+    """Imitate the reference solutions of the pool's train split too. Off, SFT sees fresh
+    generated tasks only, so the tasks GRPO then trains on are as new to the policy as the
+    held-out ones (what it learns there must carry over, not be recalled)."""
     max_length: int = 2048
     """Longer trajectories are left out."""
     seed: int = 0

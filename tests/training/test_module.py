@@ -130,3 +130,21 @@ def test_several_passes_per_step_with_warmup(tmp_path):
     assert max(first["train/approx_kl"], second["train/approx_kl"]) > 0.0
     assert first["train/entropy"] > 0.0
     assert load_agent_config(tmp_path / "policy") == AGENT
+
+
+def test_frozen_embeddings_keep_their_starting_values(tmp_path):
+    """freeze_embeddings: the token embeddings and output head stay at the SFT values while
+    the transformer blocks train."""
+    run(small_config(steps=2, freeze_embeddings=True), tmp_path)
+    start, _ = load_policy(grpo_policy_dir())
+    trained, _ = load_policy(tmp_path / "policy")
+    for get in ("get_input_embeddings", "get_output_embeddings"):
+        assert torch.equal(getattr(start, get)().weight, getattr(trained, get)().weight), get
+    moved = [
+        name
+        for (name, before), (_, after) in zip(
+            start.named_parameters(), trained.named_parameters(), strict=True
+        )
+        if not torch.equal(before, after)
+    ]
+    assert moved and not any("embed" in name or "lm_head" in name for name in moved)
