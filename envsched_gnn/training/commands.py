@@ -65,7 +65,9 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices=TOOL_FORMATS,
         help="tools in the system prompt (default: the one the policy was trained with)",
     )
-    p.add_argument("--tasks-per-batch", type=int, default=64)
+    p.add_argument(
+        "--tasks-per-batch", type=int, default=16, help="tasks rolled out together (x k episodes)"
+    )
     p.add_argument("--workers", type=int, default=2, help="environment worker processes")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     p.add_argument(
