@@ -56,6 +56,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes (simulator; default 2)")
     p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
+    p.add_argument(
+        "--evaluations",
+        type=int,
+        default=5,
+        help="policy: held-out evaluations per run after step 0, every ceil(S / this) steps (5)",
+    )
     policy = PolicyLearnerConfig()
     p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
     p.add_argument(
@@ -130,6 +136,7 @@ def _ablate(args: argparse.Namespace) -> int:
         learner=args.learner,
         shuffle_graph=args.shuffle_graph,
         workers=args.workers,
+        evaluations=args.evaluations,
         simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
         policy=PolicyLearnerConfig(
             model=args.model,

@@ -151,7 +151,7 @@ def run_policy_jobs(
             batch_size=config.batch_size,
             group_size=config.simulator.rollouts,
             steps=steps_within_budget(job.scheduler, graph, config),
-            eval_every=eval_every_for(config.steps),
+            eval_every=eval_every_for(config.steps, config.evaluations),
             eval_tasks=learner.eval_tasks,
             eval_samples=learner.eval_samples,
             seed=job.seed,
@@ -196,7 +196,7 @@ def run_policy_jobs(
             "tasks": initial["tasks"],
             "samples": learner.eval_samples,
             "seed": learner.eval_seed,
-            "every_steps": eval_every_for(config.steps),
+            "every_steps": eval_every_for(config.steps, config.evaluations),
             "step0": initial,
         },
     }
