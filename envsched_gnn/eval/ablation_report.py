@@ -6,7 +6,9 @@ the mean over its steps of every batch metric (spec section 6). Across the n see
 number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best"
 is the first budget step at which the scheduler's seed-mean score curve reaches the
 maximum of random's seed-mean curve (null when it never does); the curve has a point per
-budget step (simulator) or per held-out evaluation (policy). Margins over random are
+budget step (simulator) or per held-out evaluation (policy); "rollouts to random's final" is
+the budget, in rollouts, at which that curve first reaches random's final seed-mean score
+(the paper's "EnvSched reaches random's result with 3x fewer rollouts"). Margins over random are
 paired by seed (same run seed): mean and CI of score(scheduler) - score(random).
 """
 
@@ -93,8 +95,22 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
             reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= best - 1e-12)
             entry["steps_to_random_best"] = int(grid[reached[0]]) if reached.size else None
             entry["random_best_score"] = best
+            entry["rollouts_to_random_final"] = _rollouts_to(
+                entry, results["random"]["curve"]["score_mean"][-1], grid, config
+            )
             entry["margin_over_random"] = _margin(entry, results["random"], config)
     return results
+
+
+def _rollouts_to(
+    entry: dict, target: float, grid: np.ndarray, config: AblationConfig
+) -> int | None:
+    """Rollouts (budget step x B x K) at which the seed-mean curve first reaches ``target``;
+    None when it never does."""
+    reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
+    if not reached.size:
+        return None
+    return int(grid[reached[0]]) * config.batch_size * config.simulator.rollouts
 
 
 def _margin(entry: dict, random: dict, config: AblationConfig) -> dict:
@@ -122,7 +138,7 @@ def _fmt(stat: dict | None, digits: int = 4) -> str:
 def render_table(results: dict, config: AblationConfig) -> str:
     """The paper's table, one row per scheduler."""
     head = [f"score@{s}" for s in config.score_steps] + [SHORT[m] for m in SHORT]
-    head.append("steps to random's best")
+    head += ["steps to random's best", "rollouts to random's final"]
     lines = ["| scheduler | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for name, entry in results.items():
         cells = [_fmt(entry["score"][str(s)]) for s in config.score_steps]
@@ -131,6 +147,8 @@ def render_table(results: dict, config: AblationConfig) -> str:
             cells.append(_fmt(entry["metrics"][metric], digits))
         reached = entry.get("steps_to_random_best")
         cells.append("never" if reached is None else str(reached))
+        rollouts = entry.get("rollouts_to_random_final")
+        cells.append("never" if rollouts is None else str(rollouts))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
