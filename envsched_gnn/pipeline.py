@@ -100,8 +100,10 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
-    # shared/notes/tiny-policy-probe.md), SFT 12 min (the SFT default; see SFTConfig.minutes),
-    # 10 steps of 8 x 8 rollouts per scheduler, held-out evaluations of 32 x 4
+    # shared/notes/tiny-policy-probe.md); the SFT warm start is the packaged policy
+    # (envsched_gnn/data/demo_sft, rebuilt when its inputs differ: ~30 min at one thread);
+    # the two schedulers train side by side, 50 steps of 8 x 8 each (~10 s a step at one
+    # thread); every held-out task x 4 at steps 0, 25 and 50 (~95 s each)
     "demo": Preset(
         envs=51,
         tasks_per_env=20,
@@ -111,11 +113,12 @@ PRESETS: dict[str, Preset] = {
         sft_include_train_split=False,
         batch_size=8,
         group_size=8,
-        steps=10,
-        lr=2e-4,
-        eval_every=5,
-        eval_tasks=32,
+        steps=50,
+        lr=1e-4,
+        eval_every=25,
+        eval_tasks=0,
         eval_samples=4,
+        micro_batch_size=32,
         max_calls=3,
     ),
     # the paper's setting (spec section 1), for a GPU machine
