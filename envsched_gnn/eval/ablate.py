@@ -25,9 +25,15 @@ last update that fits in T x B x K rollouts.
 Graphs are built over the train split only (held-out tasks are never scheduled), once per
 (pool, neighbour sizes, shuffle) and cached under ``out/graphs/``; the neighbour-size grid
 reuses one build at the largest sizes, truncated per task to its top k by (sim, pair key),
-which is what a build at the smaller k keeps. ``--shuffle-graph`` adds ``envsched_shuffled``:
-EnvSched on a graph built after environment membership and abstract descriptions were
-reassigned at random (spec section 7).
+which is what a build at the smaller k keeps.
+
+Controls (spec section 7, :mod:`envsched_gnn.eval.controls`): ``--controls`` adds EnvSched
+on label-permuted copies of the default graph, ``envsched_permuted`` (the primary control:
+within sources permuted inside their environment, cross sources over all tasks),
+``envsched_permuted_within``, ``envsched_permuted_cross`` and ``envsched_permuted_all``
+(both relations over all tasks); and ``envsched_shuffled`` (``shuffled``, or
+``--shuffle-graph``), the secondary control: a graph rebuilt after environment membership
+and abstracts were reassigned at random.
 """
 
 from __future__ import annotations
@@ -45,6 +51,13 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.eval.controls import (
+    CONTROLS,
+    PERMUTED_CONTROLS,
+    SHUFFLED_CONTROL,
+    permuted_graph,
+    shuffled_pool,
+)
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 from envsched_gnn.eval.simulate import (
     LearnerSimulator,
@@ -60,6 +73,7 @@ BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 SHUFFLED = "envsched_shuffled"
+PRIMARY_CONTROL = "envsched_permuted"
 STEP_METRICS = BATCH_METRICS
 
 
@@ -68,6 +82,11 @@ LEARNER_LABELS = {"sim": "simulator", "policy": "policy (real GRPO)"}
 
 def grid_name(k_in: int, k_cross: int) -> str:
     return f"k{k_in}_{k_cross}"
+
+
+def control_name(control: str) -> str:
+    """The result name of EnvSched on a control graph: ``envsched_<control>``."""
+    return f"envsched_{control}"
 
 
 def eval_every_for(steps: int) -> int:
@@ -93,8 +112,8 @@ class AblationConfig:
     """B, groups per step."""
     learner: str = "sim"
     """``sim`` (the learner simulator) or ``policy`` (real GRPO runs of the policy)."""
-    shuffle_graph: bool = False
-    """Also run EnvSched on a graph built from shuffled environments and abstracts."""
+    controls: tuple[str, ...] = ()
+    """Control graphs to run EnvSched on (spec section 7): names of ``controls.CONTROLS``."""
     schedulers: tuple[str, ...] = ENVSCHED_VARIANTS + BASELINES
     """Registered scheduler names to run on the default graph."""
     k_grid: tuple[tuple[int, int], ...] = K_GRID
@@ -103,8 +122,8 @@ class AblationConfig:
     """Budget steps at which the downstream score is reported (None: ``score_steps_for``)."""
     workers: int = 2
     """Worker processes."""
-    shuffle_seed: int = 0
-    """Seed of the shuffled-graph control."""
+    control_seed: int = 0
+    """Seed of the control graphs' permutations and of the shuffled pool."""
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     """The learner simulator's parameters; K = ``simulator.rollouts`` for both learners."""
     policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
@@ -120,6 +139,12 @@ class AblationConfig:
                 )
         if self.score_steps is None:
             self.score_steps = score_steps_for(self.steps)
+        unknown_controls = [c for c in self.controls if c not in CONTROLS]
+        if unknown_controls:
+            raise ValueError(
+                f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
+            )
+        self.controls = tuple(c for c in CONTROLS if c in self.controls)
         from envsched_gnn.scheduler.registry import SCHEDULERS
 
         unknown = [name for name in self.schedulers if name not in SCHEDULERS]
@@ -137,28 +162,6 @@ def train_pool(pool: Pool) -> Pool:
     tasks = pool.split("train")
     if not tasks:
         raise ValueError("ablate: the pool has no train-split tasks to schedule")
-    return Pool(pool.envs, tasks)
-
-
-def shuffled_pool(pool: Pool, seed: int) -> Pool:
-    """Reassign environment membership (sizes kept) and abstract descriptions at random."""
-    from envsched_gnn.envs.abstract import abstract_of
-
-    rng = np.random.default_rng(seed)
-    class_of = {t.env_id: t.env_class_name for t in pool.tasks}
-    envs = [t.env_id for t in pool.tasks]
-    abstracts = [abstract_of(t, pool.envs.get(t.env_id)) for t in pool.tasks]
-    env_order = rng.permutation(len(envs))
-    abstract_order = rng.permutation(len(abstracts))
-    tasks = [
-        replace(
-            task,
-            env_id=envs[env_order[i]],
-            env_class_name=class_of[envs[env_order[i]]],
-            abstract=abstracts[abstract_order[i]],
-        )
-        for i, task in enumerate(pool.tasks)
-    ]
     return Pool(pool.envs, tasks)
 
 
@@ -290,18 +293,17 @@ def _init_worker() -> None:
 
 
 def run_names(config: AblationConfig) -> list[str]:
-    """Result names in table order: the schedulers, the neighbour-size grid, the control."""
+    """Result names in table order: the schedulers, the neighbour-size grid, the controls."""
     names = list(config.schedulers)
     names += [grid_name(*k) for k in config.k_grid if k != DEFAULT_K]
-    return names + ([SHUFFLED] if config.shuffle_graph else [])
+    return names + [control_name(c) for c in config.controls]
 
 
 def plan_jobs(config: AblationConfig) -> list[Job]:
     """Every (name, scheduler, graph, seed) the config asks for, the slowest kinds first."""
     named = [(s, s, grid_name(*DEFAULT_K)) for s in config.schedulers]
     named += [(grid_name(*k), "envsched", grid_name(*k)) for k in config.k_grid if k != DEFAULT_K]
-    if config.shuffle_graph:
-        named.append((SHUFFLED, "envsched", "shuffled"))
+    named += [(control_name(c), "envsched", c) for c in config.controls]
     cost = {"learned": 0, "dapo": 2}
     named.sort(key=lambda item: cost.get(item[1], 1))
     return [
@@ -373,7 +375,7 @@ def run_ablation(
 def prepare_graphs(
     train: Pool, config: AblationConfig, graphs_dir: Path, log: Callable[[str], None]
 ) -> tuple[dict[str, TaskGraph], dict[str, float]]:
-    """The train-split graphs every job needs, keyed by ``grid_name`` (and ``shuffled``)."""
+    """The train-split graphs every job needs, keyed by ``grid_name`` and control name."""
     sizes = [DEFAULT_K, *config.k_grid]
     k_max = (max(k for k, _ in sizes), max(k for _, k in sizes))
     full, build_s = cached_graph(
@@ -383,10 +385,15 @@ def prepare_graphs(
     )
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}
-    if config.shuffle_graph:
-        graphs["shuffled"], timings["shuffled_graph_build_s"] = cached_graph(
-            graphs_dir / f"graph_shuffled{config.shuffle_seed}_{grid_name(*DEFAULT_K)}.json",
-            lambda: build_pool_graph(shuffled_pool(train, config.shuffle_seed), *DEFAULT_K),
+    for control in config.controls:
+        if control in PERMUTED_CONTROLS:
+            graphs[control] = permuted_graph(
+                graphs[grid_name(*DEFAULT_K)], control, config.control_seed
+            )
+    if SHUFFLED_CONTROL in config.controls:
+        graphs[SHUFFLED_CONTROL], timings["shuffled_graph_build_s"] = cached_graph(
+            graphs_dir / f"graph_shuffled{config.control_seed}_{grid_name(*DEFAULT_K)}.json",
+            lambda: build_pool_graph(shuffled_pool(train, config.control_seed), *DEFAULT_K),
             log,
         )
     return graphs, timings

@@ -7,7 +7,9 @@ number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach ran
 is the first budget step at which the scheduler's seed-mean score curve reaches the
 maximum of random's seed-mean curve (null when it never does); the curve has a point per
 budget step (simulator) or per held-out evaluation (policy). Margins over random are
-paired by seed (same run seed): mean and CI of score(scheduler) - score(random).
+paired by seed (same run seed): mean and CI of score(scheduler) - score(random); so is
+EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
+margin whose CI contains 0 is reported as inside the noise.
 """
 
 from __future__ import annotations
@@ -21,14 +23,22 @@ from scipy.stats import t as student_t
 
 from envsched_gnn.eval.ablate import (
     LEARNER_LABELS,
-    SHUFFLED,
     STEP_METRICS,
     AblationConfig,
+    control_name,
     curve_steps,
     run_names,
     save_json,
     scores_at,
 )
+
+CONTROL_LABELS = {
+    "permuted": "the label-permuted graph (primary control)",
+    "permuted_within": "the within-permuted graph",
+    "permuted_cross": "the cross-permuted graph",
+    "permuted_all": "the fully permuted graph",
+    "shuffled": "the SHUFFLED graph (secondary control: also moves quotas onto fake environments)",
+}
 
 SHORT = {
     "batch/mean_reward_variance": "mean var",
@@ -93,13 +103,19 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
             reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= best - 1e-12)
             entry["steps_to_random_best"] = int(grid[reached[0]]) if reached.size else None
             entry["random_best_score"] = best
-            entry["margin_over_random"] = _margin(entry, results["random"], config)
+            entry["margin_over_random"] = paired_margin(entry, results["random"], config)
+    if "envsched" in results:
+        results["envsched"]["margin_over_controls"] = {
+            control_name(c): paired_margin(results["envsched"], results[control_name(c)], config)
+            for c in config.controls
+        }
     return results
 
 
-def _margin(entry: dict, random: dict, config: AblationConfig) -> dict:
+def paired_margin(entry: dict, other_entry: dict, config: AblationConfig) -> dict:
+    """Per score step, mean and CI over seeds of score(entry) - score(other_entry), paired."""
     runs = {r["seed"]: r for r in entry["runs"]}
-    other = {r["seed"]: r for r in random["runs"]}
+    other = {r["seed"]: r for r in other_entry["runs"]}
     seeds = sorted(set(runs) & set(other))
     out = {}
     for s in config.score_steps:
@@ -135,16 +151,36 @@ def render_table(results: dict, config: AblationConfig) -> str:
     return "\n".join(lines)
 
 
+def _verdict(stat: dict | None) -> str:
+    if stat is None or stat["ci95"] is None:
+        return ""
+    low, high = stat["mean"] - stat["ci95"], stat["mean"] + stat["ci95"]
+    return " (inside the noise)" if low <= 0.0 <= high else ""
+
+
+def _margin_parts(margin: dict, config: AblationConfig) -> str:
+    return ", ".join(
+        f"@{s}: {_fmt(margin[str(s)])}{_verdict(margin[str(s)])}" for s in config.score_steps
+    )
+
+
 def render_margins(results: dict, config: AblationConfig) -> str:
+    """EnvSched and each control minus random, and EnvSched minus each control, paired."""
     lines = []
-    for name in ("envsched", SHUFFLED):
-        entry = results.get(name, {})
-        margin = entry.get("margin_over_random")
-        if not margin:
-            continue
-        label = "EnvSched" if name == "envsched" else "EnvSched on the SHUFFLED graph"
-        parts = ", ".join(f"@{s}: {_fmt(margin[str(s)])}" for s in config.score_steps)
-        lines.append(f"- {label} minus random (paired by seed): {parts}")
+    labelled = [("envsched", "EnvSched")]
+    labelled += [(control_name(c), f"EnvSched on {CONTROL_LABELS[c]}") for c in config.controls]
+    for name, label in labelled:
+        margin = results.get(name, {}).get("margin_over_random")
+        if margin:
+            lines.append(
+                f"- {label} minus random (paired by seed): {_margin_parts(margin, config)}"
+            )
+    for name, margin in results.get("envsched", {}).get("margin_over_controls", {}).items():
+        label = CONTROL_LABELS[name.removeprefix("envsched_")]
+        lines.append(
+            f"- EnvSched minus EnvSched on {label} (paired by seed): "
+            f"{_margin_parts(margin, config)}"
+        )
     return "\n".join(lines)
 
 

@@ -37,9 +37,22 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         help="sim: the learner simulator; policy: a real GRPO run per scheduler and seed",
     )
     p.add_argument(
+        "--controls",
+        nargs="+",
+        default=None,
+        metavar="CONTROL",
+        help="also run EnvSched on control graphs (spec 7): permuted (the primary, "
+        "label-permuted control), permuted_within, permuted_cross, permuted_all, shuffled "
+        "(secondary), or all (space- or comma-separated)",
+    )
+    p.add_argument(
         "--shuffle-graph",
         action="store_true",
-        help="also run EnvSched on a graph of shuffled environments and abstracts (spec 7)",
+        help="same as --controls shuffled: the secondary control, a graph rebuilt from "
+        "shuffled environments and abstracts",
+    )
+    p.add_argument(
+        "--control-seed", type=int, default=0, help="seed of the control graphs (default 0)"
     )
     p.add_argument(
         "--schedulers",
@@ -106,20 +119,24 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablate import AblationConfig, run_ablation
     from envsched_gnn.eval.ablation_report import render_margins, render_table
+    from envsched_gnn.eval.controls import CONTROLS
     from envsched_gnn.eval.simulate import SimulatorConfig
 
     options = {}
     if args.schedulers:
-        names = [n.strip() for arg in args.schedulers for n in arg.split(",") if n.strip()]
-        options["schedulers"] = tuple(names)
+        options["schedulers"] = tuple(_names(args.schedulers))
     if not (args.k_grid if args.k_grid is not None else args.learner == "sim"):
         options["k_grid"] = ()
+    controls = _names(args.controls or [])
+    if "all" in controls:
+        controls = list(CONTROLS)
+    options["controls"] = tuple(controls + (["shuffled"] if args.shuffle_graph else []))
     config = AblationConfig(
         seeds=args.seeds,
         steps=args.steps,
         batch_size=args.batch_size,
         learner=args.learner,
-        shuffle_graph=args.shuffle_graph,
+        control_seed=args.control_seed,
         workers=args.workers,
         simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
         policy=PolicyLearnerConfig(
@@ -136,3 +153,8 @@ def _ablate(args: argparse.Namespace) -> int:
     print(render_table(results, config))
     print(render_margins(results, config))
     return 0
+
+
+def _names(values: list[str]) -> list[str]:
+    """Names given space- or comma-separated."""
+    return [n.strip() for value in values for n in value.split(",") if n.strip()]

@@ -1,4 +1,4 @@
-"""A tiny ablation run end to end: every scheduler key, the table, the shuffled control."""
+"""A tiny ablation run end to end: every scheduler key, the table, the control graphs."""
 
 import json
 
@@ -12,8 +12,6 @@ from envsched_gnn.eval.ablate import (
     run_ablation,
     run_names,
     score_steps_for,
-    shuffled_pool,
-    train_pool,
     truncate_graph,
 )
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
@@ -36,6 +34,10 @@ EXPECTED = {
     "k12_12",
     "k6_6",
     "k6_24",
+    "envsched_permuted",
+    "envsched_permuted_within",
+    "envsched_permuted_cross",
+    "envsched_permuted_all",
     "envsched_shuffled",
 }
 
@@ -44,7 +46,8 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     pool_dir = write_handmade_pool(tmp_path / "pool")
     out = tmp_path / "out"
     argv = ["eval", "ablate", "--pool", str(pool_dir), "--seeds", "2", "--steps", "3"]
-    argv += ["--batch-size", "2", "--workers", "1", "--shuffle-graph", "--out", str(out)]
+    argv += ["--batch-size", "2", "--workers", "1", "--controls", "permuted,permuted_within"]
+    argv += ["permuted_cross", "permuted_all", "--shuffle-graph", "--out", str(out)]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results) == EXPECTED
@@ -60,7 +63,10 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     assert results["dapo"]["updates"]["mean"] < results["random"]["updates"]["mean"]
     report = (out / "report.md").read_text()
     assert "learner: simulator" in report and "| envsched |" in report
-    assert "EnvSched on the SHUFFLED graph minus random" in report
+    assert "EnvSched on the SHUFFLED graph (secondary control" in report
+    assert "EnvSched minus EnvSched on the label-permuted graph (primary control)" in report
+    margins = results["envsched"]["margin_over_controls"]
+    assert set(margins) == {name for name in EXPECTED if name.startswith("envsched_")}
     assert (out / "score.png").stat().st_size > 0 and (out / "batch_metrics.png").exists()
     assert sorted(p.name for p in (out / "graphs").iterdir()) == [
         "graph_k12_24.json",
@@ -88,17 +94,6 @@ def test_truncation_equals_a_build_at_the_smaller_sizes(tmp_path):
     for k_in, k_cross in ((3, 12), (6, 6), (2, 1)):
         assert sorted(truncate_graph(full, k_in, k_cross).edge_rows()) == sorted(
             built(k_in, k_cross).edge_rows()
-        )
-
-
-def test_shuffled_pool_keeps_environment_sizes_and_moves_abstracts():
-    pool = train_pool(handmade_pool())
-    shuffled = shuffled_pool(pool, seed=1)
-    assert sorted(t.env_id for t in shuffled.tasks) == sorted(t.env_id for t in pool.tasks)
-    assert [t.task_id for t in shuffled.tasks] == [t.task_id for t in pool.tasks]
-    for task in shuffled.tasks:
-        assert task.env_class_name == next(
-            t.env_class_name for t in pool.tasks if t.env_id == task.env_id
         )
 
 
