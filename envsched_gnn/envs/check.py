@@ -81,6 +81,25 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
     return _summary(len(pool.envs), len(tasks), reference_rewards, empty_rewards, errors)
 
 
+def empty_trajectory_checks(
+    pool: Pool, config: RuntimeConfig | None = None, chunk_size: int = 256
+) -> dict[str, tuple[bool, ...]]:
+    """Which checks of every task pass when the agent does nothing (no tool call), by task id.
+
+    Run in the sandboxed runtime, like ``pool check``'s empty replay; a check that raises
+    counts as failing, as in a reward.
+    """
+    passed: dict[str, tuple[bool, ...]] = {}
+    with EnvRuntime(pool, config) as runtime:
+        for begin in range(0, len(pool.tasks), chunk_size):
+            chunk = pool.tasks[begin : begin + chunk_size]
+            scores = runtime.replay([(task.task_id, []) for task in chunk])
+            passed.update(
+                (task.task_id, score.checks) for task, score in zip(chunk, scores, strict=True)
+            )
+    return passed
+
+
 def _run(
     runtime: EnvRuntime, runs: list[tuple[Task, Sequence[ToolCall]]], errors: list[str]
 ) -> list[EpisodeScore]:
