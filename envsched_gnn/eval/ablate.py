@@ -33,7 +33,13 @@ within sources permuted inside their environment, cross sources over all tasks),
 ``envsched_permuted_within``, ``envsched_permuted_cross`` and ``envsched_permuted_all``
 (both relations over all tasks); and ``envsched_shuffled`` (``shuffled``, or
 ``--shuffle-graph``), the secondary control: a graph rebuilt after environment membership
-and abstracts were reassigned at random.
+and abstracts were reassigned at random. ``--oracle-graph`` adds ``envsched_oracle``, EnvSched
+on the graph of hidden structure (:mod:`envsched_gnn.eval.oracle`), an upper bound.
+
+Predictor quality per step (schedulers with a predictor, i.e. the EnvSched family): the
+Spearman correlation of the step's q with the realised variance v of the groups rolled out
+(``predict/spearman_batch``, over the batch) and, with the simulator, with every task's true
+expected group variance at that step (``predict/spearman_true``, over all train tasks).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.eval.controls import (
@@ -74,6 +81,8 @@ K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 SHUFFLED = "envsched_shuffled"
 PRIMARY_CONTROL = "envsched_permuted"
+ORACLE = "envsched_oracle"
+PREDICTION_METRICS = ("predict/spearman_batch", "predict/spearman_true")
 STEP_METRICS = BATCH_METRICS
 
 
@@ -124,6 +133,8 @@ class AblationConfig:
     """Worker processes."""
     control_seed: int = 0
     """Seed of the control graphs' permutations and of the shuffled pool."""
+    oracle_graph: bool = False
+    """Also run EnvSched on the oracle graph of hidden structure (an upper bound)."""
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     """The learner simulator's parameters; K = ``simulator.rollouts`` for both learners."""
     policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
@@ -253,6 +264,8 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
     }
     budget = cfg.steps * cfg.batch_size * k
     spent, step = 0, 0
+    on_graph = sim.indices(graph.task_ids)
+    predicts = hasattr(scheduler, "last_prediction")
     records = [{"step": -1, "budget_step": 0.0, "score": sim.score()}]
     start = time.perf_counter()
     schedule_seconds = 0.0
@@ -261,6 +274,7 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
         batch = scheduler.next_batch(step)
         schedule_seconds += time.perf_counter() - t0
         batch = batch[: (budget - spent) // k]
+        truth = sim.expected_group_variance(on_graph) if predicts else None
         rollouts = sim.rollout(batch)
         rewards = rollouts.as_mapping(sim.world.task_ids)
         kept = scheduler.filter_groups(step, rewards)
@@ -270,6 +284,7 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
         tools = len(set().union(*(tools_of[t] for t in batch)))
         record = {"step": step, "budget_step": spent / (cfg.batch_size * k), "score": sim.score()}
         record.update(batch_metrics(rewards, env_of, tools))
+        record.update(prediction_quality(scheduler, graph, rewards, truth))
         record["trained_groups"] = len(kept)
         records.append(record)
         step += 1
@@ -281,6 +296,31 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
         "schedule_s": schedule_seconds,
         "rollouts": spent,
     }
+
+
+def prediction_quality(
+    scheduler, graph: TaskGraph, rewards: dict[str, list[float]], truth: np.ndarray | None
+) -> dict[str, float]:
+    """Spearman of the step's q with the realised variance of the batch's groups and (when
+    ``truth`` holds every graph task's true expected variance) with the truth; {} without q.
+
+    A correlation with a constant side is undefined and reported as NaN."""
+    prediction = getattr(scheduler, "last_prediction", None)
+    if prediction is None:
+        return {}
+    q = np.asarray(prediction.q, dtype=np.float64)
+    rows = [graph.index[t] for t in rewards]
+    realised = [float(np.var(r)) for r in rewards.values()]
+    out = {"predict/spearman_batch": _spearman(q[rows], realised)}
+    if truth is not None:
+        out["predict/spearman_true"] = _spearman(q, truth)
+    return out
+
+
+def _spearman(a, b) -> float:
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(spearmanr(a, b).statistic)
 
 
 def _init_worker() -> None:
@@ -296,7 +336,8 @@ def run_names(config: AblationConfig) -> list[str]:
     """Result names in table order: the schedulers, the neighbour-size grid, the controls."""
     names = list(config.schedulers)
     names += [grid_name(*k) for k in config.k_grid if k != DEFAULT_K]
-    return names + [control_name(c) for c in config.controls]
+    names += [control_name(c) for c in config.controls]
+    return names + ([ORACLE] if config.oracle_graph else [])
 
 
 def plan_jobs(config: AblationConfig) -> list[Job]:
@@ -304,6 +345,8 @@ def plan_jobs(config: AblationConfig) -> list[Job]:
     named = [(s, s, grid_name(*DEFAULT_K)) for s in config.schedulers]
     named += [(grid_name(*k), "envsched", grid_name(*k)) for k in config.k_grid if k != DEFAULT_K]
     named += [(control_name(c), "envsched", c) for c in config.controls]
+    if config.oracle_graph:
+        named.append((ORACLE, "envsched", "oracle"))
     cost = {"learned": 0, "dapo": 2}
     named.sort(key=lambda item: cost.get(item[1], 1))
     return [
@@ -390,6 +433,10 @@ def prepare_graphs(
             graphs[control] = permuted_graph(
                 graphs[grid_name(*DEFAULT_K)], control, config.control_seed
             )
+    if config.oracle_graph:
+        from envsched_gnn.eval.oracle import oracle_graph
+
+        graphs["oracle"] = oracle_graph(train, *DEFAULT_K)
     if SHUFFLED_CONTROL in config.controls:
         graphs[SHUFFLED_CONTROL], timings["shuffled_graph_build_s"] = cached_graph(
             graphs_dir / f"graph_shuffled{config.control_seed}_{grid_name(*DEFAULT_K)}.json",
@@ -427,7 +474,8 @@ def simulate_jobs(
     _CONTEXT = None
     info = {
         "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
-        "operation_categories": world.op_names,
+        "world": {"kind": world.kind, **world.info},
+        "skills": world.op_names,
     }
     return runs, info
 

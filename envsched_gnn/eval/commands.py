@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
+from envsched_gnn.eval.simulate import WORLDS, SimulatorConfig
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -66,7 +67,27 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         default=None,
         help="run the neighbour-size grid (default: yes with the simulator, no with the policy)",
     )
+    p.add_argument(
+        "--oracle-graph",
+        action="store_true",
+        help="also run EnvSched on the oracle graph of the tasks' hidden structure (upper bound)",
+    )
     p.add_argument("--workers", type=int, default=2, help="worker processes (simulator; default 2)")
+    simulator = SimulatorConfig()
+    p.add_argument(
+        "--world",
+        choices=WORLDS,
+        default=simulator.world,
+        help="simulator world: structure (difficulty follows the tasks' hidden structure with "
+        f"weight --kappa) or independent (the first world) (default {simulator.world})",
+    )
+    p.add_argument(
+        "--kappa",
+        type=float,
+        default=simulator.kappa,
+        help="structure world: share of the difficulty's variance explained by the hidden "
+        f"structure, in [0, 1] (default {simulator.kappa:g})",
+    )
     p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
     policy = PolicyLearnerConfig()
     p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
@@ -120,7 +141,6 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.ablate import AblationConfig, run_ablation
     from envsched_gnn.eval.ablation_report import render_margins, render_table
     from envsched_gnn.eval.controls import CONTROLS
-    from envsched_gnn.eval.simulate import SimulatorConfig
 
     options = {}
     if args.schedulers:
@@ -137,8 +157,11 @@ def _ablate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learner=args.learner,
         control_seed=args.control_seed,
+        oracle_graph=args.oracle_graph,
         workers=args.workers,
-        simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
+        simulator=SimulatorConfig(
+            rollouts=args.rollouts, world=args.world, kappa=args.kappa, world_seed=args.world_seed
+        ),
         policy=PolicyLearnerConfig(
             model=args.model,
             sft_minutes=args.sft_minutes,

@@ -39,6 +39,7 @@ EXPECTED = {
     "envsched_permuted_cross",
     "envsched_permuted_all",
     "envsched_shuffled",
+    "envsched_oracle",
 }
 
 
@@ -47,7 +48,8 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["eval", "ablate", "--pool", str(pool_dir), "--seeds", "2", "--steps", "3"]
     argv += ["--batch-size", "2", "--workers", "1", "--controls", "permuted,permuted_within"]
-    argv += ["permuted_cross", "permuted_all", "--shuffle-graph", "--out", str(out)]
+    argv += ["permuted_cross", "permuted_all", "--shuffle-graph", "--oracle-graph"]
+    argv += ["--kappa", "0.75", "--out", str(out)]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results) == EXPECTED
@@ -65,8 +67,13 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     assert "learner: simulator" in report and "| envsched |" in report
     assert "EnvSched on the SHUFFLED graph (secondary control" in report
     assert "EnvSched minus EnvSched on the label-permuted graph (primary control)" in report
+    assert "Simulator world: structure, kappa = 0.75" in report
+    assert "predict/spearman_true" in results["envsched"]["prediction"]
+    assert "prediction" not in results["random"]
     margins = results["envsched"]["margin_over_controls"]
-    assert set(margins) == {name for name in EXPECTED if name.startswith("envsched_")}
+    assert set(margins) == {name for name in EXPECTED if name.startswith("envsched_")} - {
+        "envsched_oracle"
+    }
     assert (out / "score.png").stat().st_size > 0 and (out / "batch_metrics.png").exists()
     assert sorted(p.name for p in (out / "graphs").iterdir()) == [
         "graph_k12_24.json",
@@ -123,3 +130,25 @@ def test_score_columns_scale_the_papers_40_120_200(steps, columns, every):
     assert score_steps_for(steps) == columns
     assert eval_every_for(steps) == every
     assert AblationConfig(steps=steps).score_steps == columns
+
+
+def test_runs_record_the_predictors_spearman_against_realised_and_true_variance():
+    """On a generated pool in the structure world, EnvSched's q is scored every step against
+    the batch's realised variance and every task's true expected variance."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.eval.ablate import Job, _Context, build_pool_graph, run_job, train_pool
+    from envsched_gnn.eval.simulate import SimulatorConfig, build_world
+
+    pool = generate_pool(n_envs=4, tasks_per_env=16, seed=0, test_per_env=4)
+    config = AblationConfig(steps=5, batch_size=16, simulator=SimulatorConfig(kappa=1.0))
+    train = train_pool(pool)
+    graph = build_pool_graph(train, 6, 12)
+    context = _Context(pool, build_world(pool, config.simulator), {"g": graph}, config)
+    records = run_job(Job("envsched", "envsched", "g", 0), context)["records"][1:]
+    true = [r["predict/spearman_true"] for r in records]
+    batch = [r["predict/spearman_batch"] for r in records]
+    assert np.isnan(true[0])  # step 0: no history, q is constant
+    assert all(np.isfinite(true[1:])) and all(-1 <= v <= 1 for v in true[1:])
+    assert np.isfinite(batch[1:]).any()
+    baseline = run_job(Job("random", "random", "g", 0), context)["records"][1:]
+    assert not any(key.startswith("predict/") for key in baseline[0])
