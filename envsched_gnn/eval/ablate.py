@@ -31,7 +31,9 @@ Controls (spec section 7, :mod:`envsched_gnn.eval.controls`): ``--controls`` add
 on label-permuted copies of the default graph, ``envsched_permuted`` (the primary control:
 within sources permuted inside their environment, cross sources over all tasks),
 ``envsched_permuted_within``, ``envsched_permuted_cross`` and ``envsched_permuted_all``
-(both relations over all tasks); and ``envsched_shuffled`` (``shuffled``, or
+(both relations over all tasks), ``envsched_permuted_predictor`` (the predictor on the
+permuted graph, the similarity penalty on the real one; simulator only); and
+``envsched_shuffled`` (``shuffled``, or
 ``--shuffle-graph``), the secondary control: a graph rebuilt after environment membership
 and abstracts were reassigned at random. ``--oracle-graph`` adds ``envsched_oracle``, EnvSched
 on the graph of hidden structure (:mod:`envsched_gnn.eval.oracle`), an upper bound.
@@ -61,6 +63,7 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.eval.controls import (
     CONTROLS,
     PERMUTED_CONTROLS,
+    PREDICTOR_CONTROL,
     SHUFFLED_CONTROL,
     permuted_graph,
     shuffled_pool,
@@ -80,7 +83,6 @@ BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 SHUFFLED = "envsched_shuffled"
-PRIMARY_CONTROL = "envsched_permuted"
 ORACLE = "envsched_oracle"
 PREDICTION_METRICS = ("predict/spearman_batch", "predict/spearman_true")
 STEP_METRICS = BATCH_METRICS
@@ -156,6 +158,11 @@ class AblationConfig:
                 f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
             )
         self.controls = tuple(c for c in CONTROLS if c in self.controls)
+        if self.learner == "policy" and PREDICTOR_CONTROL in self.controls:
+            raise ValueError(
+                f"--controls {PREDICTOR_CONTROL} needs --learner sim (GRPO training reads one "
+                "graph for the predictor and the penalty)"
+            )
         from envsched_gnn.scheduler.registry import SCHEDULERS
 
         unknown = [name for name in self.schedulers if name not in SCHEDULERS]
@@ -237,12 +244,14 @@ _CONTEXT: _Context | None = None
 
 @dataclass(frozen=True)
 class Job:
-    """One (run name, registered scheduler, graph key, seed)."""
+    """One (run name, registered scheduler, graph key, seed), and the key of the graph of the
+    similarity penalty when it is not ``graph``."""
 
     name: str
     scheduler: str
     graph: str
     seed: int
+    penalty_graph: str | None = None
 
 
 def run_job(job: Job, context: _Context | None = None) -> dict:
@@ -256,7 +265,10 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
     graph = ctx.graphs[job.graph]
     sim_config = replace(cfg.simulator, batch_size=cfg.batch_size)
     sim = LearnerSimulator(ctx.pool, sim_config, seed=job.seed, world=ctx.world)
-    scheduler = make_scheduler(job.scheduler, graph, batch_size=cfg.batch_size, seed=job.seed)
+    options = {} if job.penalty_graph is None else {"penalty_graph": ctx.graphs[job.penalty_graph]}
+    scheduler = make_scheduler(
+        job.scheduler, graph, batch_size=cfg.batch_size, seed=job.seed, **options
+    )
     env_of = {t.task_id: t.env_id for t in ctx.pool.tasks}
     tools_of = {
         t.task_id: {(t.env_id, call.name) for call in (t.reference_solution or [])}
@@ -342,16 +354,23 @@ def run_names(config: AblationConfig) -> list[str]:
 
 def plan_jobs(config: AblationConfig) -> list[Job]:
     """Every (name, scheduler, graph, seed) the config asks for, the slowest kinds first."""
-    named = [(s, s, grid_name(*DEFAULT_K)) for s in config.schedulers]
-    named += [(grid_name(*k), "envsched", grid_name(*k)) for k in config.k_grid if k != DEFAULT_K]
-    named += [(control_name(c), "envsched", c) for c in config.controls]
+    default = grid_name(*DEFAULT_K)
+    named = [(s, s, default, None) for s in config.schedulers]
+    named += [
+        (grid_name(*k), "envsched", grid_name(*k), None) for k in config.k_grid if k != DEFAULT_K
+    ]
+    for c in config.controls:
+        if c == PREDICTOR_CONTROL:
+            named.append((control_name(c), "envsched", "permuted", default))
+        else:
+            named.append((control_name(c), "envsched", c, None))
     if config.oracle_graph:
-        named.append((ORACLE, "envsched", "oracle"))
+        named.append((ORACLE, "envsched", "oracle", None))
     cost = {"learned": 0, "dapo": 2}
     named.sort(key=lambda item: cost.get(item[1], 1))
     return [
-        Job(name, sched, graph, seed)
-        for name, sched, graph in named
+        Job(name, sched, graph, seed, penalty)
+        for name, sched, graph, penalty in named
         for seed in range(config.seeds)
     ]
 
@@ -428,11 +447,13 @@ def prepare_graphs(
     )
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}
-    for control in config.controls:
-        if control in PERMUTED_CONTROLS:
-            graphs[control] = permuted_graph(
-                graphs[grid_name(*DEFAULT_K)], control, config.control_seed
-            )
+    permuted = [c for c in config.controls if c in PERMUTED_CONTROLS]
+    if PREDICTOR_CONTROL in config.controls and "permuted" not in permuted:
+        permuted.append("permuted")
+    for control in permuted:
+        graphs[control] = permuted_graph(
+            graphs[grid_name(*DEFAULT_K)], control, config.control_seed
+        )
     if config.oracle_graph:
         from envsched_gnn.eval.oracle import oracle_graph
 

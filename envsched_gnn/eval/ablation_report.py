@@ -38,6 +38,8 @@ CONTROL_LABELS = {
     "permuted_within": "the within-permuted graph",
     "permuted_cross": "the cross-permuted graph",
     "permuted_all": "the fully permuted graph",
+    "permuted_predictor": "the label-permuted graph for the predictor only (the similarity "
+    "penalty on the real graph)",
     "shuffled": "the SHUFFLED graph (secondary control: also moves quotas onto fake environments)",
 }
 
@@ -265,10 +267,16 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
 
 
 def _world_line(world: dict, config: AblationConfig) -> str:
+    null = (
+        " NULL WORLD: every task is simulated as a seeded random other task, so nothing the "
+        "graph or the quotas see tells how it behaves."
+        if world.get("tasks_shuffled")
+        else ""
+    )
     if world.get("kind") != "structure":
         return (
             "Simulator world: independent (task difficulty drawn independently of anything "
-            "the graph sees)."
+            "the graph sees)." + null
         )
     line = (
         f"Simulator world: structure, kappa = {config.simulator.kappa:g} (the share of the "
@@ -279,7 +287,7 @@ def _world_line(world: dict, config: AblationConfig) -> str:
     fallback = world.get("tasks_structured_by_abstract", 0)
     if fallback:
         line += f", {fallback} structured by their abstracts (visible to the cross graph)"
-    return line + "."
+    return line + "." + null
 
 
 def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:

@@ -43,7 +43,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         default=None,
         metavar="CONTROL",
         help="also run EnvSched on control graphs (spec 7): permuted (the primary, "
-        "label-permuted control), permuted_within, permuted_cross, permuted_all, shuffled "
+        "label-permuted control), permuted_within, permuted_cross, permuted_all, "
+        "permuted_predictor (the predictor alone on the permuted graph; simulator), shuffled "
         "(secondary), or all (space- or comma-separated)",
     )
     p.add_argument(
@@ -89,6 +90,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         f"structure, in [0, 1] (default {simulator.kappa:g})",
     )
     p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
+    p.add_argument(
+        "--null-world",
+        action="store_true",
+        help="simulate each task as a seeded random other task: nothing the graph or the "
+        "quotas see tells how a task behaves (a check of the harness)",
+    )
     policy = PolicyLearnerConfig()
     p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
     p.add_argument(
@@ -149,7 +156,7 @@ def _ablate(args: argparse.Namespace) -> int:
         options["k_grid"] = ()
     controls = _names(args.controls or [])
     if "all" in controls:
-        controls = list(CONTROLS)
+        controls = [c for c in CONTROLS if args.learner == "sim" or c != "permuted_predictor"]
     options["controls"] = tuple(controls + (["shuffled"] if args.shuffle_graph else []))
     config = AblationConfig(
         seeds=args.seeds,
@@ -160,7 +167,11 @@ def _ablate(args: argparse.Namespace) -> int:
         oracle_graph=args.oracle_graph,
         workers=args.workers,
         simulator=SimulatorConfig(
-            rollouts=args.rollouts, world=args.world, kappa=args.kappa, world_seed=args.world_seed
+            rollouts=args.rollouts,
+            world=args.world,
+            kappa=args.kappa,
+            world_seed=args.world_seed,
+            shuffle_tasks=args.null_world,
         ),
         policy=PolicyLearnerConfig(
             model=args.model,

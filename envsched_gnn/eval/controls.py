@@ -13,6 +13,12 @@ replaces the edge's source j by pi(j) for a seeded permutation pi:
 - ``permuted_all``: both relations through one permutation of all tasks (does the graph add
   anything beyond EnvSched's quotas and coverage?).
 
+The graph has two readers in EnvSched, the predictor (neighbour evidence) and the
+selector's similarity penalty (batch diversity). ``permuted_predictor`` gives the predictor
+the ``permuted`` graph and leaves the penalty on the real one, so that EnvSched minus it is
+what the neighbour evidence is worth, and it minus ``permuted`` what the penalty's
+similarities are worth.
+
 Self-loops are avoided without breaking distinctness: when pi(j) = i the source becomes
 pi(i) (pi(i) != i then, and no other source of i maps to it). A cross edge must leave its
 target's environment; the few whose pi(j) lands in i's own environment (about 1 / E of
@@ -34,8 +40,9 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.graph_store.snapshot import RelationEdges, TaskGraph
 
 PERMUTED_CONTROLS = ("permuted", "permuted_within", "permuted_cross", "permuted_all")
+PREDICTOR_CONTROL = "permuted_predictor"
 SHUFFLED_CONTROL = "shuffled"
-CONTROLS = (*PERMUTED_CONTROLS, SHUFFLED_CONTROL)
+CONTROLS = (*PERMUTED_CONTROLS, PREDICTOR_CONTROL, SHUFFLED_CONTROL)
 _STREAM = {"within": 1, "cross": 2, "all": 3}
 
 

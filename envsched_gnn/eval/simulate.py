@@ -14,6 +14,10 @@ Two worlds run on the same engine (``SimulatorConfig.world``):
 - ``independent`` (the first world, below): per-task difficulty drawn independently of
   anything a graph could see; skills per environment and abstract operation category.
 
+Either can be made a null world (``shuffle_tasks``): task i is then simulated as a seeded
+random other task pi(i), so neither the graph nor the environment quotas know anything
+about how it behaves.
+
 In both, a slot l of task i carries task-level skills (its environment) and slot-level
 skills (factors F(i,l)), and its logit is z(i,l) = s_env(e(i)) + sum_{f in F(i,l)} s_op(f)
 + s_task(i) - delta(i,l). Rollouts, the update and the score below hold for both, with
@@ -127,6 +131,10 @@ class SimulatorConfig:
     """B, the nominal batch size that normalises the update."""
     quadrature_nodes: int = 16
     """Gauss-Hermite nodes for the exact expected reward."""
+    shuffle_tasks: bool = False
+    """The null world: simulate each task as a seeded random other task of the world
+    (:meth:`SimulatorWorld.with_tasks_shuffled`), so nothing the graph or the quotas see
+    about a task tells how it behaves: a check of the harness."""
 
     def __post_init__(self) -> None:
         if self.world not in WORLDS:
@@ -179,6 +187,26 @@ class SimulatorWorld:
     def has_rest(self) -> bool:
         return bool(self.rest_weight.any())
 
+    def with_tasks_shuffled(self, seed: int) -> SimulatorWorld:
+        """The null world: task i is simulated as task pi(i) of this world (environment,
+        operations, checks, difficulty), pi a seeded permutation; ids and splits stay."""
+        pi = np.random.default_rng([seed, 0x0DD]).permutation(len(self.task_ids))
+        rows = {
+            name: getattr(self, name)[pi]
+            for name in (
+                "env",
+                "slot_op",
+                "slot_op_mask",
+                "slot_mask",
+                "need_weight",
+                "rest_weight",
+                "delta",
+            )
+        }
+        score = None if self.structure_score is None else self.structure_score[pi]
+        info = {**self.info, "tasks_shuffled": True}
+        return replace(self, **rows, structure_score=score, info=info)
+
 
 def pool_categories(pool: Pool) -> Callable[[Task], list[str]]:
     """Each task's operation categories, from its abstract (given, or extracted)."""
@@ -208,8 +236,10 @@ def build_world(
     if config.world == "structure":
         from envsched_gnn.eval.structure_world import build_structure_world
 
-        return build_structure_world(pool, config)
-    return build_independent_world(pool, config, categories_of)
+        world = build_structure_world(pool, config)
+    else:
+        world = build_independent_world(pool, config, categories_of)
+    return world.with_tasks_shuffled(config.world_seed) if config.shuffle_tasks else world
 
 
 def build_independent_world(

@@ -38,6 +38,7 @@ EXPECTED = {
     "envsched_permuted_within",
     "envsched_permuted_cross",
     "envsched_permuted_all",
+    "envsched_permuted_predictor",
     "envsched_shuffled",
     "envsched_oracle",
 }
@@ -48,7 +49,8 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["eval", "ablate", "--pool", str(pool_dir), "--seeds", "2", "--steps", "3"]
     argv += ["--batch-size", "2", "--workers", "1", "--controls", "permuted,permuted_within"]
-    argv += ["permuted_cross", "permuted_all", "--shuffle-graph", "--oracle-graph"]
+    argv += ["permuted_cross", "permuted_all", "permuted_predictor", "--shuffle-graph"]
+    argv += ["--oracle-graph"]
     argv += ["--kappa", "0.75", "--out", str(out)]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
@@ -111,6 +113,10 @@ def test_bad_options_are_clear_errors(tmp_path):
         AblationConfig(seeds=0)
     with pytest.raises(ValueError, match=r"--schedulers: unknown \['rando'\]"):
         AblationConfig(schedulers=("envsched", "rando"))
+    with pytest.raises(ValueError, match="permuted_predictor needs --learner sim"):
+        AblationConfig(learner="policy", controls=("permuted_predictor",))
+    with pytest.raises(ValueError, match=r"--controls: unknown \['permute'\]"):
+        AblationConfig(controls=("permute",))
     with pytest.raises(ValueError, match="--sft-minutes 0 needs --model"):
         PolicyLearnerConfig(sft_minutes=0)
     assert run_names(AblationConfig(k_grid=())) == list(AblationConfig().schedulers)

@@ -143,3 +143,19 @@ def test_shuffled_pool_keeps_environment_sizes_and_moves_abstracts():
         assert task.env_class_name == next(
             t.env_class_name for t in pool.tasks if t.env_id == task.env_id
         )
+
+
+def test_the_predictor_only_control_keeps_the_real_graph_for_the_penalty():
+    from envsched_gnn.scheduler.registry import make_scheduler
+
+    graph = structured_graph()
+    permuted = permuted_graph(graph, "permuted", seed=0)
+    scheduler = make_scheduler("envsched", permuted, batch_size=8, penalty_graph=graph)
+    real = make_scheduler("envsched", graph, batch_size=8)
+    for i in range(0, graph.num_tasks, 11):
+        assert np.array_equal(scheduler.neighbours.row(i)[0], real.neighbours.row(i)[0])
+    src = scheduler.data["task", "cross", "task"].edge_index[0].numpy()
+    assert np.array_equal(src, permuted.edges["cross"].src)  # the predictor's evidence
+    shuffled = TaskGraph(list(reversed(graph.task_ids)), list(reversed(graph.env_ids)))
+    with pytest.raises(ValueError, match="same order"):
+        make_scheduler("envsched", graph, penalty_graph=shuffled)

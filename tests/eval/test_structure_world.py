@@ -160,3 +160,18 @@ def test_default_world_is_structure_and_falls_back_to_abstracts():
         SimulatorConfig(kappa=1.5)
     with pytest.raises(ValueError, match="world 'flat'"):
         SimulatorConfig(world="flat")
+
+
+def test_the_null_world_simulates_each_task_as_a_random_other_task(rest_checks):
+    config = SimulatorConfig(kappa=1.0)
+    w = world(rest_checks, kappa=1.0)
+    null = w.with_tasks_shuffled(seed=0)
+    assert null.task_ids == w.task_ids and np.array_equal(null.test, w.test)
+    assert null.info["tasks_shuffled"]
+    real = LearnerSimulator(POOL, config, world=w).expected_group_variance()
+    shuffled = LearnerSimulator(POOL, config, world=null).expected_group_variance()
+    donors = [int(np.flatnonzero((w.delta == row).all(axis=1))[0]) for row in null.delta[:20]]
+    assert np.allclose(shuffled[:20], real[donors])  # task i behaves as its donor pi(i) ...
+    env = np.array([w.env_names.index(t.env_id) for t in POOL.tasks])
+    assert np.mean(null.env == env) < 0.2  # ... of another environment, most of the time
+    assert build_world(POOL, replace(config, shuffle_tasks=True)).info["tasks_shuffled"]
