@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 
@@ -16,6 +17,16 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--graph", required=True, help="graph.json of the run's pool")
     p.add_argument("--out", default=None, help="folder for compare.json / .md / .png")
     p.add_argument("--seed", type=int, default=0, help="seed of the learned layer")
+    p.add_argument(
+        "--replay-steps",
+        type=int,
+        help="replay one round of rollouts instead: the tasks of step --replay-round, each "
+        "moved to one of N steps at random (seeded by --seed), so each step's tasks are unseen "
+        "before and predicted from neighbours only; the replay is written to --out",
+    )
+    p.add_argument(
+        "--replay-round", type=int, default=0, help="step of the history to replay (0: round A)"
+    )
     p.set_defaults(func=_compare_predictors)
 
     _register_graph_signal(groups)
@@ -92,6 +103,18 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 
     graph = read_graph(args.graph)
     observations = read_history(args.history)
+    if args.replay_steps is not None:
+        from envsched_gnn.eval.rollout_rounds import assign_steps
+        from envsched_gnn.observations import write_history
+
+        chosen = [o for o in observations if o.step == args.replay_round]
+        if not chosen:
+            print(f"error: {args.history} has no observation at step {args.replay_round}")
+            return 2
+        observations = assign_steps(chosen, args.replay_steps, seed=args.seed)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            write_history(Path(args.out) / "replay_history.jsonl", observations)
     predictors = {
         "analytic": AnalyticPredictor(),
         "learned": LearnedPropagation(LearnedConfig(seed=args.seed)),
@@ -236,7 +259,6 @@ def _rollout_source(args: argparse.Namespace):
     """Graph (given or built) and two rounds of rollouts of ``args.model`` on ``args.split``;
     with ``--out``, ``graph.json``, ``history.jsonl`` and ``rounds.json`` are written there."""
     import json
-    from pathlib import Path
 
     import torch
 
