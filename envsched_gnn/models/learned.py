@@ -2,8 +2,10 @@
 
 Same inputs and output as the analytic predictor. For each half-life h, node features
 x_h(i,t) (``models.features``: the task's own history statistics, evidence weights,
-counts, environment-level statistics, the global reference; optionally a text
-embedding ``data['task'].x``) pass through L edge-weighted heterogeneous layers
+counts, environment-level statistics, the global reference, the relation estimates G_r of
+spec 4.4 and the analytic estimate E_y of 4.5; optionally a text embedding
+``data['task'].x``) pass through L heterogeneous layers that average over neighbours with
+edge weights
 
 .. math::
     \\mathbf{x}^{(0)}_i = \\mathrm{ReLU}(\\mathbf{W}_{in} \\mathbf{x}_h(i,t))
@@ -13,16 +15,31 @@ embedding ``data['task'].x``) pass through L edge-weighted heterogeneous layers
     \\mathbf{W}^{(l)}_{r,rel} \\sum_{j \\in N^r(i)} \\mathrm{sim}_r(i,j)\\,
     \\mathbf{x}^{(l)}_j\\Big)
 
-(PyG ``HeteroConv`` of ``GraphConv`` with ``edge_weight``), and a head gives
-E_v = 0.25 sigmoid(o_v), E_m = sigmoid(o_m), E_d = sigmoid(o_d). From there the
-analytic path's calibration and decline penalty apply unchanged (spec 4.6-4.7):
+(PyG ``HeteroConv`` of ``GraphConv(aggr="mean")`` with ``edge_weight``), and a head gives
+corrections o = (o_v, o_m, o_d) of the analytic estimate in logit space,
+
+.. math::
+    E_v = 0.25\\,\\sigma(\\mathrm{logit}(E^{a}_v / 0.25) + o_v), \\quad
+    E_m = \\sigma(\\mathrm{logit}(E^{a}_m) + o_m), \\quad
+    E_d = \\sigma(\\mathrm{logit}(E^{a}_d) + o_d)
+
+with E^a the analytic E_y(i,t) (``residual``; the head starts at zero, so an untrained layer
+predicts exactly what the fixed one does), or E_v = 0.25 sigmoid(o_v), ... without it. From
+there the analytic path's calibration and decline penalty apply unchanged (spec 4.6-4.7):
 u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)), u = u_long - eta max(u_long - u_short, 0), q = pr(u).
 
 Online training (``update(data, log, t)``): every step s < t with observations becomes a
 training example whose inputs are the features from history strictly before s and whose
 targets are the (v, m, d) the tasks observed at s then showed. The loss is
 mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) over both half-lives;
-each update takes a few Adam steps on mini-batches of recent examples (a replay window).
+each update takes ``gradient_steps`` Adam steps on mini-batches of recent examples (a replay
+window).
+
+Why the residual form (measured, issue 13): on a replay of real rollouts (765 train tasks of
+the demo pool, K = 8, spread over 6 steps so that every task is predicted from neighbours
+only) the earlier layer, which had to rebuild the neighbour averages from summed features in
+2 Adam steps per update, ranked worse than chance at steps 2-3 (Spearman -0.21, -0.30) and
+then predicted one constant. See ``LearnedConfig`` for the measured schedule.
 """
 
 from __future__ import annotations
@@ -37,7 +54,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GraphConv, HeteroConv
 
 from envsched_gnn.graph_store.snapshot import RELATIONS
-from envsched_gnn.models.analytic import Prediction
+from envsched_gnn.models.analytic import AnalyticPredictor, Prediction
 from envsched_gnn.models.calibration import (
     calibrate,
     decline_penalty,
@@ -45,7 +62,7 @@ from envsched_gnn.models.calibration import (
     reconstructed_variance,
 )
 from envsched_gnn.models.config import PredictorConfig
-from envsched_gnn.models.features import FEATURE_NAMES, SCALE, history_features
+from envsched_gnn.models.features import FEATURE_NAMES, SCALE, node_features
 from envsched_gnn.observations import ObservationLog
 
 EDGE_TYPES = tuple(("task", relation, "task") for relation in RELATIONS)
@@ -73,6 +90,9 @@ class LearnedConfig:
     """Weight of the mean and dispersion targets next to the variance target."""
     use_text: bool = False
     """Append ``data['task'].x`` (e.g. a sentence embedding of the task) to the features."""
+    residual: bool = True
+    """Correct the analytic estimate in logit space, starting from zero (module docstring);
+    False: the head's output alone is the estimate."""
     seed: int = 0
     """Seed of the initial weights and of the mini-batch sampling."""
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
@@ -86,17 +106,25 @@ class VarianceGNN(nn.Module):
         in_channels: F, the node feature size.
         hidden_channels: hidden width (default 32).
         num_layers: message-passing layers over ``within`` and ``cross`` (default 2).
+        zero_head: start the head at zero, so the logits start at 0 (default False).
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int = 32, num_layers: int = 2) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int = 32,
+        num_layers: int = 2,
+        zero_head: bool = False,
+    ) -> None:
         super().__init__()
         self.in_channels = in_channels
         self.hidden_channels = hidden_channels
         self.num_layers = num_layers
+        self.zero_head = zero_head
         self.input = nn.Linear(in_channels, hidden_channels)
         self.convs = nn.ModuleList(
             HeteroConv(
-                {et: GraphConv(hidden_channels, hidden_channels, aggr="add") for et in EDGE_TYPES},
+                {et: GraphConv(hidden_channels, hidden_channels, aggr="mean") for et in EDGE_TYPES},
                 aggr="sum",
             )
             for _ in range(num_layers)
@@ -108,6 +136,9 @@ class VarianceGNN(nn.Module):
         for conv in self.convs:
             conv.reset_parameters()
         self.head.reset_parameters()
+        if self.zero_head:
+            nn.init.zeros_(self.head.weight)
+            nn.init.zeros_(self.head.bias)
 
     def forward(
         self,
@@ -150,16 +181,29 @@ def _from_json(value):
     return value
 
 
+OUTPUT_SCALE = torch.tensor([0.25, 1.0, 1.0])
+"""Upper end of (E_v, E_m, E_d)."""
+LOGIT_CLIP = 1e-4
+"""Analytic estimates are clipped into [eps, 1 - eps] of their range before the logit, so a
+task whose estimate is exactly 0 (no reward spread anywhere near it) gets a finite logit."""
+
+
 def _outputs(logits: torch.Tensor) -> torch.Tensor:
-    """(E_v, E_m, E_d) from the head's logits: 0.25 sigmoid, sigmoid, sigmoid."""
-    scale = torch.tensor([0.25, 1.0, 1.0], dtype=logits.dtype)
-    return torch.sigmoid(logits) * scale
+    """(E_v, E_m, E_d) from logits: 0.25 sigmoid, sigmoid, sigmoid."""
+    return torch.sigmoid(logits) * OUTPUT_SCALE.to(logits.dtype)
+
+
+def base_logits(base: np.ndarray) -> torch.Tensor:
+    """logit(E^a / scale) of analytic estimates (..., 3), float32."""
+    share = np.clip(base / OUTPUT_SCALE.numpy().astype(np.float64), LOGIT_CLIP, 1 - LOGIT_CLIP)
+    return torch.from_numpy(np.log(share) - np.log1p(-share)).float()
 
 
 @dataclass
 class _Example:
     step: int
     features: torch.Tensor  # (2, N, F) float32
+    base: torch.Tensor  # (2, N, 3) float32, logits of the analytic estimates
     tasks: torch.Tensor  # (n_obs,) int64
     targets: torch.Tensor  # (n_obs, 3) float32, (v, m, d)
 
@@ -191,6 +235,7 @@ class LearnedPropagation:
             "last_step_",
             "rng_",
             "_graph_cache",
+            "_analytic",
             "_rebuild",
         ):
             self.__dict__.pop(name, None)
@@ -205,7 +250,9 @@ class LearnedPropagation:
         in_channels = len(FEATURE_NAMES) + (self._text(data).shape[1] if c.use_text else 0)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(c.seed)
-            self.model_ = VarianceGNN(in_channels, c.hidden_channels, c.num_layers)
+            self.model_ = VarianceGNN(
+                in_channels, c.hidden_channels, c.num_layers, zero_head=c.residual
+            )
             self.model_.reset_parameters()
         self.optimizer_ = torch.optim.Adam(
             self.model_.parameters(), lr=c.learning_rate, weight_decay=c.weight_decay
@@ -222,13 +269,17 @@ class LearnedPropagation:
             raise ValueError("LearnedConfig.use_text is set but data['task'].x is missing")
         return x.float()
 
-    def _features(self, data: HeteroData, log, step: int) -> torch.Tensor:
-        env = data["task"].env.numpy()
-        x = torch.from_numpy(history_features(log, step, env, self.config.predictor)).float()
+    def _features(self, data: HeteroData, log, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features (2, N, F) and analytic base logits (2, N, 3), float32."""
+        if "_analytic" not in self.__dict__:
+            # the analytic predictor caches the graph's CSR view: one per learned predictor
+            self._analytic = AnalyticPredictor(self.config.predictor)
+        features = node_features(data, log, step, self.config.predictor, self._analytic)
+        x = torch.from_numpy(features.x).float()
         if self.config.use_text:
             text = self._text(data)
             x = torch.cat([x, text.expand(2, *text.shape)], dim=2)
-        return x
+        return x, base_logits(features.base)
 
     def _graph(self, data: HeteroData, copies: int) -> tuple[dict, dict]:
         """Edge indices / weights of ``copies`` disjoint copies of the graph (cached)."""
@@ -243,11 +294,13 @@ class LearnedPropagation:
             self._graph_cache[copies] = (index, weight)
         return self._graph_cache[copies]
 
-    def _forward(self, data: HeteroData, x: torch.Tensor) -> torch.Tensor:
-        """(C, N, F) features -> (C, N, 3) outputs (E_v, E_m, E_d), C disjoint graph copies."""
+    def _forward(self, data: HeteroData, x: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+        """(C, N, F) features and (C, N, 3) base logits -> (C, N, 3) outputs (E_v, E_m, E_d),
+        C disjoint graph copies."""
         copies, n, f = x.shape
         index, weight = self._graph(data, copies)
-        return _outputs(self.model_(x.reshape(copies * n, f), index, weight)).reshape(copies, n, 3)
+        logits = self.model_(x.reshape(copies * n, f), index, weight).reshape(copies, n, 3)
+        return _outputs(logits + base if self.config.residual else logits)
 
     # -- learning -------------------------------------------------------------------------
 
@@ -265,10 +318,12 @@ class LearnedPropagation:
         for s in new.tolist():
             rows = columns["step"] == s
             targets = np.column_stack([columns["v"][rows], columns["m"][rows], columns["d"][rows]])
+            x, base = self._features(data, log, s)
             self.examples_.append(
                 _Example(
                     s,
-                    self._features(data, log, s),
+                    x,
+                    base,
                     torch.from_numpy(columns["task"][rows]),
                     torch.from_numpy(targets).float(),
                 )
@@ -290,7 +345,7 @@ class LearnedPropagation:
             picked = self.rng_.choice(older, min(older, c.steps_per_batch - 1), replace=False)
             batch = [self.examples_[-1], *(self.examples_[i] for i in sorted(picked.tolist()))]
             x = torch.cat([e.features for e in batch])
-            out = self._forward(data, x)
+            out = self._forward(data, x, torch.cat([e.base for e in batch]))
             losses = []
             for b, example in enumerate(batch):
                 pred = out[2 * b : 2 * b + 2, example.tasks]  # (2, n_obs, 3)
@@ -327,7 +382,9 @@ class LearnedPropagation:
             return
         c = self.config
         with torch.random.fork_rng(devices=[]):
-            self.model_ = VarianceGNN(state["in_channels"], c.hidden_channels, c.num_layers)
+            self.model_ = VarianceGNN(
+                state["in_channels"], c.hidden_channels, c.num_layers, zero_head=c.residual
+            )
         self.model_.load_state_dict({k: _from_json(v) for k, v in state["model"].items()})
         self.optimizer_ = torch.optim.Adam(
             self.model_.parameters(), lr=c.learning_rate, weight_decay=c.weight_decay
@@ -346,7 +403,7 @@ class LearnedPropagation:
         """(E_v, E_m, E_d) of every task for (h_long, h_short) at ``step``: float64 (2, N, 3)."""
         self._ensure_model(data)
         with torch.no_grad():
-            return self._forward(data, self._features(data, log, step)).double().numpy()
+            return self._forward(data, *self._features(data, log, step)).double().numpy()
 
     def predict(self, data: HeteroData, log: ObservationLog, step: int) -> Prediction:
         """Calibrated prediction at ``step`` from observations with s < ``step`` (spec 4.6-4.7)."""
