@@ -156,3 +156,21 @@ def test_cli_from_a_policy_rolls_out_two_rounds_and_keeps_them(tmp_path, capsys)
     assert [r["seed"] for r in rounds] == [0, 1] and rounds[0]["tasks"] == len(train)
     result = json.loads((out / "graph_signal.json").read_text())
     assert result["steps"] == [1] and result["targets"] == len(train)
+
+
+@pytest.mark.store
+def test_cli_from_the_store_reads_graph_and_observations(store, store_server, monkeypatch, capsys):
+    graph, observations = world(seed=2, shared=True)
+    store.write_graph(graph)
+    store.write_observations(observations)
+    monkeypatch.setenv("NEO4J_USER", store_server.auth[0])
+    monkeypatch.setenv("NEO4J_PASSWORD", store_server.auth[1])
+    monkeypatch.setenv("NEO4J_DATABASE", store_server.database)
+    argv = ["eval", "graph-signal", "--store", store_server.uri, "--permutations", "200"]
+    assert main([*argv, "--bootstrap", "20"]) == 0
+    printed = capsys.readouterr().out
+    expected = graph_signal(graph, observations, GraphSignalConfig(permutations=200, bootstrap=20))
+    assert (
+        f"| cross | {N_ENVS * PER_ENV} | spearman | {expected.rows['cross']['spearman']:.3f}"
+        in (printed)
+    )
