@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
+from envsched_gnn.models.config import LearnedConfig
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -17,6 +18,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--graph", required=True, help="graph.json of the run's pool")
     p.add_argument("--out", default=None, help="folder for compare.json / .md / .png")
     p.add_argument("--seed", type=int, default=0, help="seed of the learned layer")
+    learned = LearnedConfig()
+    p.add_argument(
+        "--learned-steps",
+        type=int,
+        default=learned.gradient_steps,
+        help=f"Adam steps of the learned layer per update ({learned.gradient_steps})",
+    )
     p.add_argument(
         "--replay-steps",
         type=int,
@@ -98,7 +106,7 @@ def _compare_predictors(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.compare import compare_predictors, write_comparison
     from envsched_gnn.graph_store.snapshot import read_graph
     from envsched_gnn.models.analytic import AnalyticPredictor
-    from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation
+    from envsched_gnn.models.learned import LearnedPropagation
     from envsched_gnn.observations import read_history
 
     graph = read_graph(args.graph)
@@ -117,7 +125,9 @@ def _compare_predictors(args: argparse.Namespace) -> int:
             write_history(Path(args.out) / "replay_history.jsonl", observations)
     predictors = {
         "analytic": AnalyticPredictor(),
-        "learned": LearnedPropagation(LearnedConfig(seed=args.seed)),
+        "learned": LearnedPropagation(
+            LearnedConfig(seed=args.seed, gradient_steps=args.learned_steps)
+        ),
     }
     comparison = compare_predictors(graph, observations, predictors)
     print(comparison.table())

@@ -39,10 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import rankdata
 
 from envsched_gnn.graph_store.snapshot import RELATIONS, TaskGraph, to_hetero_data
-from envsched_gnn.models.analytic import AnalyticPredictor
+from envsched_gnn.models.calibration import average_rank
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.observations import Observation, ObservationLog
 
@@ -95,6 +94,8 @@ def target_sets(
     graph: TaskGraph, observations: Sequence[Observation], config: PredictorConfig
 ) -> list[TargetSet]:
     """One :class:`TargetSet` per observed step t >= 1 that has observations before it."""
+    from envsched_gnn.models.analytic import AnalyticPredictor
+
     if not observations:
         raise ValueError("graph-signal: the history is empty")
     log = ObservationLog(graph.task_ids)
@@ -142,7 +143,7 @@ class _Ranked:
 
     @classmethod
     def of(cls, estimate: np.ndarray, observed: np.ndarray, env: np.ndarray) -> _Ranked:
-        return cls(rankdata(estimate), rankdata(observed), observed > 0, env)
+        return cls(average_rank(estimate), average_rank(observed), observed > 0, env)
 
     @property
     def n(self) -> int:
