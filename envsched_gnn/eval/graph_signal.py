@@ -344,13 +344,16 @@ def verdicts(rows: dict[str, dict], alpha: float) -> dict[str, str]:
     for name in ESTIMATES:
         row = rows[name]
         rho, (lo, hi) = row["spearman"], row["spearman_ci"]
+        if math.isnan(rho):
+            out[name] = (
+                f"{LABELS[name]}: Spearman undefined over {row['targets']} targets (the estimate "
+                "or the realised variance is constant, e.g. no group showed reward spread)."
+            )
+            continue
         head = (
             f"{LABELS[name]}: Spearman {rho:.3f} (95% CI {lo:.3f} to {hi:.3f}) over "
             f"{row['targets']} targets"
         )
-        if math.isnan(rho):
-            out[name] = head + "; undefined (the estimate or the realised variance is constant)."
-            continue
         p_global, p_env = _p(row, "global"), _p(row, "within_env")
         if name == "retest":
             out[name] = (
