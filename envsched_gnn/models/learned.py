@@ -44,6 +44,7 @@ then predicted one constant. See ``LearnedConfig`` for the measured schedule.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -113,12 +114,15 @@ class VarianceGNN(nn.Module):
         self,
         x: torch.Tensor,
         edge_index: Mapping[tuple, torch.Tensor],
-        edge_weight: Mapping[tuple, torch.Tensor],
+        edge_weight: Mapping[tuple, torch.Tensor] | None = None,
     ) -> torch.Tensor:
+        """``edge_index``: per edge type (2, E) indices with ``edge_weight`` (E,), or a sparse
+        (N, N) adjacency whose row i holds sim(i, .) (``adj_t``; then no ``edge_weight``)."""
         h0 = torch.relu(self.input(x))
         h = h0
+        weights = {} if edge_weight is None else {"edge_weight_dict": dict(edge_weight)}
         for conv in self.convs:
-            out = conv({"task": h}, dict(edge_index), edge_weight_dict=dict(edge_weight))["task"]
+            out = conv({"task": h}, dict(edge_index), **weights)["task"]
             h = h + torch.relu(out)
         return self.head(torch.cat([h0, h], dim=1))
 
@@ -229,7 +233,7 @@ class LearnedPropagation:
         self.examples_: list[_Example] = []
         self.last_step_ = -1
         self.rng_ = np.random.default_rng(c.seed)
-        self._graph_cache: dict[int, tuple[dict, dict]] = {}
+        self._graph_cache: dict[int, dict] = {}
 
     @staticmethod
     def _text(data: HeteroData) -> torch.Tensor:
@@ -240,35 +244,53 @@ class LearnedPropagation:
 
     def _features(self, data: HeteroData, log, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Features (2, N, F) and analytic base logits (2, N, 3), float32."""
-        if "_analytic" not in self.__dict__:
-            # the analytic predictor caches the graph's CSR view: one per learned predictor
-            self._analytic = AnalyticPredictor(self.config.predictor)
-        features = node_features(data, log, step, self.config.predictor, self._analytic)
+        analytic = self._analytic_predictor()
+        features = node_features(data, log, step, self.config.predictor, analytic)
         x = torch.from_numpy(features.x).float()
         if self.config.use_text:
             text = self._text(data)
             x = torch.cat([x, text.expand(2, *text.shape)], dim=2)
         return x, base_logits(features.base)
 
-    def _graph(self, data: HeteroData, copies: int) -> tuple[dict, dict]:
-        """Edge indices / weights of ``copies`` disjoint copies of the graph (cached)."""
+    def _graph(self, data: HeteroData, copies: int) -> dict:
+        """Per edge type, the sparse CSR adjacency (rows = targets) of ``copies`` disjoint
+        copies of the graph (cached). A CSR product aggregates 3-4x faster on CPU than the
+        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes)."""
         if copies not in self._graph_cache:
-            n = data["task"].num_nodes
-            index, weight = {}, {}
-            for et in EDGE_TYPES:
-                ei, w = data[et].edge_index, data[et].edge_weight.float()
-                offsets = (torch.arange(copies) * n).repeat_interleave(ei.shape[1])
-                index[et] = ei.repeat(1, copies) + offsets
-                weight[et] = w.repeat(copies)
-            self._graph_cache[copies] = (index, weight)
+            view = self._analytic_predictor()._view(data)
+            n = view.num_nodes
+            adjacency = {}
+            for relation, et in zip(RELATIONS, EDGE_TYPES, strict=True):
+                csr = view.relations[relation]
+                edges = csr.col.shape[0]
+                crow = np.concatenate(
+                    [[0], *(csr.crow[1:] + k * edges for k in range(copies))]
+                ).astype(np.int64)
+                col = np.concatenate([csr.col + k * n for k in range(copies)])
+                values = np.tile(csr.sim, copies).astype(np.float32)
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+                    adjacency[et] = torch.sparse_csr_tensor(
+                        torch.from_numpy(crow),
+                        torch.from_numpy(col),
+                        torch.from_numpy(values),
+                        size=(copies * n, copies * n),
+                    )
+            self._graph_cache[copies] = adjacency
         return self._graph_cache[copies]
+
+    def _analytic_predictor(self) -> AnalyticPredictor:
+        """The analytic predictor of the features (it caches the graph's CSR view)."""
+        if "_analytic" not in self.__dict__:
+            self._analytic = AnalyticPredictor(self.config.predictor)
+        return self._analytic
 
     def _forward(self, data: HeteroData, x: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
         """(C, N, F) features and (C, N, 3) base logits -> (C, N, 3) outputs (E_v, E_m, E_d),
         C disjoint graph copies."""
         copies, n, f = x.shape
-        index, weight = self._graph(data, copies)
-        logits = self.model_(x.reshape(copies * n, f), index, weight).reshape(copies, n, 3)
+        adjacency = self._graph(data, copies)
+        logits = self.model_(x.reshape(copies * n, f), adjacency).reshape(copies, n, 3)
         return _outputs(logits + base if self.config.residual else logits)
 
     # -- learning -------------------------------------------------------------------------

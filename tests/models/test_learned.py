@@ -215,3 +215,19 @@ def test_learned_never_collapses_where_the_analytic_layer_ranks_well(seed):
     assert min(analytic) > 0.3  # a history where the fixed layer ranks well
     assert min(learned[1:]) > 0.0  # positive at every step from 2 on
     assert np.mean(learned) > np.mean(analytic) - 0.05
+
+
+def test_the_csr_adjacency_aggregates_as_the_weighted_edge_list():
+    graph, _ = synthetic_world()
+    data = to_hetero_data(graph)
+    model = LearnedPropagation(LearnedConfig(seed=0, residual=False))
+    model._ensure_model(data)
+    x = torch.randn(2 * graph.num_tasks, len(FEATURE_NAMES))
+    n = graph.num_tasks
+    index, weight = {}, {}
+    for et in (("task", r, "task") for r in ("within", "cross")):
+        ei, w = data[et].edge_index, data[et].edge_weight.float()
+        index[et] = torch.cat([ei, ei + n], dim=1)
+        weight[et] = torch.cat([w, w])
+    listed = model.model_(x, index, weight)
+    assert torch.allclose(model.model_(x, model._graph(data, 2)), listed, atol=1e-5)
