@@ -203,11 +203,14 @@ def abstracts_of(
     pool: Pool, tasks: Sequence[Task], llm_extractor: LlmExtractor | None = None
 ) -> list[str]:
     """Each task's abstract operation description: given, else from ``llm_extractor`` when
-    set, else extracted deterministically."""
+    set, else extracted deterministically (with the pool's replayed tool effects, if any)."""
     missing = sorted({t.env_id for t in tasks} - set(pool.envs))
     if missing:
         raise ValueError(f"tasks refer to environment(s) {missing} that the pool does not define")
-    return [abstract_of(task, pool.envs[task.env_id], llm_extractor) for task in tasks]
+    return [
+        abstract_of(task, pool.envs[task.env_id], llm_extractor, pool.tool_effects.get(task.env_id))
+        for task in tasks
+    ]
 
 
 def embed_tasks(
