@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.training.grpo_config import GRPOConfig
+
 DEFAULT_STORE = ".envsched/store"
 
 
@@ -37,8 +39,8 @@ class Preset:
     """Tasks per environment."""
     test_per_env: int
     """Held-out tasks per environment (split ``test``)."""
-    sft_minutes: float
-    """Wall-clock budget of the SFT warm start."""
+    sft_steps: int
+    """Optimiser steps of the SFT warm start."""
     sft_extra_tasks_per_env: int
     """Fresh generated tasks per environment added to SFT's train split."""
     batch_size: int
@@ -59,6 +61,38 @@ class Preset:
     """Episodes per forward/backward pass."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    lr_warmup_steps: int = 0
+    """GRPO's linear learning-rate warm-up, in optimiser steps."""
+    ppo_epochs: int = 1
+    """GRPO passes over each step's episodes."""
+    mini_batches: int = 1
+    """GRPO optimiser steps per pass."""
+    advantage_estimator: str = "grpo"
+    """``grpo`` or ``dr_grpo``."""
+    kl_coef: float = 0.0
+    """Weight of the KL penalty to the SFT policy."""
+
+    def grpo_config(
+        self, scheduler: str, steps: int, seed: int, lr: float | None = None
+    ) -> GRPOConfig:
+        """The GRPO run of one scheduler under this preset (every scheduler gets the same)."""
+        return GRPOConfig(
+            scheduler=scheduler,
+            batch_size=self.batch_size,
+            group_size=self.group_size,
+            steps=steps,
+            lr=self.lr if lr is None else lr,
+            lr_warmup_steps=self.lr_warmup_steps,
+            ppo_epochs=self.ppo_epochs,
+            mini_batches=self.mini_batches,
+            advantage_estimator=self.advantage_estimator,
+            kl_coef=self.kl_coef,
+            micro_batch_size=self.micro_batch_size,
+            eval_every=self.eval_every,
+            eval_tasks=self.eval_tasks,
+            eval_samples=self.eval_samples,
+            seed=seed,
+        )
 
 
 PRESETS: dict[str, Preset] = {
@@ -69,7 +103,7 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
-        sft_minutes=12.0,
+        sft_steps=4400,
         sft_extra_tasks_per_env=200,
         batch_size=8,
         group_size=8,
@@ -85,7 +119,7 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=50,
         test_per_env=10,
-        sft_minutes=20.0,
+        sft_steps=8000,
         sft_extra_tasks_per_env=200,
         batch_size=64,
         group_size=8,
@@ -152,9 +186,8 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.grpo_config import GRPOConfig
     from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
-    from envsched_gnn.training.sft import SFTConfig, run_sft
+    from envsched_gnn.training.warm_start import warm_start
 
     if preset is None:
         if options.preset not in PRESETS:
@@ -200,30 +233,12 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         )
 
         tick = time.perf_counter()
-        progress(f"SFT warm start ({preset.sft_minutes:g} min budget) ...")
-        sft = SFTConfig(
-            minutes=preset.sft_minutes,
-            extra_tasks_per_env=preset.sft_extra_tasks_per_env,
-            seed=options.seed,
-            accelerator=options.accelerator,
-            agent=agent,
-        )
-        policy_dir = run_sft(pool, options.model, sft, out / "sft")
-        progress(f"SFT done: policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
+        sft = demo_sft_config(preset, options.seed, options.accelerator, agent)
+        policy_dir, warm = warm_start(pool, options.model, sft, out / "sft", progress)
+        progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
 
         configs = {
-            name: GRPOConfig(
-                scheduler=name,
-                batch_size=preset.batch_size,
-                group_size=preset.group_size,
-                steps=steps,
-                lr=options.lr if options.lr is not None else preset.lr,
-                micro_batch_size=preset.micro_batch_size,
-                eval_every=preset.eval_every,
-                eval_tasks=preset.eval_tasks,
-                eval_samples=preset.eval_samples,
-                seed=options.seed,
-            )
+            name: preset.grpo_config(name, steps, options.seed, options.lr)
             for name in options.schedulers
         }
         tick = time.perf_counter()
@@ -290,6 +305,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             "steps": steps,
             "agent": asdict(agent),
             "sft": {k: v for k, v in asdict(sft).items() if k not in ("agent", "policy")},
+            "warm_start": {k: v for k, v in warm.items() if k != "sft"},
             "model": options.model or "built-in",
         },
         "notes": _notes(options, preset, steps, pool, initial),
@@ -300,6 +316,35 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     paths = write_report(report, out)
     progress(f"report: {', '.join(str(p) for p in paths)}")
     return report
+
+
+def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> Any:
+    """The SFT warm start of a preset (what the packaged demo policy was built with)."""
+    from envsched_gnn.training.sft_config import SFTConfig
+
+    return SFTConfig(
+        max_steps=preset.sft_steps,
+        extra_tasks_per_env=preset.sft_extra_tasks_per_env,
+        seed=seed,
+        accelerator=accelerator,
+        agent=agent,
+    )
+
+
+def package_demo_policy(out: str | Path, preset_name: str = "demo", seed: int = 0) -> Path:
+    """SFT of the built-in policy on the preset's pool, written to ``out`` with the manifest
+    the main job checks (:mod:`~envsched_gnn.training.warm_start`)."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.training.agent_format import AgentConfig
+    from envsched_gnn.training.warm_start import package_policy
+
+    preset = PRESETS[preset_name]
+    pool = generate_pool(
+        preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=preset.max_calls
+    )
+    config = demo_sft_config(preset, seed, "cpu", AgentConfig())
+    command = f"envsched-gnn train demo-policy --preset {preset_name} --seed {seed} --out {out}"
+    return package_policy(pool, config, out, command)
 
 
 def _prepare_store(store: Any, options: RunOptions) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
@@ -120,12 +121,19 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     policy = PolicyLearnerConfig()
     p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
     p.add_argument(
-        "--sft-minutes",
-        type=float,
-        default=policy.sft_minutes,
-        help=f"policy: SFT warm start budget; 0 starts from --model as is ({policy.sft_minutes:g})",
+        "--sft-steps",
+        type=int,
+        default=policy.sft_steps,
+        help=f"policy: SFT warm-start optimiser steps; 0 starts from --model as is "
+        f"({policy.sft_steps})",
     )
-    p.add_argument("--lr", type=float, default=policy.lr, help=f"policy: GRPO lr ({policy.lr:g})")
+    p.add_argument("--lr", type=float, help=f"policy: GRPO learning rate ({policy.recipe.lr:g})")
+    p.add_argument(
+        "--policy-workers",
+        type=int,
+        default=policy.workers,
+        help=f"policy: GRPO runs trained at once, one process each ({policy.workers})",
+    )
     p.add_argument(
         "--eval-tasks",
         type=int,
@@ -193,6 +201,7 @@ def _ablate(args: argparse.Namespace) -> int:
     if "all" in controls:
         controls = [c for c in CONTROLS if args.learner == "sim" or c != "permuted_predictor"]
     options["controls"] = tuple(controls + (["shuffled"] if args.shuffle_graph else []))
+    recipe = PolicyLearnerConfig().recipe
     config = AblationConfig(
         seeds=args.seeds,
         steps=args.steps,
@@ -210,8 +219,9 @@ def _ablate(args: argparse.Namespace) -> int:
         ),
         policy=PolicyLearnerConfig(
             model=args.model,
-            sft_minutes=args.sft_minutes,
-            lr=args.lr,
+            sft_steps=args.sft_steps,
+            recipe=replace(recipe, lr=args.lr) if args.lr is not None else recipe,
+            workers=args.policy_workers,
             eval_tasks=args.eval_tasks,
             eval_samples=args.eval_samples,
             accelerator=args.accelerator,

@@ -88,7 +88,8 @@ def evaluate_policy(
     """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``).
 
     Tasks go in batches of ``tasks_per_batch`` (x k episodes). Returns the overall
-    summary (see the module docstring), ``per_env`` summaries, ``finish_reasons`` counts,
+    summary (see the module docstring), ``per_env`` summaries, ``per_task`` rewards (task id
+    -> its k rewards, so that comparisons can be paired by task), ``finish_reasons`` counts,
     ``malformed_call_rate`` (malformed calls per episode), ``rollout_s`` and ``k``.
     """
     rolled = rollout_groups(engine, tasks, k, seed, tasks_per_batch)
@@ -107,4 +108,5 @@ def evaluate_policy(
         "finish_reasons": dict(sorted(rolled.finish_reasons.items())),
         "rollout_s": rolled.rollout_s,
         "per_env": {env: summarize_groups(g) for env, g in sorted(per_env.items())},
+        "per_task": {task_id: list(groups[task_id]) for task_id in tasks},
     }

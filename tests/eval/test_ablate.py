@@ -117,11 +117,11 @@ def test_bad_options_are_clear_errors(tmp_path):
         AblationConfig(learner="policy", controls=("permuted_predictor",))
     with pytest.raises(ValueError, match=r"--controls: unknown \['permute'\]"):
         AblationConfig(controls=("permute",))
-    with pytest.raises(ValueError, match="--sft-minutes 0 needs --model"):
-        PolicyLearnerConfig(sft_minutes=0)
+    with pytest.raises(ValueError, match="--sft-steps 0 needs --model"):
+        PolicyLearnerConfig(sft_steps=0)
     assert run_names(AblationConfig(k_grid=())) == list(AblationConfig().schedulers)
     config = AblationConfig(
-        learner="policy", policy=PolicyLearnerConfig(model=str(tmp_path), sft_minutes=0)
+        learner="policy", policy=PolicyLearnerConfig(model=str(tmp_path), sft_steps=0)
     )
     with pytest.raises(ValueError, match="not a local model folder"):
         run_ablation(handmade_pool(), config, tmp_path / "out")
