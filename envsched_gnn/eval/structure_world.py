@@ -42,6 +42,18 @@ World (fixed by the pool and ``world_seed``; the same for every run seed and eve
   doing nothing scores in the real pool.
 
 Rollouts, update and score are the simulator's (:mod:`envsched_gnn.eval.simulate`).
+
+What kappa = 0 does not remove: kappa sets how much of the *difficulty* delta(i,l) follows
+structure, not how much of the reward *variance* does. A task's operation count L_i and its
+check layout (w_need, w_rest) shape Var(r_i) whatever delta is (more operations, more ways to
+stop early), and the graph sees them (abstracts list the operations, checks are in the text).
+Measured on the generated 51 x 50 pool at kappa 0, before any learning: the layout part of
+E[v_i] (its mean over kappa-0 worlds that differ only in eps) explains 43 % of the spread of
+E[v_i]; the Spearman correlation of E[v_i] with its cross neighbours' mean is +0.35 on the
+real graph, -0.01 on the label-permuted one (null sd 0.03); the rest of E[v_i] correlates with
+neither (+0.01). So EnvSched may beat the label-permuted control at kappa 0 through the
+layout, legitimately. The world in which no graph can know anything about a task is the null
+world (``shuffle_tasks``); that is the harness check.
 """
 
 from __future__ import annotations

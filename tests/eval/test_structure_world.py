@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from envsched_gnn.envs.check import empty_trajectory_checks
 from envsched_gnn.envs.generator import generate_pool
@@ -55,6 +56,21 @@ def test_kappa_zero_difficulty_is_independent_of_structure(rest_checks):
     chance = len(set(kinds)) / mask.sum()  # eta^2 of unrelated values is about groups / n
     assert eta_squared(world(rest_checks, kappa=0.0).delta[mask], kinds) < 4 * chance
     assert eta_squared(world(rest_checks, kappa=1.0).delta[mask], kinds) > 0.2
+
+
+def test_kappa_zero_leaves_the_layout_in_the_variance_and_the_null_world_removes_it(rest_checks):
+    # the operation count is what a task's abstract shows; at kappa 0 difficulty ignores it,
+    # but a task with more operations still has more ways to stop early
+    for seed in (0, 1):
+        config = SimulatorConfig(kappa=0.0, world_seed=seed)
+        w = world(rest_checks, kappa=0.0, world_seed=seed)
+        operations = w.slot_mask.sum(axis=1)
+        variance = LearnerSimulator(POOL, config, world=w).expected_group_variance()
+        null = w.with_tasks_shuffled(seed)
+        null_variance = LearnerSimulator(POOL, config, world=null).expected_group_variance()
+        noise = 1 / np.sqrt(len(operations) - 1)  # sd of a Spearman correlation under the null
+        assert spearmanr(variance, operations).statistic < -6 * noise
+        assert abs(spearmanr(null_variance, operations).statistic) < 3 * noise
 
 
 def test_difficulty_distribution_is_the_same_for_every_kappa(rest_checks):
