@@ -26,7 +26,7 @@ def test_the_issue_commands_are_all_registered():
         "pool generate", "pool check", "pool import-envscaler",
         "graph build", "graph export", "graph add-env",
         "train sft", "train grpo",
-        "eval policy", "eval compare-predictors", "eval ablate",
+        "eval policy", "eval compare-predictors", "eval graph-signal", "eval ablate",
         "bench predictor", "bench scheduler",
     }  # fmt: skip
     assert expected <= commands

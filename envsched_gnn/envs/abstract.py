@@ -9,50 +9,37 @@ uses and the *gates* those steps impose (identifier resolution, state preconditi
     step 1: identifier resolution; step 2: list/filter using step 1 (gate: identifier
     resolution); step 3: update using step 2 (gate: record selection)
 
-Tools are classified by the verb their name starts with, then by the words of their
-schema description. A step k *uses* step j < k when an identifier argument of step k
-was an argument of step j, or (when no earlier call carried it) was produced by step j:
-the latest earlier read step (lookup, list/filter, identifier resolution) whose noun is
-that identifier's entity (``customer_id`` is produced by ``find_customer_by_name``).
+Tools are classified by :mod:`envsched_gnn.envs.tool_categories` from their name,
+description and parameters, and from what their calls do to the state when a replay of the
+pool's references showed it (``pool check --write-effects``). A step k *uses* step j < k
+when an identifier argument of step k was an argument of step j, or (when no earlier call
+carried it) was produced by step j: the latest earlier read step (lookup, list/filter,
+identifier resolution) whose noun is that identifier's entity (``customer_id`` is produced
+by ``find_customer_by_name``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from envsched_gnn.envs.pool import Environment, Task, ToolCall
-
-LOOKUP = "lookup"
-LIST = "list/filter"
-RESOLVE = "identifier resolution"
-ELIGIBILITY = "eligibility check"
-PRECONDITION = "state precondition"
-CREATE = "create"
-UPDATE = "update"
-TRANSITION = "status transition"
-DELETE = "delete"
-RELATION = "relation replacement"
-VALIDATE = "validate"
-OTHER = "other operation"
-
-CATEGORIES = (
-    LOOKUP,
-    LIST,
-    RESOLVE,
-    ELIGIBILITY,
-    PRECONDITION,
+from envsched_gnn.envs.tool_categories import (
+    CATEGORIES,
     CREATE,
-    UPDATE,
-    TRANSITION,
     DELETE,
+    ELIGIBILITY,
+    LIST,
+    LOOKUP,
+    PRECONDITION,
     RELATION,
+    RESOLVE,
+    TRANSITION,
+    UPDATE,
     VALIDATE,
-    OTHER,
+    classify_tool,
 )
-READ_CATEGORIES = frozenset({LOOKUP, LIST, RESOLVE, ELIGIBILITY, PRECONDITION, VALIDATE})
-CHANGE_CATEGORIES = frozenset({CREATE, UPDATE, TRANSITION, DELETE, RELATION})
 
 GATE_RESOLUTION = "identifier resolution"
 GATE_PRECONDITION = "state precondition"
@@ -75,28 +62,6 @@ GATE_OF_CATEGORY = {
     LIST: GATE_SELECTION,
 }
 
-VERBS: dict[str, str] = {}
-for _category, _verbs in (
-    (LOOKUP, "get fetch lookup show view read retrieve describe find inspect"),
-    (LIST, "list search filter query browse"),
-    (RESOLVE, "resolve identify"),
-    (ELIGIBILITY, "check is can has eligible"),
-    (PRECONDITION, "ensure require assert"),
-    (CREATE, "create add register book open issue enroll schedule file place new make reserve"),
-    (CREATE, "log record insert request apply post"),
-    (UPDATE, "update set change edit modify adjust rename flag hold waitlist mark note tag"),
-    (UPDATE, "increase decrease extend suspend refer"),
-    (TRANSITION, "approve confirm activate complete fulfill fill ship dispatch publish sign"),
-    (TRANSITION, "submit process settle accept start finish finalize release admit certify"),
-    (TRANSITION, "launch authorize reject renew grant award"),
-    (DELETE, "delete remove cancel void withdraw revoke terminate drop archive close"),
-    (DELETE, "discard retire discharge expire deactivate"),
-    (RELATION, "reassign transfer replace move swap switch rebook reroute relocate assign"),
-    (VALIDATE, "validate verify audit"),
-):
-    for _verb in _verbs.split():
-        VERBS[_verb] = _category
-
 _NOUN_STOP = frozenset({"by", "for", "of", "with", "from", "to", "in", "eligibility", "name"})
 _ID_QUALIFIERS = frozenset(
     {"new", "target", "old", "source", "destination", "current", "replacement", "other"}
@@ -104,27 +69,20 @@ _ID_QUALIFIERS = frozenset(
 _STEP = re.compile(r"step (\d+): (.+?)(?: using .*)?$")
 
 
-def classify_tool(name: str, description: str = "") -> str:
-    """The category of a tool, from its name's verb, else its description's first verb."""
-    lowered = name.lower()
-    tokens = [token for token in lowered.split("_") if token]
-    if "by_name" in lowered or re.search(r"_id_(by|for|of)_", lowered):
-        return RESOLVE
-    if tokens and tokens[0] in VERBS:
-        return VERBS[tokens[0]]
-    for word in re.findall(r"[a-z]+", description.lower()):
-        if word in VERBS:
-            return VERBS[word]
-    return OTHER
+ToolEffects = Mapping[str, frozenset[str]]
+"""Tool name -> the kinds of change its replayed calls showed (``ObservedEffect.typical``)."""
 
 
-def tool_categories(env: Environment) -> dict[str, str]:
-    """Category of every tool of ``env``, keyed by tool name."""
+def tool_categories(env: Environment, effects: ToolEffects | None = None) -> dict[str, str]:
+    """Category of every tool of ``env``, keyed by tool name; ``effects`` maps a tool name to
+    the kinds of change its replayed calls showed (:mod:`envsched_gnn.envs.state_diff`)."""
+    effects = effects or {}
     categories = {}
     for tool in env.tools:
         function = tool.get("function", tool)
-        categories[function.get("name", "")] = classify_tool(
-            function.get("name", ""), function.get("description", "")
+        name = function.get("name", "")
+        categories[name] = classify_tool(
+            name, function.get("description", ""), function.get("parameters"), effects.get(name)
         )
     return categories
 
@@ -186,7 +144,10 @@ def _format_step(index: int, category: str, uses: list[int], gates: list[str]) -
 
 
 def abstract_from_calls(
-    calls: Sequence[ToolCall], env: Environment, instruction: str | None = None
+    calls: Sequence[ToolCall],
+    env: Environment,
+    instruction: str | None = None,
+    effects: ToolEffects | None = None,
 ) -> str:
     """Deterministic abstract of a call sequence in ``env`` (module docstring format).
 
@@ -194,9 +155,10 @@ def abstract_from_calls(
     order (identifier resolution from a resolution step, state precondition from a
     lookup, eligibility, validation, record selection from a list). An identifier that
     appears in ``instruction`` was given, not produced by an earlier step; a lookup
-    never produces identifiers of the entity it looks up.
+    never produces identifiers of the entity it looks up. ``effects`` of the env's tools, when
+    known, inform their categories.
     """
-    categories = tool_categories(env)
+    categories = tool_categories(env, effects)
     steps: list[str] = []
     step_categories: list[str] = []
     for k, call in enumerate(calls):
@@ -253,16 +215,22 @@ def abstract_from_checks(task: Task) -> str:
 LlmExtractor = Callable[[Task, Environment], str]
 
 
-def abstract_of(task: Task, env: Environment, llm_extractor: LlmExtractor | None = None) -> str:
+def abstract_of(
+    task: Task,
+    env: Environment,
+    llm_extractor: LlmExtractor | None = None,
+    effects: ToolEffects | None = None,
+) -> str:
     """The task's abstract: ``task.abstract`` when given, else ``llm_extractor(task, env)``
-    when a hook is passed, else extracted from the reference solution, else from the checks.
+    when a hook is passed, else extracted from the reference solution (with the ``effects``
+    of the env's tools when known), else from the checks.
     """
     if task.abstract:
         return task.abstract
     if llm_extractor is not None:
         return llm_extractor(task, env)
     if task.reference_solution:
-        return abstract_from_calls(task.reference_solution, env, task.task)
+        return abstract_from_calls(task.reference_solution, env, task.task, effects)
     return abstract_from_checks(task)
 
 

@@ -6,6 +6,13 @@ reference solution must score ``r = 1`` and the empty trajectory (no tool call) 
 ``{"envs", "tasks", "reference_mean_reward", "reference_min_reward", "empty_mean_reward",
 "empty_max_reward", "errors", "seconds"}`` (reference figures are ``null`` when no task has a
 reference solution).
+
+With ``record_effects`` the replay snapshots the state around every reference call and
+collects, per environment and tool, what the calls did to it
+(:class:`~envsched_gnn.envs.state_diff.ObservedEffect`); the summary then also has
+``tool_effects`` (those counts) and ``recategorised`` (each ``env/tool`` whose category the
+replay changed, from what name, description and parameters say to what the calls did).
+``pool check --write-effects`` saves the counts as the pool's ``tool_effects.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from tqdm import tqdm
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import PoolError, load_pool
 from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig
+from envsched_gnn.envs.state_diff import ObservedEffect, state_effects
 
 
 @dataclass
@@ -33,6 +41,8 @@ class CheckConfig:
     """Tasks replayed per batch (the progress bar advances per batch)."""
     progress: bool = True
     """Show a progress bar on stderr."""
+    record_effects: bool = False
+    """Snapshot the state around every reference call and collect each tool's effects."""
 
 
 def check_pool(directory: str | Path, config: CheckConfig) -> dict[str, Any]:
@@ -53,6 +63,7 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
     errors: list[str] = []
     reference_rewards: list[float] = []
     empty_rewards: list[float] = []
+    effects: dict[str, dict[str, ObservedEffect]] | None = {} if config.record_effects else None
     tasks = pool.tasks
     with (
         EnvRuntime(pool, config.runtime) as runtime,
@@ -65,7 +76,7 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
                 (task, task.reference_solution) for task in with_reference
             ]
             runs += [(task, []) for task in chunk]
-            scores = _run(runtime, runs, errors)
+            scores = _run(runtime, runs, errors, effects)
             for task, score in zip(with_reference, scores[: len(with_reference)], strict=True):
                 reference_rewards.append(score.reward)
                 if score.reward < 1.0:
@@ -78,13 +89,61 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
                         "rollouts can never differ"
                     )
             bar.update(len(chunk))
-    return _summary(len(pool.envs), len(tasks), reference_rewards, empty_rewards, errors)
+    summary = _summary(len(pool.envs), len(tasks), reference_rewards, empty_rewards, errors)
+    if effects is not None:
+        summary["tool_effects"] = {
+            env_id: {tool: effect.to_json() for tool, effect in sorted(tools.items())}
+            for env_id, tools in sorted(effects.items())
+        }
+        summary["recategorised"] = recategorised(pool, effects)
+    return summary
+
+
+def recategorised(pool: Pool, effects: dict[str, dict[str, ObservedEffect]]) -> list[str]:
+    """``env/tool: before -> after`` for every tool whose category the observed effects change."""
+    from envsched_gnn.envs.abstract import tool_categories
+    from envsched_gnn.envs.tool_effects import typical_effects
+
+    typical = typical_effects(effects)
+    changes = []
+    for env_id, env in pool.envs.items():
+        text_only = tool_categories(env)
+        with_effects = tool_categories(env, typical.get(env_id))
+        changes += [
+            f"{env_id}/{tool}: {text_only[tool]} -> {category}"
+            for tool, category in with_effects.items()
+            if category != text_only[tool]
+        ]
+    return changes
+
+
+def empty_trajectory_checks(
+    pool: Pool, config: RuntimeConfig | None = None, chunk_size: int = 256
+) -> dict[str, tuple[bool, ...]]:
+    """Which checks of every task pass when the agent does nothing (no tool call), by task id.
+
+    Run in the sandboxed runtime, like ``pool check``'s empty replay; a check that raises
+    counts as failing, as in a reward.
+    """
+    passed: dict[str, tuple[bool, ...]] = {}
+    with EnvRuntime(pool, config) as runtime:
+        for begin in range(0, len(pool.tasks), chunk_size):
+            chunk = pool.tasks[begin : begin + chunk_size]
+            scores = runtime.replay([(task.task_id, []) for task in chunk])
+            passed.update(
+                (task.task_id, score.checks) for task, score in zip(chunk, scores, strict=True)
+            )
+    return passed
 
 
 def _run(
-    runtime: EnvRuntime, runs: list[tuple[Task, Sequence[ToolCall]]], errors: list[str]
+    runtime: EnvRuntime,
+    runs: list[tuple[Task, Sequence[ToolCall]]],
+    errors: list[str],
+    effects: dict[str, dict[str, ObservedEffect]] | None = None,
 ) -> list[EpisodeScore]:
-    """Fresh episodes, their calls, their scores; a failed instantiation is an error."""
+    """Fresh episodes, their calls, their scores; a failed instantiation is an error. With
+    ``effects``, the calls go one position at a time with a state snapshot after each."""
     episode_ids = [f"check-{index}" for index in range(len(runs))]
     try:
         resets = runtime.reset(
@@ -98,12 +157,38 @@ def _run(
         errors.extend(
             f"task {task_id!r}: instantiation failed: {error}" for task_id, error in failed.items()
         )
-        runtime.call(
-            [(e, call) for e, (_, calls) in zip(episode_ids, runs, strict=True) for call in calls]
-        )
+        if effects is None:
+            runtime.call(
+                [(e, c) for e, (_, calls) in zip(episode_ids, runs, strict=True) for c in calls]
+            )
+        else:
+            _call_recording_effects(runtime, episode_ids, runs, effects)
         return runtime.score(episode_ids)
     finally:
         runtime.release(episode_ids)
+
+
+def _call_recording_effects(
+    runtime: EnvRuntime,
+    episode_ids: list[str],
+    runs: list[tuple[Task, Sequence[ToolCall]]],
+    effects: dict[str, dict[str, ObservedEffect]],
+) -> None:
+    """Call position k of every run, snapshot, call position k + 1, ...; each successful call
+    whose states before and after were readable adds its kinds of change to its tool."""
+    live = [(e, task, list(calls)) for e, (task, calls) in zip(episode_ids, runs, strict=True)]
+    live = [run for run in live if run[2]]
+    states = dict(zip([e for e, _, _ in live], runtime.state([e for e, _, _ in live]), strict=True))
+    for k in range(max((len(calls) for _, _, calls in live), default=0)):
+        active = [(e, task, calls[k]) for e, task, calls in live if len(calls) > k]
+        results = runtime.call([(e, call) for e, _, call in active])
+        after = runtime.state([e for e, _, _ in active])
+        for (e, task, call), result, now in zip(active, results, after, strict=True):
+            before = states[e]
+            if result.get("success") is True and before["success"] and now["success"]:
+                effect = effects.setdefault(task.env_id, {}).setdefault(call.name, ObservedEffect())
+                effect.add(state_effects(before["data"], now["data"]))
+            states[e] = now
 
 
 def _reference_error(task: Task, score: EpisodeScore) -> str:

@@ -23,6 +23,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     check.add_argument("directory", metavar="DIR", help="pool folder (envs.json, tasks.json)")
     _add_runtime_arguments(check)
     check.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    check.add_argument(
+        "--write-effects",
+        action="store_true",
+        help="snapshot the state around every reference call and write what each tool's calls "
+        "did to it as DIR/tool_effects.json (the abstract extractor then uses it to categorise "
+        "tools); the summary lists the tools whose category that changes",
+    )
     check.set_defaults(func=_check)
 
     importer = groups["pool"].add_parser(
@@ -90,10 +97,22 @@ def _runtime_config(args: argparse.Namespace) -> RuntimeConfig:
 def _check(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.check import CheckConfig, check_pool
 
-    config = CheckConfig(runtime=_runtime_config(args), progress=not args.no_progress)
+    config = CheckConfig(
+        runtime=_runtime_config(args),
+        progress=not args.no_progress,
+        record_effects=args.write_effects,
+    )
     summary = check_pool(args.directory, config)
     for error in summary["errors"]:
         print(f"error: {error}", file=sys.stderr)
+    if args.write_effects and "tool_effects" in summary:
+        from envsched_gnn.envs.tool_effects import parse_tool_effects, write_tool_effects
+
+        effects = parse_tool_effects(summary.pop("tool_effects"), "pool check")
+        path = write_tool_effects(args.directory, effects)
+        summary["tool_effects_file"] = str(path)
+        for change in summary["recategorised"]:
+            print(f"recategorised by the replay: {change}", file=sys.stderr)
     print(json.dumps(summary))
     return 1 if summary["errors"] else 0
 

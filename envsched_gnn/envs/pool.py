@@ -65,6 +65,9 @@ class Pool:
 
     envs: dict[str, Environment]
     tasks: list[Task]
+    tool_effects: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    """env id -> tool -> the kinds of change its replayed calls showed (``tool_effects.json``,
+    :mod:`envsched_gnn.envs.tool_effects`); empty when the pool was never replayed so."""
 
     def __post_init__(self) -> None:
         self._by_id = {task.task_id: task for task in self.tasks}

@@ -5,8 +5,9 @@ list) or ``tasks.jsonl`` (one task per line). ``tools`` and ``init_config`` may 
 or JSON strings; env ids may be strings or integers (they become strings). Validation reads
 code with :mod:`ast` only: nothing of the pool is executed in this process. Every defect is
 reported with the file, the environment or task, and the field; all defects are collected
-and raised together as one :class:`PoolError`. Loading never writes; saving validates first
-and replaces each file atomically.
+and raised together as one :class:`PoolError`. An optional ``tool_effects.json``
+(:mod:`envsched_gnn.envs.tool_effects`) becomes ``Pool.tool_effects``. Loading never writes;
+saving validates first and replaces each file atomically.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task, ToolCall
+from envsched_gnn.envs.tool_effects import read_tool_effects, typical_effects
 
 ENVS_FILE = "envs.json"
 TASKS_FILE = "tasks.json"
@@ -61,7 +63,12 @@ def load_pool(directory: str | Path) -> Pool:
         tasks_file, tasks_raw = tasks_path, _read_json(tasks_path)
     else:
         tasks_file, tasks_raw = jsonl_path, _read_jsonl(jsonl_path)
-    return parse_pool(envs_raw, tasks_raw, envs_file=str(envs_path), tasks_file=str(tasks_file))
+    pool = parse_pool(envs_raw, tasks_raw, envs_file=str(envs_path), tasks_file=str(tasks_file))
+    try:
+        pool.tool_effects = typical_effects(read_tool_effects(directory))
+    except ValueError as error:
+        raise PoolError([str(error)]) from error
+    return pool
 
 
 def save_pool(pool: Pool, directory: str | Path) -> Path:

@@ -265,6 +265,23 @@ class EnvRuntime:
         self._dispatch(jobs, results)
         return results
 
+    def state(self, episode_ids: Sequence[str]) -> list[dict]:
+        """Each episode's current state: ``{"success": True, "data": {attribute: value}}`` (values
+        JSON cannot hold as their ``repr``), or ``{"success": False, "error": str}``."""
+        results: list = [None] * len(episode_ids)
+        jobs: dict[int, list[_Item]] = {}
+        for sink, episode_id in enumerate(episode_ids):
+            episode = self._episode(episode_id)
+            if episode.status != "live":
+                results[sink] = _error(f"episode {episode_id!r} is not usable: {episode.error}")
+                continue
+            text = json.dumps({"op": "state", "ep": episode_id})
+            jobs.setdefault(episode.worker, []).append(
+                _Item("state", text, episode_id, sink, self._budget(1))
+            )
+        self._dispatch(jobs, results)
+        return results
+
     def release(self, episode_ids: Sequence[str]) -> None:
         """Forgets episodes (unknown ids are ignored)."""
         jobs: dict[int, list[_Item]] = {}

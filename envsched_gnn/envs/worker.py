@@ -17,6 +17,8 @@ an op that hit its alarm (the parent does not replay those when it rebuilds an e
 - ``call``: ``{"ep", "name", "args"}`` calls a tool; the result is the tool's dict.
 - ``score``: ``{"ep"}`` runs each check as ``check_func(final_state)`` with
   ``initial_state`` bound as a global; a check passes only if it returns ``True``.
+- ``state``: ``{"ep"}`` the episode's current state (its non-dunder attributes) as JSON,
+  values JSON cannot hold written as their ``repr``.
 - ``release``: ``{"ep"}`` forgets an episode.
 """
 
@@ -78,6 +80,8 @@ class Worker:
             return self.call(op)
         if kind == "score":
             return json.dumps(self.score(op["ep"]))
+        if kind == "state":
+            return self.state(op["ep"])
         if kind == "release":
             self.episodes.pop(op["ep"], None)
             return '{"success": true}'
@@ -157,6 +161,20 @@ class Worker:
                 checks.append(False)
                 errors.append(_describe(error))
         return {"success": True, "checks": checks, "errors": errors}
+
+    def state(self, episode_id: str) -> str:
+        episode = self.episodes.get(episode_id)
+        if episode is None:
+            return _error(f"episode {episode_id!r} is not live on this worker")
+        text = json.dumps(
+            {"success": True, "data": _state_of(episode["env"])},
+            default=repr,
+            allow_nan=False,
+            sort_keys=True,
+        )
+        if len(text) > self.max_result_bytes:
+            return _error(f"state of {len(text)} bytes, over the limit {self.max_result_bytes}")
+        return text
 
     def run_check(self, source: str, initial: tuple, final: tuple) -> object:
         """Each check gets its own copies of both states, so no check sees another's edits."""

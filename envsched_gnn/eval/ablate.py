@@ -24,10 +24,24 @@ last update that fits in T x B x K rollouts.
 
 Graphs are built over the train split only (held-out tasks are never scheduled), once per
 (pool, neighbour sizes, shuffle) and cached under ``out/graphs/``; the neighbour-size grid
-reuses one build at the largest sizes, truncated per task to its top k by (sim, task id),
-which is what a build at the smaller k keeps. ``--shuffle-graph`` adds ``envsched_shuffled``:
-EnvSched on a graph built after environment membership and abstract descriptions were
-reassigned at random (spec section 7).
+reuses one build at the largest sizes, truncated per task to its top k by (sim, pair key),
+which is what a build at the smaller k keeps.
+
+Controls (spec section 7, :mod:`envsched_gnn.eval.controls`): ``--controls`` adds EnvSched
+on label-permuted copies of the default graph, ``envsched_permuted`` (the primary control:
+within sources permuted inside their environment, cross sources over all tasks),
+``envsched_permuted_within``, ``envsched_permuted_cross`` and ``envsched_permuted_all``
+(both relations over all tasks), ``envsched_permuted_predictor`` (the predictor on the
+permuted graph, the similarity penalty on the real one; simulator only); and
+``envsched_shuffled`` (``shuffled``, or
+``--shuffle-graph``), the secondary control: a graph rebuilt after environment membership
+and abstracts were reassigned at random. ``--oracle-graph`` adds ``envsched_oracle``, EnvSched
+on the graph of hidden structure (:mod:`envsched_gnn.eval.oracle`), an upper bound.
+
+Predictor quality per step (schedulers with a predictor, i.e. the EnvSched family): the
+Spearman correlation of the step's q with the realised variance v of the groups rolled out
+(``predict/spearman_batch``, over the batch) and, with the simulator, with every task's true
+expected group variance at that step (``predict/spearman_true``, over all train tasks).
 """
 
 from __future__ import annotations
@@ -43,8 +57,17 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.eval.controls import (
+    CONTROLS,
+    PERMUTED_CONTROLS,
+    PREDICTOR_CONTROL,
+    SHUFFLED_CONTROL,
+    permuted_graph,
+    shuffled_pool,
+)
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 from envsched_gnn.eval.simulate import (
     LearnerSimulator,
@@ -60,6 +83,8 @@ BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 SHUFFLED = "envsched_shuffled"
+ORACLE = "envsched_oracle"
+PREDICTION_METRICS = ("predict/spearman_batch", "predict/spearman_true")
 STEP_METRICS = BATCH_METRICS
 
 
@@ -68,6 +93,11 @@ LEARNER_LABELS = {"sim": "simulator", "policy": "policy (real GRPO)"}
 
 def grid_name(k_in: int, k_cross: int) -> str:
     return f"k{k_in}_{k_cross}"
+
+
+def control_name(control: str) -> str:
+    """The result name of EnvSched on a control graph: ``envsched_<control>``."""
+    return f"envsched_{control}"
 
 
 def eval_every_for(steps: int, evaluations: int = 5) -> int:
@@ -94,8 +124,8 @@ class AblationConfig:
     """B, groups per step."""
     learner: str = "sim"
     """``sim`` (the learner simulator) or ``policy`` (real GRPO runs of the policy)."""
-    shuffle_graph: bool = False
-    """Also run EnvSched on a graph built from shuffled environments and abstracts."""
+    controls: tuple[str, ...] = ()
+    """Control graphs to run EnvSched on (spec section 7): names of ``controls.CONTROLS``."""
     schedulers: tuple[str, ...] = ENVSCHED_VARIANTS + BASELINES
     """Registered scheduler names to run on the default graph."""
     k_grid: tuple[tuple[int, int], ...] = K_GRID
@@ -108,8 +138,10 @@ class AblationConfig:
     pool)."""
     workers: int = 2
     """Worker processes."""
-    shuffle_seed: int = 0
-    """Seed of the shuffled-graph control."""
+    control_seed: int = 0
+    """Seed of the control graphs' permutations and of the shuffled pool."""
+    oracle_graph: bool = False
+    """Also run EnvSched on the oracle graph of hidden structure (an upper bound)."""
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     """The learner simulator's parameters; K = ``simulator.rollouts`` for both learners."""
     policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
@@ -125,6 +157,17 @@ class AblationConfig:
                 )
         if self.score_steps is None:
             self.score_steps = score_steps_for(self.steps, self.evaluations)
+        unknown_controls = [c for c in self.controls if c not in CONTROLS]
+        if unknown_controls:
+            raise ValueError(
+                f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
+            )
+        self.controls = tuple(c for c in CONTROLS if c in self.controls)
+        if self.learner == "policy" and PREDICTOR_CONTROL in self.controls:
+            raise ValueError(
+                f"--controls {PREDICTOR_CONTROL} needs --learner sim (GRPO training reads one "
+                "graph for the predictor and the penalty)"
+            )
         from envsched_gnn.scheduler.registry import SCHEDULERS
 
         unknown = [name for name in self.schedulers if name not in SCHEDULERS]
@@ -145,42 +188,22 @@ def train_pool(pool: Pool) -> Pool:
     return Pool(pool.envs, tasks)
 
 
-def shuffled_pool(pool: Pool, seed: int) -> Pool:
-    """Reassign environment membership (sizes kept) and abstract descriptions at random."""
-    from envsched_gnn.envs.abstract import abstract_of
-
-    rng = np.random.default_rng(seed)
-    class_of = {t.env_id: t.env_class_name for t in pool.tasks}
-    envs = [t.env_id for t in pool.tasks]
-    abstracts = [abstract_of(t, pool.envs.get(t.env_id)) for t in pool.tasks]
-    env_order = rng.permutation(len(envs))
-    abstract_order = rng.permutation(len(abstracts))
-    tasks = [
-        replace(
-            task,
-            env_id=envs[env_order[i]],
-            env_class_name=class_of[envs[env_order[i]]],
-            abstract=abstracts[abstract_order[i]],
-        )
-        for i, task in enumerate(pool.tasks)
-    ]
-    return Pool(pool.envs, tasks)
-
-
 def truncate_graph(graph: TaskGraph, k_in: int, k_cross: int) -> TaskGraph:
-    """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours by (sim, task id)."""
+    """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours, ranked as the
+    builder ranks them (similarity, then the pair key), so the result equals a build at the
+    smaller sizes."""
+    from envsched_gnn.graph_store.builder import pair_keys, task_hashes
+
+    hashes = task_hashes(graph.task_ids)
     edges = {}
     for relation, k in (("within", k_in), ("cross", k_cross)):
         e = graph.edges[relation]
-        src_id = np.array(graph.task_ids, dtype=object)[e.src] if len(e) else np.zeros(0, object)
-        order = sorted(range(len(e)), key=lambda n: (e.dst[n], -e.sim[n], src_id[n]))
-        keep, seen = [], {}
-        for n in order:
-            d = int(e.dst[n])
-            if seen.get(d, 0) < k:
-                keep.append(n)
-                seen[d] = seen.get(d, 0) + 1
-        keep = np.asarray(sorted(keep), dtype=np.int64)
+        keys = pair_keys(hashes[e.dst], hashes[e.src])
+        order = np.lexsort((keys, -e.sim, e.dst))
+        dst = e.dst[order]
+        starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]]) if len(dst) else dst
+        rank = np.arange(len(dst)) - np.repeat(starts, np.diff(np.r_[starts, len(dst)]))
+        keep = np.sort(order[rank < k])
         edges[relation] = RelationEdges(e.src[keep], e.dst[keep], e.sim[keep])
     return TaskGraph(list(graph.task_ids), list(graph.env_ids), edges)
 
@@ -226,12 +249,14 @@ _CONTEXT: _Context | None = None
 
 @dataclass(frozen=True)
 class Job:
-    """One (run name, registered scheduler, graph key, seed)."""
+    """One (run name, registered scheduler, graph key, seed), and the key of the graph of the
+    similarity penalty when it is not ``graph``."""
 
     name: str
     scheduler: str
     graph: str
     seed: int
+    penalty_graph: str | None = None
 
 
 def run_job(job: Job, context: _Context | None = None) -> dict:
@@ -245,7 +270,10 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
     graph = ctx.graphs[job.graph]
     sim_config = replace(cfg.simulator, batch_size=cfg.batch_size)
     sim = LearnerSimulator(ctx.pool, sim_config, seed=job.seed, world=ctx.world)
-    scheduler = make_scheduler(job.scheduler, graph, batch_size=cfg.batch_size, seed=job.seed)
+    options = {} if job.penalty_graph is None else {"penalty_graph": ctx.graphs[job.penalty_graph]}
+    scheduler = make_scheduler(
+        job.scheduler, graph, batch_size=cfg.batch_size, seed=job.seed, **options
+    )
     env_of = {t.task_id: t.env_id for t in ctx.pool.tasks}
     tools_of = {
         t.task_id: {(t.env_id, call.name) for call in (t.reference_solution or [])}
@@ -253,6 +281,8 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
     }
     budget = cfg.steps * cfg.batch_size * k
     spent, step = 0, 0
+    on_graph = sim.indices(graph.task_ids)
+    predicts = hasattr(scheduler, "last_prediction")
     records = [{"step": -1, "budget_step": 0.0, "score": sim.score()}]
     start = time.perf_counter()
     schedule_seconds = 0.0
@@ -261,6 +291,7 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
         batch = scheduler.next_batch(step)
         schedule_seconds += time.perf_counter() - t0
         batch = batch[: (budget - spent) // k]
+        truth = sim.expected_group_variance(on_graph) if predicts else None
         rollouts = sim.rollout(batch)
         rewards = rollouts.as_mapping(sim.world.task_ids)
         kept = scheduler.filter_groups(step, rewards)
@@ -270,6 +301,7 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
         tools = len(set().union(*(tools_of[t] for t in batch)))
         record = {"step": step, "budget_step": spent / (cfg.batch_size * k), "score": sim.score()}
         record.update(batch_metrics(rewards, env_of, tools))
+        record.update(prediction_quality(scheduler, graph, rewards, truth))
         record["trained_groups"] = len(kept)
         records.append(record)
         step += 1
@@ -283,6 +315,31 @@ def run_job(job: Job, context: _Context | None = None) -> dict:
     }
 
 
+def prediction_quality(
+    scheduler, graph: TaskGraph, rewards: dict[str, list[float]], truth: np.ndarray | None
+) -> dict[str, float]:
+    """Spearman of the step's q with the realised variance of the batch's groups and (when
+    ``truth`` holds every graph task's true expected variance) with the truth; {} without q.
+
+    A correlation with a constant side is undefined and reported as NaN."""
+    prediction = getattr(scheduler, "last_prediction", None)
+    if prediction is None:
+        return {}
+    q = np.asarray(prediction.q, dtype=np.float64)
+    rows = [graph.index[t] for t in rewards]
+    realised = [float(np.var(r)) for r in rewards.values()]
+    out = {"predict/spearman_batch": _spearman(q[rows], realised)}
+    if truth is not None:
+        out["predict/spearman_true"] = _spearman(q, truth)
+    return out
+
+
+def _spearman(a, b) -> float:
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(spearmanr(a, b).statistic)
+
+
 def _init_worker() -> None:
     import torch
 
@@ -293,23 +350,32 @@ def _init_worker() -> None:
 
 
 def run_names(config: AblationConfig) -> list[str]:
-    """Result names in table order: the schedulers, the neighbour-size grid, the control."""
+    """Result names in table order: the schedulers, the neighbour-size grid, the controls."""
     names = list(config.schedulers)
     names += [grid_name(*k) for k in config.k_grid if k != DEFAULT_K]
-    return names + ([SHUFFLED] if config.shuffle_graph else [])
+    names += [control_name(c) for c in config.controls]
+    return names + ([ORACLE] if config.oracle_graph else [])
 
 
 def plan_jobs(config: AblationConfig) -> list[Job]:
     """Every (name, scheduler, graph, seed) the config asks for, the slowest kinds first."""
-    named = [(s, s, grid_name(*DEFAULT_K)) for s in config.schedulers]
-    named += [(grid_name(*k), "envsched", grid_name(*k)) for k in config.k_grid if k != DEFAULT_K]
-    if config.shuffle_graph:
-        named.append((SHUFFLED, "envsched", "shuffled"))
+    default = grid_name(*DEFAULT_K)
+    named = [(s, s, default, None) for s in config.schedulers]
+    named += [
+        (grid_name(*k), "envsched", grid_name(*k), None) for k in config.k_grid if k != DEFAULT_K
+    ]
+    for c in config.controls:
+        if c == PREDICTOR_CONTROL:
+            named.append((control_name(c), "envsched", "permuted", default))
+        else:
+            named.append((control_name(c), "envsched", c, None))
+    if config.oracle_graph:
+        named.append((ORACLE, "envsched", "oracle", None))
     cost = {"learned": 0, "dapo": 2}
     named.sort(key=lambda item: cost.get(item[1], 1))
     return [
-        Job(name, sched, graph, seed)
-        for name, sched, graph in named
+        Job(name, sched, graph, seed, penalty)
+        for name, sched, graph, penalty in named
         for seed in range(config.seeds)
     ]
 
@@ -376,7 +442,7 @@ def run_ablation(
 def prepare_graphs(
     train: Pool, config: AblationConfig, graphs_dir: Path, log: Callable[[str], None]
 ) -> tuple[dict[str, TaskGraph], dict[str, float]]:
-    """The train-split graphs every job needs, keyed by ``grid_name`` (and ``shuffled``)."""
+    """The train-split graphs every job needs, keyed by ``grid_name`` and control name."""
     sizes = [DEFAULT_K, *config.k_grid]
     k_max = (max(k for k, _ in sizes), max(k for _, k in sizes))
     full, build_s = cached_graph(
@@ -386,10 +452,21 @@ def prepare_graphs(
     )
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}
-    if config.shuffle_graph:
-        graphs["shuffled"], timings["shuffled_graph_build_s"] = cached_graph(
-            graphs_dir / f"graph_shuffled{config.shuffle_seed}_{grid_name(*DEFAULT_K)}.json",
-            lambda: build_pool_graph(shuffled_pool(train, config.shuffle_seed), *DEFAULT_K),
+    permuted = [c for c in config.controls if c in PERMUTED_CONTROLS]
+    if PREDICTOR_CONTROL in config.controls and "permuted" not in permuted:
+        permuted.append("permuted")
+    for control in permuted:
+        graphs[control] = permuted_graph(
+            graphs[grid_name(*DEFAULT_K)], control, config.control_seed
+        )
+    if config.oracle_graph:
+        from envsched_gnn.eval.oracle import oracle_graph
+
+        graphs["oracle"] = oracle_graph(train, *DEFAULT_K)
+    if SHUFFLED_CONTROL in config.controls:
+        graphs[SHUFFLED_CONTROL], timings["shuffled_graph_build_s"] = cached_graph(
+            graphs_dir / f"graph_shuffled{config.control_seed}_{grid_name(*DEFAULT_K)}.json",
+            lambda: build_pool_graph(shuffled_pool(train, config.control_seed), *DEFAULT_K),
             log,
         )
     return graphs, timings
@@ -423,7 +500,8 @@ def simulate_jobs(
     _CONTEXT = None
     info = {
         "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
-        "operation_categories": world.op_names,
+        "world": {"kind": world.kind, **world.info},
+        "skills": world.op_names,
     }
     return runs, info
 

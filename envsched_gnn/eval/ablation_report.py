@@ -9,7 +9,9 @@ maximum of random's seed-mean curve (null when it never does); the curve has a p
 budget step (simulator) or per held-out evaluation (policy); "rollouts to random's final" is
 the budget, in rollouts, at which that curve first reaches random's final seed-mean score
 (the paper's "EnvSched reaches random's result with 3x fewer rollouts"). Margins over random are
-paired by seed (same run seed): mean and CI of score(scheduler) - score(random).
+paired by seed (same run seed): mean and CI of score(scheduler) - score(random); so is
+EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
+margin whose CI contains 0 is reported as inside the noise.
 """
 
 from __future__ import annotations
@@ -23,14 +25,25 @@ from scipy.stats import t as student_t
 
 from envsched_gnn.eval.ablate import (
     LEARNER_LABELS,
-    SHUFFLED,
+    PREDICTION_METRICS,
     STEP_METRICS,
     AblationConfig,
+    control_name,
     curve_steps,
     run_names,
     save_json,
     scores_at,
 )
+
+CONTROL_LABELS = {
+    "permuted": "the label-permuted graph (primary control)",
+    "permuted_within": "the within-permuted graph",
+    "permuted_cross": "the cross-permuted graph",
+    "permuted_all": "the fully permuted graph",
+    "permuted_predictor": "the label-permuted graph for the predictor only (the similarity "
+    "penalty on the real graph)",
+    "shuffled": "the SHUFFLED graph (secondary control: also moves quotas onto fake environments)",
+}
 
 SHORT = {
     "batch/mean_reward_variance": "mean var",
@@ -89,6 +102,9 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                 {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
             ],
         }
+        prediction = prediction_summary(group)
+        if prediction:
+            results[name]["prediction"] = prediction
     if "random" in results:
         best = max(results["random"]["curve"]["score_mean"])
         for entry in results.values():
@@ -98,7 +114,12 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
             entry["rollouts_to_random_final"] = _rollouts_to(
                 entry, results["random"]["curve"]["score_mean"][-1], grid, config
             )
-            entry["margin_over_random"] = _margin(entry, results["random"], config)
+            entry["margin_over_random"] = paired_margin(entry, results["random"], config)
+    if "envsched" in results:
+        results["envsched"]["margin_over_controls"] = {
+            control_name(c): paired_margin(results["envsched"], results[control_name(c)], config)
+            for c in config.controls
+        }
     return results
 
 
@@ -113,9 +134,34 @@ def _rollouts_to(
     return int(grid[reached[0]]) * config.batch_size * config.simulator.rollouts
 
 
-def _margin(entry: dict, random: dict, config: AblationConfig) -> dict:
+def prediction_summary(group: Sequence[dict]) -> dict:
+    """Per prediction metric: mean over steps per seed (steps where it is defined), mean and CI
+    over seeds, and the per-step mean over seeds; {} when the scheduler predicts nothing."""
+    summary = {}
+    for metric in PREDICTION_METRICS:
+        per_step = [[rec.get(metric, math.nan) for rec in r["records"][1:]] for r in group]
+        values = np.array(per_step, dtype=np.float64)
+        if not np.isfinite(values).any():
+            continue
+        defined = np.isfinite(values)
+        filled = np.where(defined, values, 0.0)
+        seed_means = [float(f[d].mean()) for f, d in zip(filled, defined, strict=True) if d.any()]
+        per_step = [
+            mean_ci(col[ok]) if ok.any() else None
+            for col, ok in zip(values.T, defined.T, strict=True)
+        ]
+        summary[metric] = {
+            **mean_ci(seed_means),
+            "per_step_mean": [None if c is None else c["mean"] for c in per_step],
+            "per_step_ci95": [None if c is None else c["ci95"] for c in per_step],
+        }
+    return summary
+
+
+def paired_margin(entry: dict, other_entry: dict, config: AblationConfig) -> dict:
+    """Per score step, mean and CI over seeds of score(entry) - score(other_entry), paired."""
     runs = {r["seed"]: r for r in entry["runs"]}
-    other = {r["seed"]: r for r in random["runs"]}
+    other = {r["seed"]: r for r in other_entry["runs"]}
     seeds = sorted(set(runs) & set(other))
     out = {}
     for s in config.score_steps:
@@ -153,16 +199,55 @@ def render_table(results: dict, config: AblationConfig) -> str:
     return "\n".join(lines)
 
 
+def render_prediction(results: dict) -> str:
+    """Spearman of the predictor's q with realised (batch) and true variance, per scheduler."""
+    rows = [(name, entry["prediction"]) for name, entry in results.items() if "prediction" in entry]
+    if not rows:
+        return ""
+    lines = [
+        "Predictor quality: Spearman of q(i, t) with the realised variance of the batch's "
+        "groups, and (simulator) with every task's true expected group variance at step t; "
+        "mean over steps, then mean ± 95 % CI over seeds.",
+        "",
+        "| scheduler | Spearman q vs realised v (batch) | Spearman q vs true E[v] (all tasks) |",
+        "|---|---|---|",
+    ]
+    for name, prediction in rows:
+        cells = [_fmt(prediction.get(m), 3) for m in PREDICTION_METRICS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _verdict(stat: dict | None) -> str:
+    if stat is None or stat["ci95"] is None:
+        return ""
+    low, high = stat["mean"] - stat["ci95"], stat["mean"] + stat["ci95"]
+    return " (inside the noise)" if low <= 0.0 <= high else ""
+
+
+def _margin_parts(margin: dict, config: AblationConfig) -> str:
+    return ", ".join(
+        f"@{s}: {_fmt(margin[str(s)])}{_verdict(margin[str(s)])}" for s in config.score_steps
+    )
+
+
 def render_margins(results: dict, config: AblationConfig) -> str:
+    """EnvSched and each control minus random, and EnvSched minus each control, paired."""
     lines = []
-    for name in ("envsched", SHUFFLED):
-        entry = results.get(name, {})
-        margin = entry.get("margin_over_random")
-        if not margin:
-            continue
-        label = "EnvSched" if name == "envsched" else "EnvSched on the SHUFFLED graph"
-        parts = ", ".join(f"@{s}: {_fmt(margin[str(s)])}" for s in config.score_steps)
-        lines.append(f"- {label} minus random (paired by seed): {parts}")
+    labelled = [("envsched", "EnvSched")]
+    labelled += [(control_name(c), f"EnvSched on {CONTROL_LABELS[c]}") for c in config.controls]
+    for name, label in labelled:
+        margin = results.get(name, {}).get("margin_over_random")
+        if margin:
+            lines.append(
+                f"- {label} minus random (paired by seed): {_margin_parts(margin, config)}"
+            )
+    for name, margin in results.get("envsched", {}).get("margin_over_controls", {}).items():
+        label = CONTROL_LABELS[name.removeprefix("envsched_")]
+        lines.append(
+            f"- EnvSched minus EnvSched on {label} (paired by seed): "
+            f"{_margin_parts(margin, config)}"
+        )
     return "\n".join(lines)
 
 
@@ -187,6 +272,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         "",
         render_margins(results, config),
         "",
+        render_prediction(results),
+        "",
         f"Timings: graph build {timings.get('graph_build_s', 0.0):.1f} s, runs "
         f"{timings['runs_s']:.1f} s, total {timings['total_s']:.1f} s "
         + (f"({config.workers} worker(s))." if config.learner == "sim" else "(one at a time)."),
@@ -197,12 +284,38 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
     (out / "report.md").write_text("\n".join(text), encoding="utf-8")
 
 
+def _world_line(world: dict, config: AblationConfig) -> str:
+    null = (
+        " NULL WORLD: every task is simulated as a seeded random other task, so nothing the "
+        "graph or the quotas see tells how it behaves."
+        if world.get("tasks_shuffled")
+        else ""
+    )
+    if world.get("kind") != "structure":
+        return (
+            "Simulator world: independent (task difficulty drawn independently of anything "
+            "the graph sees)." + null
+        )
+    line = (
+        f"Simulator world: structure, kappa = {config.simulator.kappa:g} (the share of the "
+        "difficulty's variance explained by the tasks' hidden structure), world seed "
+        f"{config.simulator.world_seed}; {world['tasks_with_hidden_structure']} tasks with a "
+        "generator structure"
+    )
+    fallback = world.get("tasks_structured_by_abstract", 0)
+    if fallback:
+        line += f", {fallback} structured by their abstracts (visible to the cross graph)"
+    return line + "." + null
+
+
 def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
     if config.learner == "sim":
         return [
             "Every number below comes from the learner *simulator* "
             "(`envsched_gnn.eval.simulate`), not from a trained language model: the downstream "
-            "score is the simulated expected reward on the held-out split."
+            "score is the simulated expected reward on the held-out split.",
+            "",
+            _world_line(run_info.get("world", {}), config),
         ]
     heldout = run_info["heldout"]
     warm_start = (
@@ -279,4 +392,37 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
     paths.append(out / "batch_metrics.png")
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
+    if any("prediction" in entry for entry in results.values()):
+        paths.append(_plot_prediction(results, out, label))
     return paths
+
+
+def _plot_prediction(results: dict, out: Path, label: str) -> Path:
+    """Per-step Spearman of q with realised and true variance (mean and CI band over seeds)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, metric in zip(axes, PREDICTION_METRICS, strict=True):
+        for name, entry in results.items():
+            stat = entry.get("prediction", {}).get(metric)
+            if stat is None:
+                continue
+            steps = np.asarray(
+                [r["budget_step"] for r in entry["runs"][0]["records"][1:]], dtype=np.float64
+            )
+            mean = np.array([np.nan if v is None else v for v in stat["per_step_mean"]])
+            ci = np.array([0.0 if v is None else v for v in stat["per_step_ci95"]])
+            n = min(len(steps), len(mean))
+            ax.plot(steps[:n], mean[:n], linewidth=1.0, label=name)
+            ax.fill_between(steps[:n], mean[:n] - ci[:n], mean[:n] + ci[:n], alpha=0.12)
+        ax.axhline(0.0, color="grey", linewidth=0.5)
+        ax.set_title(f"{metric} (learner: {label})")
+        ax.set_xlabel("budget step")
+        ax.set_ylabel("Spearman")
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "prediction.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -17,14 +17,17 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from envsched_gnn.observations import group_stats
 
 
-def _summary(groups: dict[str, list[float]]) -> dict[str, float]:
+def summarize_groups(groups: dict[str, list[float]]) -> dict[str, float]:
+    """The module docstring's summary of ``{task_id: [r_1..r_K]}`` (same K for every task)."""
     rewards = np.array(list(groups.values()), dtype=np.float64)
     m, v, _ = group_stats(rewards)
     return {
@@ -34,6 +37,49 @@ def _summary(groups: dict[str, list[float]]) -> dict[str, float]:
         "nonzero_variance_share": float(np.mean(v > 0)),
         "mean_reward_variance": float(v.mean()),
     }
+
+
+@dataclass
+class RolloutGroups:
+    """The rewards of K sampled episodes per task, with what the episodes ran into."""
+
+    rewards: dict[str, list[float]]
+    """Task id -> its K rewards, in sample order."""
+    finish_reasons: Counter[str] = field(default_factory=Counter)
+    malformed_calls: int = 0
+    rollout_s: float = 0.0
+
+
+def rollout_groups(
+    engine: Any,
+    tasks: Sequence[str],
+    k: int,
+    seed: int,
+    tasks_per_batch: int = 16,
+    progress: str | None = None,
+) -> RolloutGroups:
+    """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``), in batches
+    of ``tasks_per_batch`` (x k episodes); a progress bar named ``progress`` when given."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if not tasks:
+        raise ValueError("no task to roll out")
+    if len(set(tasks)) < len(tasks):
+        raise ValueError("rollout_groups: task ids must be distinct")
+    groups = RolloutGroups(defaultdict(list))
+    start = time.perf_counter()
+    bar = tqdm(total=len(tasks), desc=progress, unit="task", disable=progress is None)
+    for first in range(0, len(tasks), tasks_per_batch):
+        chunk = tasks[first : first + tasks_per_batch]
+        for episode in engine.rollout(chunk, k=k, seed=seed):
+            groups.rewards[episode.task_id].append(episode.reward)
+            groups.finish_reasons[episode.finish_reason] += 1
+            groups.malformed_calls += episode.malformed_calls
+        bar.update(len(chunk))
+    bar.close()
+    groups.rollout_s = time.perf_counter() - start
+    groups.rewards = dict(groups.rewards)
+    return groups
 
 
 def evaluate_policy(
@@ -49,35 +95,21 @@ def evaluate_policy(
     -> its k rewards, so that comparisons can be paired by task), ``finish_reasons`` counts,
     ``malformed_call_rate`` (malformed calls per episode), ``rollout_s`` and ``k``.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if not tasks:
-        raise ValueError("no task to evaluate")
-    if len(set(tasks)) < len(tasks):
-        raise ValueError("evaluate_policy: task ids must be distinct")
-    groups: dict[str, list[float]] = defaultdict(list)
-    finish: Counter[str] = Counter()
-    malformed = 0
-    start = time.perf_counter()
-    for first in range(0, len(tasks), tasks_per_batch):
-        for episode in engine.rollout(tasks[first : first + tasks_per_batch], k=k, seed=seed):
-            groups[episode.task_id].append(episode.reward)
-            finish[episode.finish_reason] += 1
-            malformed += episode.malformed_calls
-    rollout_s = time.perf_counter() - start
+    rolled = rollout_groups(engine, tasks, k, seed, tasks_per_batch)
+    groups = rolled.rewards
     env_of = {task_id: engine.pool.task(task_id).env_id for task_id in groups}
     per_env: dict[str, dict[str, list[float]]] = defaultdict(dict)
     for task_id, rewards in groups.items():
         per_env[env_of[task_id]][task_id] = rewards
     episodes = sum(len(g) for g in groups.values())
     return {
-        **_summary(groups),
+        **summarize_groups(groups),
         "k": k,
         "seed": seed,
         "episodes": episodes,
-        "malformed_call_rate": malformed / episodes,
-        "finish_reasons": dict(sorted(finish.items())),
-        "rollout_s": rollout_s,
-        "per_env": {env: _summary(g) for env, g in sorted(per_env.items())},
+        "malformed_call_rate": rolled.malformed_calls / episodes,
+        "finish_reasons": dict(sorted(rolled.finish_reasons.items())),
+        "rollout_s": rolled.rollout_s,
+        "per_env": {env: summarize_groups(g) for env, g in sorted(per_env.items())},
         "per_task": {task_id: list(groups[task_id]) for task_id in tasks},
     }

@@ -1,4 +1,5 @@
-"""Configuration of the analytic predictor (spec section 4); every default is the paper's."""
+"""Configuration of the analytic predictor (spec section 4; every default is the paper's) and
+of the learned propagation (``models.learned``), importable without torch."""
 
 from __future__ import annotations
 
@@ -105,3 +106,34 @@ class PredictorConfig:
     def cross_only(cls, **overrides) -> PredictorConfig:
         """The cross-only ablation: P_y = G_cross."""
         return cls(relation_weights={"within": 0.0, "cross": 1.0}, **overrides)
+
+
+@dataclass
+class LearnedConfig:
+    """Architecture and online-training settings of the learned propagation."""
+
+    hidden_channels: int = 32
+    """Width of every hidden layer."""
+    num_layers: int = 2
+    """Number of heterogeneous message-passing layers."""
+    learning_rate: float = 0.01
+    """Adam learning rate."""
+    weight_decay: float = 1e-4
+    """Adam weight decay."""
+    gradient_steps: int = 2
+    """Adam steps per ``update`` that saw at least one new step."""
+    steps_per_batch: int = 2
+    """Training examples (past steps) per mini-batch; the newest is always included."""
+    replay_steps: int = 32
+    """How many of the most recent steps are kept as training examples."""
+    aux_weight: float = 0.5
+    """Weight of the mean and dispersion targets next to the variance target."""
+    use_text: bool = False
+    """Append ``data['task'].x`` (e.g. a sentence embedding of the task) to the features."""
+    residual: bool = True
+    """Correct the analytic estimate in logit space, starting from zero (module docstring);
+    False: the head's output alone is the estimate."""
+    seed: int = 0
+    """Seed of the initial weights and of the mini-batch sampling."""
+    predictor: PredictorConfig = field(default_factory=PredictorConfig)
+    """Half-lives, lambda_g, calibration weights and eta shared with the analytic path."""

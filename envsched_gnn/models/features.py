@@ -1,8 +1,8 @@
-"""Node features of the learned propagation: per-task history statistics at both half-lives.
+"""Node features of the learned propagation, and the analytic estimates it refines.
 
 For scheduling step t (observations with s < t only) and each half-life h in
-(h_long, h_short), with the statistics of spec 4.1-4.3 (``models.history``) and
-y in (v, m, d), each channel scaled to [0, 1] (v by 4):
+(h_long, h_short), with the statistics of spec 4.1-4.5 (``models.history``, the analytic
+predictor) and y in (v, m, d), each channel scaled to [0, 1] (v by 4):
 
     own(i)      = ybar(i,t), or g_y(t) where W(i,t) = 0
     seen(i)     = 1[W(i,t) > 0]
@@ -11,20 +11,26 @@ y in (v, m, d), each channel scaled to [0, 1] (v by 4):
     env(i)      = (sum_{j in e(i)} W(j,t) ybar(j,t) + lambda_g g_y(t))
                   / (sum_{j in e(i)} W(j,t) + lambda_g)
     env_evidence(i) = log(1 + sum_{j in e(i)} W(j,t) / n_e),  env_seen(i) = share of e(i) observed
+    G_r(i)      = the relation estimate of spec 4.4, r in (within, cross)
+    r_evidence(i) = log(1 + sum_{j in N_t^r(i)} sim_r(i,j) W(j,t))
+    E(i)        = the analytic estimate E_y(i,t) of spec 4.5
     count(i)    = log(1 + #observations of i),  long(i) = 1[h = h_long]
 
-Neighbour statistics are left to the network's message passing over ``within`` / ``cross``.
+The neighbour statistics of spec 4.4 are features (measured on a replay of real rollouts, a
+network that had to rebuild them from summed neighbour features in a handful of online Adam
+steps ranked worse than chance: issue 13); message passing over ``within`` / ``cross`` adds
+what lies beyond them. :attr:`NodeFeatures.base` is E_y(i,t), the analytic estimate the
+learned layer corrects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.graph_store.snapshot import RELATIONS
 from envsched_gnn.models.config import Y_NAMES, PredictorConfig
-from envsched_gnn.models.history import half_life_stats, observed_before
-from envsched_gnn.observations import ObservationLog
 
 SCALE = np.array([4.0, 1.0, 1.0])
 """Per-channel scale of (v, m, d) so that every statistic lies in [0, 1]."""
@@ -37,30 +43,45 @@ FEATURE_NAMES = (
     *(f"env_{y}" for y in Y_NAMES),
     "env_evidence",
     "env_seen",
+    *(f"{r}_{y}" for r in RELATIONS for y in Y_NAMES),
+    *(f"{r}_evidence" for r in RELATIONS),
+    *(f"analytic_{y}" for y in Y_NAMES),
     "count",
     "long",
 )
 
 
-def history_features(
-    log: ObservationLog | Mapping[str, np.ndarray],
-    step: int,
-    env: np.ndarray,
-    config: PredictorConfig,
-) -> np.ndarray:
-    """Features of every task at ``step`` for (h_long, h_short): float64 (2, N, F).
+@dataclass
+class NodeFeatures:
+    """``x``: float64 (2, N, F) features per half-life; ``base``: float64 (2, N, 3) the analytic
+    estimates (E_v, E_m, E_d) per half-life, unscaled."""
 
-    ``env`` is each task's environment index, int64 (N,); F = ``len(FEATURE_NAMES)``.
+    x: np.ndarray
+    base: np.ndarray
+
+
+def node_features(data, log, step: int, config: PredictorConfig, predictor=None) -> NodeFeatures:
+    """Features of every task at ``step`` for (h_long, h_short) (module docstring).
+
+    ``data`` is the ``HeteroData`` graph (``data['task'].env``, the ``within`` / ``cross``
+    edges), ``log`` an ``ObservationLog`` in its node order (or its arrays); ``predictor`` an
+    ``AnalyticPredictor`` with ``config`` to reuse (its graph cache).
     """
-    env = np.asarray(env, dtype=np.int64)
+    from envsched_gnn.models.analytic import AnalyticPredictor
+
+    predictor = predictor or AnalyticPredictor(config)
+    computation = predictor.compute(data, log, step)
+    env = computation.view.env
+    if env is None:
+        raise ValueError("the graph has no environments (data['task'].env)")
     n = env.shape[0]
     n_env = int(env.max()) + 1 if n else 0
     env_size = np.bincount(env, minlength=n_env).astype(np.float64)
-    history = observed_before(log, step, n)
-    count = np.log1p(np.bincount(history.task, minlength=n).astype(np.float64))
+    count = np.log1p(np.bincount(computation.history.task, minlength=n).astype(np.float64))
     out = np.empty((2, n, len(FEATURE_NAMES)))
-    for k, half_life in enumerate(config.half_lives):
-        stats = half_life_stats(history, n, half_life, config.defaults)
+    base = np.empty((2, n, len(Y_NAMES)))
+    for k, result in enumerate((computation.long, computation.short)):
+        stats = result.stats
         seen = stats.weight > 0
         own = np.where(seen[:, None], stats.own_estimate(), stats.g)
         env_weight = np.bincount(env, weights=stats.weight, minlength=n_env)
@@ -75,6 +96,10 @@ def history_features(
             :, None
         ]
         env_seen = np.bincount(env, weights=seen.astype(np.float64), minlength=n_env) / env_size
+        relation_evidence = [
+            np.log1p(_neighbour_weight(computation.view.relations[r], stats.weight))
+            for r in RELATIONS
+        ]
         out[k] = np.column_stack(
             [
                 own * SCALE,
@@ -84,8 +109,19 @@ def history_features(
                 env_estimate[env] * SCALE,
                 np.log1p(env_weight / env_size)[env],
                 env_seen[env],
+                *(result.relation[r] * SCALE for r in RELATIONS),
+                *relation_evidence,
+                result.estimate * SCALE,
                 count,
                 np.full(n, 1.0 if k == 0 else 0.0),
             ]
         )
-    return out
+        base[k] = result.estimate
+    return NodeFeatures(out, base)
+
+
+def _neighbour_weight(relation, weight: np.ndarray) -> np.ndarray:
+    """sum_j sim(i,j) W(j,t) over the in-neighbours j of each target i. Shapes: (N,) -> (N,)."""
+    n = relation.crow.shape[0] - 1
+    target = np.repeat(np.arange(n), np.diff(relation.crow))
+    return np.bincount(target, weights=relation.sim * weight[relation.col], minlength=n)

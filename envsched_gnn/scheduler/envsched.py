@@ -33,6 +33,9 @@ class EnvSchedScheduler(BaseScheduler):
             ``update(data, log, step)`` (learned predictors) it is called once per new step
             before predicting; its ``state_dict`` travels with the scheduler's.
         name: the name reported in metrics and state (default ``"envsched"``).
+        penalty_graph: the graph whose similarities the similarity penalty reads, with the
+            same nodes as ``graph`` (default ``graph``); a control graph for the predictor
+            alone (``eval ablate --controls permuted_predictor``) keeps the real one here.
     """
 
     name = "envsched"
@@ -46,8 +49,11 @@ class EnvSchedScheduler(BaseScheduler):
         config: SelectorConfig | None = None,
         predictor=None,
         name: str | None = None,
+        penalty_graph: TaskGraph | None = None,
     ) -> None:
         super().__init__(graph, batch_size=batch_size, seed=seed)
+        if penalty_graph is not None and penalty_graph.task_ids != graph.task_ids:
+            raise ValueError("penalty_graph must have the nodes of graph, in the same order")
         if name is not None:
             self.name = name
         self.config = config if config is not None else SelectorConfig()
@@ -57,7 +63,9 @@ class EnvSchedScheduler(BaseScheduler):
             predictor = AnalyticPredictor()
         self.predictor = predictor
         self.data = to_hetero_data(graph)
-        self.neighbours = SimilarityNeighbours(graph, self.config.penalty_relations)
+        self.neighbours = SimilarityNeighbours(
+            penalty_graph if penalty_graph is not None else graph, self.config.penalty_relations
+        )
         self.selector = GreedySelector(self.env, self.neighbours, self.config)
         self.last_prediction = None
         self._updated_step: int | None = None

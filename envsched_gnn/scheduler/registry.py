@@ -23,7 +23,8 @@ from envsched_gnn.scheduler.baselines.uniform import UniformScheduler
 from envsched_gnn.scheduler.config import SelectorConfig
 
 SchedulerFactory = Callable[..., Scheduler]
-"""``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``."""
+"""``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``; the EnvSched
+family also takes ``predictor`` and ``penalty_graph`` (see ``EnvSchedScheduler``)."""
 
 SCHEDULERS: dict[str, SchedulerFactory] = {}
 
@@ -67,7 +68,16 @@ def _with_overrides(config, default, overrides: dict, name: str):
 
 
 def _envsched(name: str, relations: tuple[str, ...], weights: dict | None, **defaults):
-    def factory(graph, *, batch_size=64, seed=0, config=None, predictor=None, **overrides):
+    def factory(
+        graph,
+        *,
+        batch_size=64,
+        seed=0,
+        config=None,
+        predictor=None,
+        penalty_graph=None,
+        **overrides,
+    ):
         from envsched_gnn.scheduler.envsched import EnvSchedScheduler
 
         base = SelectorConfig(penalty_relations=relations, **defaults)
@@ -78,7 +88,13 @@ def _envsched(name: str, relations: tuple[str, ...], weights: dict | None, **def
 
             predictor = AnalyticPredictor(PredictorConfig(relation_weights=dict(weights)))
         return EnvSchedScheduler(
-            graph, batch_size=batch_size, seed=seed, config=selector, predictor=predictor, name=name
+            graph,
+            batch_size=batch_size,
+            seed=seed,
+            config=selector,
+            predictor=predictor,
+            name=name,
+            penalty_graph=penalty_graph,
         )
 
     return factory

@@ -11,14 +11,15 @@ from envsched_gnn.envs.runtime import RuntimeConfig
 from tests.envs.handmade_pool import write_handmade_pool
 
 
-def _run_check(directory, capsys) -> tuple[int, dict, str]:
+def _run_check(directory, capsys, *extra: str) -> tuple[int, dict, str]:
     """Runs ``pool check`` through its argparse registration; returns code, summary, stderr."""
     parser = argparse.ArgumentParser()
     groups = {"": parser.add_subparsers()}
     groups["pool"] = groups[""].add_parser("pool").add_subparsers()
     groups["bench"] = groups[""].add_parser("bench").add_subparsers()
     commands.register(groups)
-    args = parser.parse_args(["pool", "check", str(directory), "--workers", "2", "--no-progress"])
+    argv = ["pool", "check", str(directory), "--workers", "2", "--no-progress", *extra]
+    args = parser.parse_args(argv)
     code = args.func(args)
     captured = capsys.readouterr()
     return code, json.loads(captured.out.strip().splitlines()[-1]), captured.err
@@ -87,3 +88,24 @@ def test_batches_smaller_than_the_pool_cover_every_task(tmp_path):
     assert summary["tasks"] == 6
     assert summary["reference_min_reward"] == 1.0
     assert summary["empty_mean_reward"] == (0.5 + 0.25) / 6
+
+
+def test_write_effects_records_what_each_tool_did(tmp_path, capsys):
+    from envsched_gnn.envs.generator import generate_pool, write_pool_files
+    from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.envs.tool_effects import TOOL_EFFECTS_FILE
+
+    write_pool_files(generate_pool(n_envs=51, tasks_per_env=4, seed=0, test_per_env=1), tmp_path)
+    code, summary, stderr = _run_check(tmp_path, capsys, "--write-effects")
+    assert code == 0 and summary["tool_effects_file"] == str(tmp_path / TOOL_EFFECTS_FILE)
+    # the generator's names and descriptions already say what its tools do
+    assert summary["recategorised"] == [] and "recategorised" not in stderr
+    effects = load_pool(tmp_path).tool_effects
+    assert len(effects) == 51
+    kinds = {kind for tools in effects.values() for seen in tools.values() for kind in seen}
+    assert {"added", "status", "link", "field"} <= kinds
+    assert all(
+        not seen for tools in effects.values() for t, seen in tools.items() if t.startswith("get_")
+    )
+    code, summary, _ = _run_check(tmp_path, capsys)
+    assert "tool_effects" not in summary and (tmp_path / TOOL_EFFECTS_FILE).is_file()

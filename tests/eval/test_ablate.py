@@ -1,4 +1,4 @@
-"""A tiny ablation run end to end: every scheduler key, the table, the shuffled control."""
+"""A tiny ablation run end to end: every scheduler key, the table, the control graphs."""
 
 import json
 
@@ -12,8 +12,6 @@ from envsched_gnn.eval.ablate import (
     run_ablation,
     run_names,
     score_steps_for,
-    shuffled_pool,
-    train_pool,
     truncate_graph,
 )
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
@@ -36,7 +34,13 @@ EXPECTED = {
     "k12_12",
     "k6_6",
     "k6_24",
+    "envsched_permuted",
+    "envsched_permuted_within",
+    "envsched_permuted_cross",
+    "envsched_permuted_all",
+    "envsched_permuted_predictor",
     "envsched_shuffled",
+    "envsched_oracle",
 }
 
 
@@ -44,7 +48,10 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     pool_dir = write_handmade_pool(tmp_path / "pool")
     out = tmp_path / "out"
     argv = ["eval", "ablate", "--pool", str(pool_dir), "--seeds", "2", "--steps", "3"]
-    argv += ["--batch-size", "2", "--workers", "1", "--shuffle-graph", "--out", str(out)]
+    argv += ["--batch-size", "2", "--workers", "1", "--controls", "permuted,permuted_within"]
+    argv += ["permuted_cross", "permuted_all", "permuted_predictor", "--shuffle-graph"]
+    argv += ["--oracle-graph"]
+    argv += ["--kappa", "0.75", "--out", str(out)]
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results) == EXPECTED
@@ -60,7 +67,15 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     assert results["dapo"]["updates"]["mean"] < results["random"]["updates"]["mean"]
     report = (out / "report.md").read_text()
     assert "learner: simulator" in report and "| envsched |" in report
-    assert "EnvSched on the SHUFFLED graph minus random" in report
+    assert "EnvSched on the SHUFFLED graph (secondary control" in report
+    assert "EnvSched minus EnvSched on the label-permuted graph (primary control)" in report
+    assert "Simulator world: structure, kappa = 0.75" in report
+    assert "predict/spearman_true" in results["envsched"]["prediction"]
+    assert "prediction" not in results["random"]
+    margins = results["envsched"]["margin_over_controls"]
+    assert set(margins) == {name for name in EXPECTED if name.startswith("envsched_")} - {
+        "envsched_oracle"
+    }
     assert (out / "score.png").stat().st_size > 0 and (out / "batch_metrics.png").exists()
     assert sorted(p.name for p in (out / "graphs").iterdir()) == [
         "graph_k12_24.json",
@@ -69,23 +84,25 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     assert "| learned |" in capsys.readouterr().out
 
 
-def test_truncation_keeps_the_top_k_by_similarity_then_task_id():
-    tasks = [(f"t{i}", "e") for i in range(5)]
-    rows = [("t1", "t0", "within", 0.9), ("t2", "t0", "within", 0.5), ("t3", "t0", "within", 0.5)]
-    rows += [("t4", "t0", "within", 0.2), ("t2", "t1", "cross", 0.3)]
-    graph = truncate_graph(TaskGraph.from_edge_rows(tasks, rows), 2, 1)
-    kept = sorted((s, d, r) for s, d, r, _ in graph.edge_rows())
-    assert kept == [("t1", "t0", "within"), ("t2", "t0", "within"), ("t2", "t1", "cross")]
+def test_truncation_equals_a_build_at_the_smaller_sizes(tmp_path):
+    """Tied similarities (repeating abstracts) included: truncating a (12, 24) build to any
+    smaller (k_in, k_cross) keeps exactly the edges a build at those sizes has."""
+    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_store.embeddings import Embedder, EmbeddingConfig
+    from tests.graph_store.small_pool import small_pool
+    from tests.graph_store.test_growth import with_repeating_abstracts
 
+    pool = with_repeating_abstracts(small_pool(4, 10, seed=3))
+    embedder = Embedder(EmbeddingConfig(show_progress=False))
 
-def test_shuffled_pool_keeps_environment_sizes_and_moves_abstracts():
-    pool = train_pool(handmade_pool())
-    shuffled = shuffled_pool(pool, seed=1)
-    assert sorted(t.env_id for t in shuffled.tasks) == sorted(t.env_id for t in pool.tasks)
-    assert [t.task_id for t in shuffled.tasks] == [t.task_id for t in pool.tasks]
-    for task in shuffled.tasks:
-        assert task.env_class_name == next(
-            t.env_class_name for t in pool.tasks if t.env_id == task.env_id
+    def built(k_in: int, k_cross: int) -> TaskGraph:
+        config = GraphConfig(k_within=k_in, k_cross=k_cross, show_progress=False)
+        return build_graph(pool, config, embedder=embedder)
+
+    full = built(12, 24)
+    for k_in, k_cross in ((3, 12), (6, 6), (2, 1)):
+        assert sorted(truncate_graph(full, k_in, k_cross).edge_rows()) == sorted(
+            built(k_in, k_cross).edge_rows()
         )
 
 
@@ -96,6 +113,10 @@ def test_bad_options_are_clear_errors(tmp_path):
         AblationConfig(seeds=0)
     with pytest.raises(ValueError, match=r"--schedulers: unknown \['rando'\]"):
         AblationConfig(schedulers=("envsched", "rando"))
+    with pytest.raises(ValueError, match="permuted_predictor needs --learner sim"):
+        AblationConfig(learner="policy", controls=("permuted_predictor",))
+    with pytest.raises(ValueError, match=r"--controls: unknown \['permute'\]"):
+        AblationConfig(controls=("permute",))
     with pytest.raises(ValueError, match="--sft-steps 0 needs --model"):
         PolicyLearnerConfig(sft_steps=0)
     assert run_names(AblationConfig(k_grid=())) == list(AblationConfig().schedulers)
@@ -135,3 +156,25 @@ def test_rollouts_to_random_final_on_hand_made_curves():
     assert _rollouts_to(entry, 0.61, grid, config) == 2 * 2 * 8
     assert _rollouts_to(entry, 0.40, grid, config) == 0  # the start already reaches it
     assert _rollouts_to(entry, 0.70, grid, config) is None
+
+
+def test_runs_record_the_predictors_spearman_against_realised_and_true_variance():
+    """On a generated pool in the structure world, EnvSched's q is scored every step against
+    the batch's realised variance and every task's true expected variance."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.eval.ablate import Job, _Context, build_pool_graph, run_job, train_pool
+    from envsched_gnn.eval.simulate import SimulatorConfig, build_world
+
+    pool = generate_pool(n_envs=4, tasks_per_env=16, seed=0, test_per_env=4)
+    config = AblationConfig(steps=5, batch_size=16, simulator=SimulatorConfig(kappa=1.0))
+    train = train_pool(pool)
+    graph = build_pool_graph(train, 6, 12)
+    context = _Context(pool, build_world(pool, config.simulator), {"g": graph}, config)
+    records = run_job(Job("envsched", "envsched", "g", 0), context)["records"][1:]
+    true = [r["predict/spearman_true"] for r in records]
+    batch = [r["predict/spearman_batch"] for r in records]
+    assert np.isnan(true[0])  # step 0: no history, q is constant
+    assert all(np.isfinite(true[1:])) and all(-1 <= v <= 1 for v in true[1:])
+    assert np.isfinite(batch[1:]).any()
+    baseline = run_job(Job("random", "random", "g", 0), context)["records"][1:]
+    assert not any(key.startswith("predict/") for key in baseline[0])

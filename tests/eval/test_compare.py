@@ -84,3 +84,22 @@ def test_cli_writes_table_json_and_plot(tmp_path, capsys):
     assert set(result["overall"]) == {"analytic", "learned"}
     assert result["per_step"]["analytic"][1]["spearman"] == pytest.approx(0.9)
     assert (out / "compare.png").stat().st_size > 0 and (out / "compare.md").exists()
+
+
+def test_cli_replays_one_round_spread_over_steps(tmp_path, capsys):
+    from tests.models.variance_world import N_ENVS, PER_ENV, world
+
+    graph, observations = world(seed=2, shared=True)
+    write_graph(tmp_path / "graph.json", graph)
+    write_history(tmp_path / "history.jsonl", observations)
+    out = tmp_path / "replay"
+    argv = ["eval", "compare-predictors", "--history", str(tmp_path / "history.jsonl")]
+    argv += ["--graph", str(tmp_path / "graph.json"), "--replay-steps", "4"]
+    assert main([*argv, "--replay-round", "1", "--learned-steps", "1", "--out", str(out)]) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert result["steps"] == [0, 1, 2, 3] and sum(result["n_tasks"]) == N_ENVS * PER_ENV
+    replay = [json.loads(line) for line in (out / "replay_history.jsonl").read_text().splitlines()]
+    round_b = {o.task_id: list(o.rewards) for o in observations if o.step == 1}
+    assert {r["task_id"]: r["rewards"] for r in replay} == round_b
+    assert min(result["per_step"]["analytic"][k]["spearman"] for k in (1, 2, 3)) > 0.3
+    assert main([*argv, "--replay-round", "7"]) == 2

@@ -45,6 +45,7 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
         learner="policy",
         schedulers=("envsched", "random"),
         k_grid=(),
+        controls=("permuted",),
         simulator=SimulatorConfig(rollouts=2),
         policy=policy,
     )
@@ -52,7 +53,8 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
     run_ablation(POOL, config, out)
 
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"envsched", "random"}
+    assert set(results) == {"envsched", "random", "envsched_permuted"}  # the control runs too
+    assert set(results["envsched"]["margin_over_controls"]["envsched_permuted"]) == {"1", "2"}
     step0 = None
     for name, entry in results.items():
         assert entry["learner"] == "policy (real GRPO)"

@@ -1,4 +1,5 @@
-"""The learner simulator: world structure, zero-variance groups, exact score, reproducibility."""
+"""The learner simulator on the independent world: world structure, zero-variance groups,
+exact score and variance, reproducibility (the structure world: test_structure_world.py)."""
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ def make_pool(n_envs: int = 4, per_env: int = 6, seed: int = 0) -> tuple[Pool, d
 
 def simulator(seed: int = 0, **config) -> LearnerSimulator:
     pool, cats = make_pool()
-    cfg = SimulatorConfig(**config)
+    cfg = SimulatorConfig(world="independent", **config)
     return LearnerSimulator(
         pool, cfg, seed=seed, world=build_world(pool, cfg, lambda t: cats[t.task_id])
     )
@@ -34,10 +35,11 @@ def simulator(seed: int = 0, **config) -> LearnerSimulator:
 
 def test_world_ties_checks_to_operations():
     pool, cats = make_pool()
-    world = build_world(pool, SimulatorConfig(), lambda t: cats[t.task_id])
-    assert np.allclose(world.slot_weight.sum(axis=1), 1.0)
+    world = build_world(pool, SimulatorConfig(world="independent"), lambda t: cats[t.task_id])
+    assert np.allclose(world.need_weight.sum(axis=1), 1.0) and not world.has_rest
     i = world.index["env1/t3"]
-    assert [world.op_names[o] for o in world.slot_op[i, world.slot_mask[i]]] == cats["env1/t3"]
+    ops = world.slot_op[i, world.slot_mask[i], 0]
+    assert [world.op_names[o] for o in ops] == cats["env1/t3"]
     assert world.test.sum() == 8
 
 
@@ -78,6 +80,14 @@ def test_score_is_exact_expected_reward_on_held_out():
     assert sim.score() == pytest.approx(draws.mean(), abs=0.01)
 
 
+def test_expected_group_variance_matches_sampled_groups():
+    sim = simulator(seed=2)
+    ids = sim.world.task_ids[:12]
+    tasks = sim.indices(ids)
+    sampled = np.mean([sim.rollout(ids).rewards.var(axis=1) for _ in range(3000)], axis=0)
+    assert np.allclose(sim.expected_group_variance(tasks), sampled, atol=0.004)
+
+
 def test_rewards_are_fractions_of_checks_and_runs_are_seeded():
     a, b = simulator(seed=5), simulator(seed=5)
     ids = a.world.task_ids[:10]
@@ -101,6 +111,6 @@ def test_free_form_abstracts_fall_back_to_the_reference_solution():
     from tests.envs.handmade_pool import handmade_pool
 
     pool = handmade_pool()
-    world = build_world(pool, SimulatorConfig())
+    world = build_world(pool, SimulatorConfig(world="independent"))
     assert "create" in world.op_names and world.slot_mask.any(axis=1).all()
     assert LearnerSimulator(pool, world=world).score() > 0.0

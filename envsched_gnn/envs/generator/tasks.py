@@ -45,20 +45,30 @@ def build_environment(domain: Domain) -> Environment:
     )
 
 
-def compose_task(
-    domain: Domain, env: Environment, rng: random.Random, band: tuple[int, int], task_id: str
-) -> Task:
-    """One task whose reference needs a number of calls drawn from ``band``."""
+def compose_steps(
+    domain: Domain, rng: random.Random, band: tuple[int, int]
+) -> tuple[World, list[tuple[str, Step]]]:
+    """A task's world and its operations (name, step) whose calls fill a budget from ``band``."""
     world = World(domain, rng)
     world.populate()
     operations = Operations(domain, world).available()
     budget = rng.randint(*band)
-    steps: list[Step] = []
+    steps: list[tuple[str, Step]] = []
     while budget > 0 and len(steps) < MAX_OPERATIONS:
         fitting = sorted(name for name, (calls, _) in operations.items() if calls <= budget)
-        calls, build = operations[rng.choice(fitting)]
-        steps.append(build())
+        name = rng.choice(fitting)
+        calls, build = operations[name]
+        steps.append((name, build()))
         budget -= calls
+    return world, steps
+
+
+def compose_task(
+    domain: Domain, env: Environment, rng: random.Random, band: tuple[int, int], task_id: str
+) -> Task:
+    """One task whose reference needs a number of calls drawn from ``band``."""
+    world, named = compose_steps(domain, rng, band)
+    steps = [step for _, step in named]
     checks = [check for step in steps for check in step.checks]
     distractors = [check for step in steps for check in step.distractors]
     checks += distractors[: max(0, MAX_CHECKS - len(checks))]
@@ -180,13 +190,22 @@ def generate_extra_tasks(
     call_bands(max_calls)
     tasks: list[Task] = []
     for env_id, env in pool.envs.items():
-        domain = DOMAIN_BY_KEY.get(env_id)
-        if domain is None or env.env_class_code != class_source(domain):
+        domain = generated_domain(env_id, env)
+        if domain is None:
             raise GeneratorError(f"environment {env_id!r} was not made by the built-in generator")
         tasks += _env_tasks(
             domain, env, per_env, seed, f"extra{seed}", f"{env_id}-x{seed}", max_calls
         )
     return tasks
+
+
+def generated_domain(env_id: str, env: Environment) -> Domain | None:
+    """The generator's domain of environment ``env_id``, or None when the generator did not
+    make ``env`` under that id."""
+    domain = DOMAIN_BY_KEY.get(env_id)
+    if domain is None or env.env_class_code != class_source(domain):
+        return None
+    return domain
 
 
 def write_pool_files(pool: Pool, directory: str | Path) -> Path:

@@ -1,0 +1,86 @@
+"""Rounds of K sampled episodes per task of a split, written as a history (``history.jsonl``).
+
+Round r (r = 0, 1, ...: A, B, ...) rolls out every task of the split K times with sampling
+seed ``seed + r`` and is recorded at step r, so a later analysis sees round A as the past of
+round B: ``eval graph-signal`` uses round A for neighbours and round B for targets, and any
+round alone is a replay of real rollouts (``eval compare-predictors`` after
+:func:`assign_steps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.observations import Observation
+
+
+@dataclass
+class RoundsConfig:
+    """Which tasks, how many samples, and how the policy runs."""
+
+    split: str = "train"
+    """Split whose tasks are rolled out."""
+    k: int = 8
+    """Samples per task and round (the paper's K)."""
+    rounds: int = 2
+    """Rounds (A, B, ...)."""
+    seed: int = 0
+    """Sampling seed of round A; round r uses seed + r."""
+    tasks_per_batch: int = 64
+    """Tasks per rollout batch (x k episodes)."""
+    limit: int | None = None
+    """Roll out only the first N tasks of the split."""
+
+
+def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Observation], list]:
+    """Observations of every round (round r at step r) and each round's summary.
+
+    ``engine`` is a ``RolloutEngine`` over ``pool``.
+    """
+    from envsched_gnn.eval.policy_eval import rollout_groups, summarize_groups
+
+    tasks = [task.task_id for task in pool.split(config.split)][: config.limit]
+    if not tasks:
+        raise ValueError(f"the pool has no task in split {config.split!r}")
+    observations, summaries = [], []
+    for r in range(config.rounds):
+        seed = config.seed + r
+        rolled = rollout_groups(
+            engine, tasks, config.k, seed, config.tasks_per_batch, progress=f"round {r}"
+        )
+        observations += [
+            Observation(task_id, r, tuple(rolled.rewards[task_id])) for task_id in tasks
+        ]
+        episodes = len(tasks) * config.k
+        summaries.append(
+            {
+                "round": r,
+                "seed": seed,
+                **summarize_groups(rolled.rewards),
+                "malformed_call_rate": rolled.malformed_calls / episodes,
+                "finish_reasons": dict(sorted(rolled.finish_reasons.items())),
+                "rollout_s": rolled.rollout_s,
+            }
+        )
+    return observations, summaries
+
+
+def assign_steps(
+    observations: Sequence[Observation], steps: int, seed: int = 0
+) -> list[Observation]:
+    """The observations of one round, each task moved to one of ``steps`` steps at random
+    (a seeded permutation cut into near-equal parts), so each step's tasks are unseen before."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    order = np.random.default_rng(seed).permutation(len(observations))
+    step_of = np.empty(len(observations), np.int64)
+    for step, part in enumerate(np.array_split(order, steps)):
+        step_of[part] = step
+    return [
+        Observation(o.task_id, int(s), o.rewards)
+        for o, s in zip(observations, step_of.tolist(), strict=True)
+    ]
