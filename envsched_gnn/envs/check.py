@@ -2,7 +2,10 @@
 
 A pool is usable for GRPO when its verifiers can tell success from doing nothing: every
 reference solution must score ``r = 1`` and the empty trajectory (no tool call) must score
-``r < 1`` on every task. The summary is one JSON object:
+``r < 1`` on every task. A reference call that the runtime could not complete (the tool
+raised, hung, crashed or killed its worker, or the call is malformed: a
+:class:`~envsched_gnn.envs.runtime.ToolFault`) is an error of that task and tool even when
+the checks pass. The summary is one JSON object:
 ``{"envs", "tasks", "reference_mean_reward", "reference_min_reward", "empty_mean_reward",
 "empty_max_reward", "errors", "seconds"}`` (reference figures are ``null`` when no task has a
 reference solution).
@@ -20,7 +23,7 @@ from tqdm import tqdm
 
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import PoolError, load_pool
-from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig, ToolFault
 
 
 @dataclass
@@ -65,7 +68,7 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
                 (task, task.reference_solution) for task in with_reference
             ]
             runs += [(task, []) for task in chunk]
-            scores = _run(runtime, runs, errors)
+            scores = _run(runtime, runs, errors, faults=len(with_reference))
             for task, score in zip(with_reference, scores[: len(with_reference)], strict=True):
                 reference_rewards.append(score.reward)
                 if score.reward < 1.0:
@@ -82,9 +85,14 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
 
 
 def _run(
-    runtime: EnvRuntime, runs: list[tuple[Task, Sequence[ToolCall]]], errors: list[str]
+    runtime: EnvRuntime,
+    runs: list[tuple[Task, Sequence[ToolCall]]],
+    errors: list[str],
+    *,
+    faults: int,
 ) -> list[EpisodeScore]:
-    """Fresh episodes, their calls, their scores; a failed instantiation is an error."""
+    """Fresh episodes, their calls, their scores; a failed instantiation is an error, and so
+    is a call of the first ``faults`` runs (the reference solutions) that the runtime failed."""
     episode_ids = [f"check-{index}" for index in range(len(runs))]
     try:
         resets = runtime.reset(
@@ -98,9 +106,19 @@ def _run(
         errors.extend(
             f"task {task_id!r}: instantiation failed: {error}" for task_id, error in failed.items()
         )
-        runtime.call(
-            [(e, call) for e, (_, calls) in zip(episode_ids, runs, strict=True) for call in calls]
-        )
+        calls = [
+            (run, number, e, call)
+            for run, (e, (_, plan)) in enumerate(zip(episode_ids, runs, strict=True))
+            for number, call in enumerate(plan)
+        ]
+        results = runtime.call([(e, call) for _, _, e, call in calls])
+        for (run, number, _, call), result in zip(calls, results, strict=True):
+            task = runs[run][0]
+            if run < faults and isinstance(result, ToolFault) and task.task_id not in failed:
+                errors.append(
+                    f"task {task.task_id!r}: reference call {number} ({call.name}) failed in "
+                    f"the runtime: {result['error']}"
+                )
         return runtime.score(episode_ids)
     finally:
         runtime.release(episode_ids)

@@ -37,7 +37,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.envs.sandbox import SandboxConfig, SandboxUnavailable, WorkerProcess
+from envsched_gnn.envs.sandbox import (
+    SandboxConfig,
+    SandboxUnavailable,
+    WorkerProcess,
+    start_all,
+    trust_pool_default,
+)
 
 __all__ = ["EnvRuntime", "EpisodeScore", "RuntimeConfig", "SandboxUnavailable", "ToolFault"]
 
@@ -68,9 +74,10 @@ class RuntimeConfig:
     an environment with live episodes always has one)."""
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     """Limits and contents of each worker's sandbox."""
-    trust_pool: bool = False
-    """Run the pool's code without a sandbox where the kernel refuses one (``--trust-pool``);
-    otherwise such a runtime refuses to start (:class:`SandboxUnavailable`)."""
+    trust_pool: bool = field(default_factory=trust_pool_default)
+    """Run the pool's code without a sandbox where the kernel refuses one (``--trust-pool``,
+    or ``ENVSCHED_TRUST_POOL=1``); otherwise such a runtime refuses to start
+    (:class:`SandboxUnavailable`). Default False."""
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -405,13 +412,14 @@ class EnvRuntime:
 
     def _start_slots(self, slot_ids: Sequence[int]) -> None:
         """Completes the start of launched workers (all launched first, so in parallel)."""
-        for slot_id in slot_ids:
-            slot = self._slots[slot_id]
-            try:
-                slot.process = slot.process.wait_ready()
-            except SandboxUnavailable:
-                self.close()
-                raise
+        slots = [self._slots[slot_id] for slot_id in slot_ids]
+        try:
+            ready = start_all([slot.process for slot in slots])
+        except SandboxUnavailable:
+            self.close()
+            raise
+        for slot, process in zip(slots, ready, strict=True):
+            slot.process = process
 
     def _restart(self, slot_id: int, *, start: bool = True) -> None:
         slot = self._slots[slot_id]

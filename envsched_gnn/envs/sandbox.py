@@ -56,7 +56,7 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -76,6 +76,10 @@ BASE_ENVIRONMENT = {
     "PYTHONHASHSEED": "0",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
+TRUST_POOL_VARIABLE = "ENVSCHED_TRUST_POOL"
+"""``1`` makes ``RuntimeConfig.trust_pool`` default to True (what ``--trust-pool`` sets)."""
+PACKAGES_VARIABLE = "ENVSCHED_SANDBOX_PACKAGES"
+"""Comma-separated default of :attr:`SandboxConfig.packages` (what ``--sandbox-package`` sets)."""
 REFUSED_HINT = (
     "untrusted pools are refused. The kernel must allow user namespaces (sysctls "
     "user.max_user_namespaces > 0, kernel.unprivileged_userns_clone = 1 where it exists, "
@@ -100,9 +104,10 @@ class SandboxConfig:
     episodes rebuilt) after the batch, so the limit stops runaway code, not long runs."""
     scratch_mb: int = 64
     """Size of the private writable ``/tmp`` (a tmpfs), in MiB."""
-    packages: tuple[str, ...] = ("mpmath",)
+    packages: tuple[str, ...] = field(default_factory=lambda: default_packages())
     """Installed top-level packages environment code may import besides the standard
-    library (mounted read-only); states may hold their classes."""
+    library (mounted read-only); states may hold their classes. Default ``("mpmath",)``
+    plus the names in ``ENVSCHED_SANDBOX_PACKAGES``."""
 
     def __post_init__(self) -> None:
         for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s"):
@@ -113,6 +118,15 @@ class SandboxConfig:
         for name in self.packages:
             if not name.isidentifier():
                 raise ValueError(f"SandboxConfig.packages: {name!r} is not a top-level package")
+
+
+def default_packages() -> tuple[str, ...]:
+    extra = os.environ.get(PACKAGES_VARIABLE, "")
+    return tuple(dict.fromkeys(["mpmath", *(name.strip() for name in extra.split(",") if name)]))
+
+
+def trust_pool_default() -> bool:
+    return os.environ.get(TRUST_POOL_VARIABLE) == "1"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -203,13 +217,21 @@ def launch_spec(config: RuntimeConfig, pass_fds: list[int], *, isolate: bool) ->
 _warned_untrusted = False
 
 
+def start_all(processes: list[WorkerProcess]) -> list[WorkerProcess]:
+    """Completes the start of launched workers, in parallel; the workers to use, in order."""
+    for process in processes:
+        process.map_ids()
+    return [process.wait_ready() for process in processes]
+
+
 class WorkerProcess:
     """One worker (tool process and scorer), started in a sandbox; see the module docstring.
 
-    Construction launches it without waiting; :meth:`wait_ready` completes the start (id
-    maps, then the worker's ``ready`` line), so that many start in parallel, and returns the
-    worker to use. When the sandbox fails it raises :class:`SandboxUnavailable`, unless
-    ``config.trust_pool``: then it returns an unsandboxed worker in its place.
+    Construction launches it without waiting; :meth:`map_ids` then :meth:`wait_ready` complete
+    the start (the id maps, then the worker's ``ready`` line), so that many start in parallel
+    (:func:`start_all`); :meth:`wait_ready` returns the worker to use. When the sandbox fails
+    it raises :class:`SandboxUnavailable`, unless ``config.trust_pool``: then it returns an
+    unsandboxed worker in its place.
     """
 
     def __init__(self, config: RuntimeConfig, *, isolate: bool = True) -> None:
@@ -237,22 +259,33 @@ class WorkerProcess:
         self.scorer_in: BinaryIO = os.fdopen(scorer_in, "wb")
         self.scorer_out: BinaryIO = os.fdopen(scorer_out, "rb")
         self.ready = False
+        self._first_line: dict | None = None
+        self._deadline = 0.0
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def wait_ready(self) -> WorkerProcess:
-        """Writes the id maps when sandboxed, waits for the ``ready`` line; the worker to use."""
-        if self.ready:
-            return self
-        deadline = time.monotonic() + START_TIMEOUT_S
-        line = self._line(deadline)
+    def map_ids(self) -> None:
+        """First half of the start: the id maps, once the child has unshared (when sandboxed)."""
+        if self.ready or self._first_line is not None:
+            return
+        self._deadline = time.monotonic() + START_TIMEOUT_S
+        line = self._line()
         if self.isolated and line.get("sandbox") == "unshared":
             self._write_id_maps()
             self.tools_in.write(b"go\n")
             self.tools_in.flush()
-            line = self._line(deadline)
+        self._first_line = line
+
+    def wait_ready(self) -> WorkerProcess:
+        """Completes the start: the worker to use (see the class docstring)."""
+        self.map_ids()
+        if self.ready:
+            return self
+        line, self._first_line = self._first_line, None
+        if line.get("sandbox") == "unshared":
+            line = self._line()
         if line.get("ready") == 1:
             self.ready = True
             return self
@@ -272,11 +305,11 @@ class WorkerProcess:
             )
         return WorkerProcess(self.config, isolate=False).wait_ready()
 
-    def _line(self, deadline: float) -> dict:
+    def _line(self) -> dict:
         """One start-up line of the child, read without taking a byte more."""
         fd, data = self.tools_out.fileno(), b""
         while not data.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
+            remaining = self._deadline - time.monotonic()
             if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
                 return {"sandbox_error": f"no answer within {START_TIMEOUT_S:g} s"}
             byte = os.read(fd, 1)

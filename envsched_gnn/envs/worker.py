@@ -57,6 +57,7 @@ import re
 import resource
 import signal
 import sys
+import time
 import types
 
 CODE_CACHE_SIZE = 4096
@@ -389,15 +390,21 @@ class Channel:
             yield json.loads(line)["ops"]
 
 
-def _reap_others() -> None:
-    """Inside the sandbox's PID namespace: kill every process but PID 1 and this one, reap."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(-1, signal.SIGKILL)
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] != 0:
-            pass
-    except ChildProcessError:
-        pass
+def _reap_others(patience_s: float = 1.0) -> None:
+    """Inside the sandbox's PID namespace: kill every process but PID 1 and this one, and
+    wait for this one's children to die (orphans are the scorer's to reap)."""
+    end = time.monotonic() + patience_s
+    while True:
+        with contextlib.suppress(ProcessLookupError):  # nothing to kill: the usual case
+            os.kill(-1, signal.SIGKILL)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                pass
+        except ChildProcessError:
+            return
+        if time.monotonic() > end:
+            return  # a child in uninterruptible sleep: the next op tries again
+        time.sleep(0.001)
 
 
 def _run_tools(config: dict, sandboxed: bool) -> None:
