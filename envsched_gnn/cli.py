@@ -115,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _export_sandbox_options(args)
     from envsched_gnn.envs.sandbox import SandboxUnavailable
+    from envsched_gnn.graph_store.errors import StoreError
 
     try:
         return int(func(args) or 0)
-    except SandboxUnavailable as error:
+    except (SandboxUnavailable, StoreError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
