@@ -301,6 +301,8 @@ class GraphStore:
         database: the database every session names.
         server: the managed ArcadeDB server to stop on :meth:`close`, if this store owns one.
         uri: where the driver points, for messages.
+        retry_s: seconds this class retries a transaction whose connection failed (default 0:
+            the driver's own retries only).
     """
 
     def __init__(
@@ -310,11 +312,13 @@ class GraphStore:
         *,
         server: ManagedArcadeDB | None = None,
         uri: str = "",
+        retry_s: float = 0.0,
     ) -> None:
         self.driver = driver
         self.database = database
         self.server = server
         self.uri = uri
+        self.retry_s = retry_s
 
     @classmethod
     def connect(
@@ -325,11 +329,12 @@ class GraphStore:
         *,
         server: ManagedArcadeDB | None = None,
         retry_time: float = 30.0,
+        retry_s: float = 0.0,
     ) -> GraphStore:
         """Open a driver, check that ``database`` answers with ``auth``, create the constraints.
 
-        ``retry_time`` bounds the driver's retries of a transaction (seconds): how long a
-        lost server takes to be reported.
+        ``retry_time`` bounds the driver's retries of a transaction (seconds) and
+        ``retry_s`` this class's own (see :meth:`_transact`).
         """
         import neo4j
 
@@ -339,7 +344,7 @@ class GraphStore:
             )
         except (ValueError, neo4j.exceptions.ConfigurationError) as error:
             raise StoreError(f"invalid store URI {uri!r}: {error}") from error
-        store = cls(driver, database, server=server, uri=uri)
+        store = cls(driver, database, server=server, uri=uri, retry_s=retry_s)
         try:
             store._check_connection(auth[0])
             store.ensure_constraints()
@@ -394,33 +399,68 @@ class GraphStore:
         """The store as the user named it: the managed folder, or the URI."""
         return str(self.server.folder) if self.server is not None else self.uri
 
+    def _raise_if_dead(self, patience_s: float = 0.0) -> None:
+        """Raises the managed server's death (naming its log), waiting up to ``patience_s``
+        for a server whose connection just broke to finish dying."""
+        if self.server is None:
+            return
+        end = time.monotonic() + patience_s
+        while True:
+            death = self.server.death()
+            if death is not None:
+                raise StoreError(death)
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.05)
+
     @contextlib.contextmanager
     def _loud(self) -> Iterator[None]:
         """Turns a lost connection into a StoreError that says why (a dead managed server
-        names its log), instead of a driver traceback after minutes of retries."""
-        from neo4j.exceptions import DriverError, ServiceUnavailable, SessionExpired
+        names its log) instead of a driver traceback."""
+        from neo4j.exceptions import DriverError
 
-        death = self.server.death() if self.server is not None else None
-        if death is not None:
-            raise StoreError(death)
+        self._raise_if_dead()
         try:
             yield
-        except (DriverError, ServiceUnavailable, SessionExpired, OSError) as error:
-            death = self.server.death() if self.server is not None else None
-            if death is None and self.server is not None:
-                time.sleep(0.5)  # a connection reset can arrive before the exit status
-                death = self.server.death()
+        except (DriverError, OSError) as error:
+            self._raise_if_dead(patience_s=0.5)
             raise StoreError(
-                death or f"lost the connection to the store at {self.uri}: {error}"
+                f"lost the connection to the store at {self.where}: {error}"
             ) from error
 
+    def _transact(self, method: str, work: Callable, args: tuple) -> Any:
+        """One transaction function, retried while the server lives.
+
+        A remote server's transient failures are retried by the driver (its default 30 s).
+        The managed server's driver does not retry (``retry_time=0``): this loop does, for
+        :attr:`retry_s`, and stops at once when the server process is dead.
+        """
+        from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+
+        give_up = time.monotonic() + self.retry_s
+        delay = 0.1
+        while True:
+            try:
+                with self._loud(), self.driver.session(database=self.database) as session:
+                    return getattr(session, method)(work, *args)
+            except StoreError as error:
+                cause = error.__cause__
+                if not isinstance(cause, ServiceUnavailable | SessionExpired):
+                    raise
+                if time.monotonic() + delay > give_up:
+                    raise
+            except TransientError:
+                self._raise_if_dead()
+                if time.monotonic() + delay > give_up:
+                    raise
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+
     def read(self, work: Callable, *args: Any) -> Any:
-        with self._loud(), self.driver.session(database=self.database) as session:
-            return session.execute_read(work, *args)
+        return self._transact("execute_read", work, args)
 
     def write(self, work: Callable, *args: Any) -> Any:
-        with self._loud(), self.driver.session(database=self.database) as session:
-            return session.execute_write(work, *args)
+        return self._transact("execute_write", work, args)
 
     def query(self, cypher: str, **params: Any) -> list[dict]:
         """Run one read query in a managed transaction; rows as dicts."""
@@ -800,9 +840,9 @@ def open_store(spec: str | Path | None = None) -> Iterator[GraphStore]:
     else:
         server = ManagedArcadeDB(spec).start()
         try:
-            # a local server needs no long retries: a dead one is reported within seconds
+            # retried here, not by the driver, so that a dead server is reported at once
             store = GraphStore.connect(
-                server.uri, server.auth, server.database, server=server, retry_time=3.0
+                server.uri, server.auth, server.database, server=server, retry_time=0.0, retry_s=5.0
             )
         except BaseException:
             server.stop()

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,13 +40,24 @@ def kill_server(store: GraphStore) -> None:
 def test_a_dead_server_is_reported_within_seconds_naming_its_log(tmp_path) -> None:
     with open_store(tmp_path / "store") as store:
         store.write_pool(handmade_pool())
-        kill_server(store)
-        started = time.monotonic()
+        killed_at = []
+
+        def kill_soon() -> None:
+            time.sleep(0.5)
+            killed_at.append(time.monotonic())
+            os.kill(store.server._process.pid, signal.SIGKILL)  # as the OOM killer would
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        step = 0
         with pytest.raises(
             StoreError, match=r"server of .* is dead \(exit code -9\); see .*server\.log"
         ):
-            store.write_observations([Observation("clinic-move", 0, (0.0, 1.0))])
-        assert time.monotonic() - started < 10.0
+            while True:  # writes in flight when the server dies
+                store.write_observations([Observation("clinic-move", step, (0.0, 1.0))])
+                step += 1
+        killer.join()
+        assert time.monotonic() - killed_at[0] < 10.0
 
 
 def _export(folder: Path, out: Path, capsys) -> tuple[int, str]:
