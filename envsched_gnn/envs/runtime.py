@@ -355,19 +355,19 @@ class EnvRuntime:
         """
         load = self._load()
         placement: list[int | None] = [None] * len(episodes)
-        live_of: dict[str, int] = {}
+        new: dict[str, list[int]] = {}  # environment -> sinks of its episodes to place
         for sink, ((episode_id, _), task) in enumerate(zip(episodes, tasks, strict=True)):
             old = self._episodes.get(episode_id)
             if old is not None:
                 placement[sink] = old.worker  # same environment: it stays where it is
             else:
-                load_new = live_of.get(task.env_id, 0)
-                live_of[task.env_id] = load_new + 1
+                new.setdefault(task.env_id, []).append(sink)
+        live_of = {env_id: len(sinks) for env_id, sinks in new.items()}
         for episode in self._episodes.values():
             live_of[episode.task.env_id] = live_of.get(episode.task.env_id, 0) + 1
         total = sum(live_of.values())
         started: list[int] = []
-        for env_id in dict.fromkeys(t.env_id for s, t in enumerate(tasks) if placement[s] is None):
+        for env_id, sinks in new.items():
             share = math.ceil(self.config.workers * live_of[env_id] / total)
             wanted = min(self.config.workers, max(1, share))
             own = [i for i, slot in self._slots.items() if slot.env_id == env_id]
@@ -375,11 +375,10 @@ class EnvRuntime:
                 slot_id = self._acquire(env_id, load, started)
                 load.setdefault(slot_id, 0)
                 own.append(slot_id)
-            for sink, task in enumerate(tasks):
-                if placement[sink] is None and task.env_id == env_id:
-                    worker = min(own, key=load.__getitem__)
-                    placement[sink] = worker
-                    load[worker] += 1
+            for sink in sinks:
+                worker = min(own, key=load.__getitem__)
+                placement[sink] = worker
+                load[worker] += 1
         self._start_slots(started)
         now = next(self._clock)
         for worker in set(placement):
