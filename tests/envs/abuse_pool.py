@@ -135,6 +135,13 @@ class Abuser:
         found = {name: resource.getrlimit(getattr(resource, name))[1] for name in names}
         return {"success": True, "data": found}
 
+    def burn(self, seconds: float):
+        start = time.process_time()
+        while time.process_time() - start < seconds:
+            pass
+        self.notes.append("burned")
+        return {"success": True, "data": len(self.notes)}
+
     def processes(self):
         found = {}
         for name in os.listdir("/proc"):
@@ -186,6 +193,7 @@ ABUSER_TOOLS = [
     "write_big",
     "limits",
     "processes",
+    "burn",
     "patch_scoring",
     "flood",
     "forge",

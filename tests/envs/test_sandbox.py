@@ -241,6 +241,19 @@ def test_cpu_limit_stops_a_spinning_child():
         assert time.monotonic() - started < 6.0
 
 
+def test_a_worker_past_half_its_cpu_limit_is_replaced_with_its_episodes():
+    config = RuntimeConfig(workers=1, call_timeout_s=8.0, sandbox=SandboxConfig(cpu_limit_s=2))
+    with EnvRuntime(abuse_pool(), config) as runtime:
+        runtime.reset([("a", "abuse")])
+        [before] = runtime.pids
+        [burned] = runtime.call([("a", ToolCall("burn", {"seconds": 1.2}))])
+        assert burned == {"success": True, "data": 1}
+        assert runtime.pids != [before]  # replaced after the call, not killed during it
+        [again] = runtime.call([("a", ToolCall("burn", {"seconds": 0.0}))])
+        assert again == {"success": True, "data": 2}  # the rebuilt state holds the first note
+        assert runtime.restarts == 0
+
+
 def test_floods_and_forged_replies_only_cost_a_restart():
     config = RuntimeConfig(workers=1, max_result_bytes=10_000, max_state_bytes=10_000)
     with EnvRuntime(abuse_pool(), config) as runtime:
