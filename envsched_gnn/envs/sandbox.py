@@ -1,11 +1,15 @@
 """How a worker of the environment runtime is started: inside a sandbox, with its two channels.
 
-:class:`WorkerProcess` is the launcher every runtime uses (:class:`~envsched_gnn.envs.runtime.
-EnvRuntime`; a runtime whose workers live in Ray actors holds one per actor): it starts
-``sandbox_init.py`` with the system interpreter (``python -s -S -B``: no user site, no
-site-packages, not the project's virtualenv), which unshares new user, mount, PID, network,
-IPC and UTS namespaces (``unshare(2)``, no setuid helper, no system package); this process
-then writes the namespace's id maps, and the sandbox execs :mod:`~envsched_gnn.envs.worker`.
+:class:`WorkerProcess` is the launcher every runtime uses. :class:`~envsched_gnn.envs.runtime.
+EnvRuntime` holds one per environment it runs; a runtime whose workers are Ray actors reuses
+it as is, an actor holding an ``EnvRuntime`` (the episode API) or a ``WorkerProcess`` (the
+raw protocol). It starts ``sandbox_init.py`` with the system interpreter, which unshares new
+user, mount, PID, network, IPC and UTS namespaces (``unshare(2)``, no setuid helper, no
+system package); this process then writes the namespace's id maps, and the sandbox execs
+:mod:`~envsched_gnn.envs.worker`. Both run as ``python -s -S -B`` with an environment set in
+full: no user site, no site-packages, not the project's virtualenv, as ``python -I`` would,
+except that ``PYTHONHASHSEED=0`` is honoured (``-I`` ignores it, and set order in environment
+code would then change from run to run).
 The worker answers on two channels: tools on the child's stdin/stdout
 (:attr:`WorkerProcess.tools_in` / ``tools_out``), the scorer on descriptors 3/4
 (``scorer_in`` / ``scorer_out``); the protocol is in :mod:`envsched_gnn.envs.worker`. A
@@ -110,7 +114,7 @@ class SandboxConfig:
     plus the names in ``ENVSCHED_SANDBOX_PACKAGES``."""
 
     def __post_init__(self) -> None:
-        for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s"):
+        for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s", "scratch_mb"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {value!r}")
@@ -291,6 +295,8 @@ class WorkerProcess:
             return self
         self.stop()
         reason = line.get("sandbox_error") or f"unexpected start-up line {line!r:.300}"
+        if not self.isolated:
+            raise RuntimeError(f"the environment worker failed to start: {reason}")
         if not self.config.trust_pool:
             raise SandboxUnavailable(
                 f"the sandbox for environment code failed: {reason}; " + REFUSED_HINT
@@ -308,9 +314,11 @@ class WorkerProcess:
     def _line(self) -> dict:
         """One start-up line of the child, read without taking a byte more."""
         fd, data = self.tools_out.fileno(), b""
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while not data.endswith(b"\n"):
             remaining = self._deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not poller.poll(remaining * 1000):
                 return {"sandbox_error": f"no answer within {START_TIMEOUT_S:g} s"}
             byte = os.read(fd, 1)
             if not byte:
