@@ -43,6 +43,7 @@ op's own line.
 """
 
 from __future__ import annotations
+import __future__
 
 import base64
 import builtins
@@ -284,7 +285,7 @@ class Scorer:
         if code is None:
             if len(self.check_code) >= CODE_CACHE_SIZE:
                 self.check_code.clear()
-            code = self.check_code[source] = compile(source, "<check>", "exec")
+            code = self.check_code[source] = _compile(source, "<check>")
         namespace = {"__builtins__": builtins, "initial_state": self.load(initial, env_id)}
         exec(code, namespace)
         return namespace["check_func"](self.load(final, env_id))
@@ -300,12 +301,25 @@ def _lookup(module: types.ModuleType, qualname: str) -> object:
     return found
 
 
+def _compile(source: str, name: str):
+    """Pool code is compiled with postponed annotations, as this runtime always compiled it
+    (a method may then name its own class in an annotation)."""
+    return compile(
+        source, name, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True
+    )
+
+
 def _load_module(env_id: str, code: str) -> types.ModuleType:
-    """Executes an environment's code as its own module, registered so pickle finds it."""
+    """Executes an environment's code as its own module, registered in ``sys.modules`` first
+    (as an import does: ``dataclasses`` looks its module up there), so pickle finds it."""
     module = types.ModuleType(module_name(env_id))
     module.__builtins__ = builtins
-    exec(compile(code, f"<env {env_id}>", "exec"), module.__dict__)
     sys.modules[module.__name__] = module
+    try:
+        exec(_compile(code, f"<env {env_id}>"), module.__dict__)
+    except BaseException:
+        del sys.modules[module.__name__]
+        raise
     return module
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from envsched_gnn.envs.generator import generate_pool
-from envsched_gnn.envs.pool import Environment, Pool, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig, ToolFault
+from envsched_gnn.envs.pool import Check, Environment, Pool, ToolCall
+from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig, ToolFault
 from envsched_gnn.envs.sandbox import SandboxConfig, interpreter, sandbox_ids
 from tests.envs.abuse_pool import ABUSER_CODE, abuse_pool
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
@@ -349,3 +349,59 @@ def test_where_the_kernel_refuses_namespaces_untrusted_pools_are_refused(tmp_pat
     assert trusted.returncode == 0, trusted.stderr
     assert json.loads(trusted.stdout.strip().splitlines()[-1])["reference_min_reward"] == 1.0
     assert "running the trusted pool's code without one" in trusted.stderr
+
+
+REALISTIC_CODE = """
+import copy
+import dataclasses
+import os
+import subprocess
+
+import mpmath
+
+
+@dataclasses.dataclass
+class Account:
+    owner: str
+    balance: mpmath.mpf
+
+
+class Bank:
+    def __init__(self, init_config):
+        self.accounts = {"A1": Account("kim", mpmath.mpf("10.5"))}
+        self.log = copy.deepcopy(init_config.get("log", []))
+
+    def deposit(self, account: str, amount: str):
+        self.accounts[account].balance += mpmath.mpf(amount)
+        self.log.append(subprocess.run(["true"]).returncode)
+        return {"success": True, "data": str(self.accounts[account].balance)}
+"""
+
+
+def test_real_pools_imports_and_state_classes_score_as_they_did():
+    """Top-level imports of os, subprocess, copy, mpmath; a state holding instances of the
+    environment's own class and of mpmath's: the scorer loads them and judges honestly."""
+    checks = [
+        "final_state['accounts']['A1'].balance == 13",
+        "final_state['accounts']['A1'].owner == 'kim' and final_state['log'] == [0]",
+        "initial_state['accounts']['A1'].balance == 10.5",
+    ]
+    env = Environment(
+        "bank", REALISTIC_CODE, [{"type": "function", "function": {"name": "deposit"}}]
+    )
+    task = dataclasses.replace(
+        abuse_pool().tasks[0],
+        task_id="bank",
+        env_id="bank",
+        env_class_name="Bank",
+        checklist_with_func=[
+            Check(c, f"def check_func(final_state):\n    return {c}\n") for c in checks
+        ],
+    )
+    with EnvRuntime(Pool(envs={"bank": env}, tasks=[task]), CONFIG) as runtime:
+        [done] = runtime.replay(
+            [("bank", [ToolCall("deposit", {"account": "A1", "amount": "2.5"})])]
+        )
+        [nothing] = runtime.replay([("bank", [])])
+    assert done == EpisodeScore(1.0, (True, True, True))
+    assert nothing.checks == (False, False, True)
