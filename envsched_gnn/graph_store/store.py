@@ -435,7 +435,7 @@ class GraphStore:
         The managed server's driver does not retry (``retry_time=0``): this loop does, for
         :attr:`retry_s`, and stops at once when the server process is dead.
         """
-        from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+        from neo4j.exceptions import AuthError, ServiceUnavailable, SessionExpired, TransientError
 
         give_up = time.monotonic() + self.retry_s
         delay = 0.1
@@ -453,6 +453,14 @@ class GraphStore:
                 self._raise_if_dead()
                 if time.monotonic() + delay > give_up:
                     raise
+            except AuthError as error:
+                # ArcadeDB reloads its security files about a second after it starts, and
+                # connections opened before then are refused once ("no longer valid"); the
+                # credentials were checked on connect, so a new connection will do
+                if time.monotonic() + delay > give_up:
+                    raise StoreError(
+                        f"the store at {self.where} refused the credentials: {error.message}"
+                    ) from error
             time.sleep(delay)
             delay = min(2 * delay, 1.0)
 
