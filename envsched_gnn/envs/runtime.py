@@ -37,13 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.envs.sandbox import (
-    SandboxConfig,
-    SandboxUnavailable,
-    WorkerProcess,
-    start_all,
-    trust_pool_default,
-)
+from envsched_gnn.envs.sandbox import SandboxConfig, SandboxUnavailable, trust_pool_default
+from envsched_gnn.envs.slots import Slots
 
 __all__ = ["EnvRuntime", "EpisodeScore", "RuntimeConfig", "SandboxUnavailable", "ToolFault"]
 
@@ -156,17 +151,6 @@ class _Item:
     run: _ScoreRun | None = None
 
 
-@dataclass
-class _Slot:
-    """A sandboxed worker, the environment it is bound to (None: no env code ran in it yet)."""
-
-    process: WorkerProcess
-    env_id: str | None = None
-    defined: set[str] = field(default_factory=set)  # channels that hold the env's code
-    used: int = 0
-    exhausted: bool = False
-
-
 class _Job:
     """The items one worker channel is answering in the current dispatch."""
 
@@ -176,11 +160,6 @@ class _Job:
         self.position = 0
         self.buffer = b""
         self.deadline = 0.0
-
-
-def _stop_all(slots: dict[int, _Slot]) -> None:
-    for slot in slots.values():
-        slot.process.stop()
 
 
 class EnvRuntime:
@@ -195,13 +174,11 @@ class EnvRuntime:
         self.pool = pool
         self.config = config or RuntimeConfig()
         self.restarts = 0
-        self._slots: dict[int, _Slot] = {}
-        self._slot_ids = itertools.count()
-        self._clock = itertools.count(1)
+        self._slots = Slots(self.config)
         self._episodes: dict[str, _Episode] = {}
         self._replay_ids = itertools.count()
         self._max_line = 2 * max(self.config.max_result_bytes, self.config.max_state_bytes) + 65536
-        self._finalizer = weakref.finalize(self, _stop_all, self._slots)
+        self._finalizer = weakref.finalize(self, self._slots.close)
 
     def __enter__(self) -> EnvRuntime:
         self.start()
@@ -212,19 +189,20 @@ class EnvRuntime:
 
     def start(self) -> None:
         """Starts fresh workers up to ``workers`` (idempotent); raises SandboxUnavailable."""
-        fresh = [slot for slot in self._slots.values() if slot.env_id is None]
-        self._start_slots([self._new_slot(None) for _ in range(self.config.workers - len(fresh))])
+        fresh = [i for i, slot in self._slots.items() if slot.env_id is None]
+        self._slots.start(
+            [self._slots.launch(None) for _ in range(self.config.workers - len(fresh))]
+        )
 
     def close(self) -> None:
         """Stops the workers and forgets every episode."""
-        _stop_all(self._slots)
-        self._slots.clear()
+        self._slots.close()
         self._episodes.clear()
 
     @property
     def pids(self) -> list[int]:
         """Process ids of the current workers (each the first process of its sandbox)."""
-        return [slot.process.pid for slot in self._slots.values()]
+        return self._slots.pids
 
     def reset(self, episodes: Sequence[tuple[str, str]]) -> list[dict]:
         """Starts (or restarts) each ``(episode_id, task_id)`` in its task's initial state.
@@ -233,7 +211,7 @@ class EnvRuntime:
         a ``TypeError``, then every key of ``init_config`` set as an attribute. Returns
         ``{"success": True}`` or ``{"success": False, "error": str}`` per episode.
         """
-        if not self._slots:
+        if not len(self._slots):
             self.start()
         tasks = [self.pool.task(task_id) for _, task_id in episodes]
         if len({episode_id for episode_id, _ in episodes}) != len(episodes):
@@ -316,7 +294,7 @@ class EnvRuntime:
                 item = _Item("release", text, episode_id, None, self.config.grace_s)
                 jobs.setdefault((episode.worker, TOOLS), []).append(item)
         self._dispatch(jobs, [])
-        self._trim()
+        self._slots.trim(self._load())
 
     def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
         """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score."""
@@ -370,76 +348,24 @@ class EnvRuntime:
         for env_id, sinks in new.items():
             share = math.ceil(self.config.workers * live_of[env_id] / total)
             wanted = min(self.config.workers, max(1, share))
-            own = [i for i, slot in self._slots.items() if slot.env_id == env_id]
+            own = self._slots.bound_to(env_id)
             while len(own) < wanted:
-                slot_id = self._acquire(env_id, load, started)
+                slot_id = self._slots.acquire(env_id, load, started)
                 load.setdefault(slot_id, 0)
                 own.append(slot_id)
             for sink in sinks:
                 worker = min(own, key=load.__getitem__)
                 placement[sink] = worker
                 load[worker] += 1
-        self._start_slots(started)
-        now = next(self._clock)
-        for worker in set(placement):
-            self._slots[worker].used = now
+        self._slots.start(started)
+        self._slots.touch(set(placement))
         return placement
-
-    def _acquire(self, env_id: str, load: dict[int, int], started: list[int]) -> int:
-        """A worker for ``env_id``: a fresh one, a new one, or an idle one of another
-        environment restarted (its code must not meet ``env_id``'s), least recently used."""
-        fresh = [i for i, slot in self._slots.items() if slot.env_id is None]
-        if fresh:
-            self._slots[fresh[0]].env_id = env_id
-            return fresh[0]
-        idle = [
-            i for i, slot in self._slots.items() if load.get(i, 0) == 0 and slot.env_id != env_id
-        ]
-        if len(self._slots) >= self.config.max_sandboxes and idle:
-            slot_id = min(idle, key=lambda i: self._slots[i].used)
-            self._restart(slot_id, start=False)
-            self._slots[slot_id].env_id = env_id
-        else:
-            slot_id = self._new_slot(env_id)
-        started.append(slot_id)
-        return slot_id
-
-    def _new_slot(self, env_id: str | None) -> int:
-        slot_id = next(self._slot_ids)
-        self._slots[slot_id] = _Slot(WorkerProcess(self.config), env_id)
-        return slot_id
-
-    def _start_slots(self, slot_ids: Sequence[int]) -> None:
-        """Completes the start of launched workers (all launched first, so in parallel)."""
-        slots = [self._slots[slot_id] for slot_id in slot_ids]
-        try:
-            ready = start_all([slot.process for slot in slots])
-        except SandboxUnavailable:
-            self.close()
-            raise
-        for slot, process in zip(slots, ready, strict=True):
-            slot.process = process
-
-    def _restart(self, slot_id: int, *, start: bool = True) -> None:
-        slot = self._slots[slot_id]
-        slot.process.stop()
-        slot.process = WorkerProcess(self.config)
-        slot.defined, slot.exhausted = set(), False
-        if start:
-            self._start_slots([slot_id])
-
-    def _trim(self) -> None:
-        """Stops idle workers beyond ``max_sandboxes``, least recently used first."""
-        load = self._load()
-        idle = sorted((i for i in self._slots if load[i] == 0), key=lambda i: self._slots[i].used)
-        for slot_id in idle[: max(0, len(self._slots) - self.config.max_sandboxes)]:
-            self._slots.pop(slot_id).process.stop()
 
     def _retire_exhausted(self) -> None:
         """Replaces workers past half their CPU-time limit, rebuilding their episodes."""
-        for slot_id, slot in list(self._slots.items()):
+        for slot_id, slot in self._slots.items():
             if slot.exhausted:
-                self._restart(slot_id)
+                self._slots.restart(slot_id)
                 self._dispatch({(slot_id, TOOLS): self._rebuild_items(slot_id)}, [])
 
     # -- ops --------------------------------------------------------------------------------
@@ -557,7 +483,7 @@ class EnvRuntime:
             rest[channel] += culprit.items[culprit.position + 1 :]
             if other is not None:
                 rest[OTHER[channel]] += other.items[other.position :]
-            self._restart(slot_id)
+            self._slots.restart(slot_id)
             self.restarts += 1
             restarts[slot_id] = restarts.get(slot_id, 0) + 1
             if restarts[slot_id] > MAX_RESTARTS_PER_BATCH:

@@ -70,9 +70,9 @@ class Abuser:
     def resolve(self, name: str):
         return {"success": True, "data": attempt(socket.getaddrinfo, name, 80)}
 
-    def run(self, argv: list):
+    def run(self, argv: list, timeout: float = 5.0):
         def go():
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
             return {"code": done.returncode, "out": done.stdout, "err": done.stderr[-300:]}
         return {"success": True, "data": attempt(go)}
 

@@ -233,16 +233,15 @@ def test_limits_hold(abuse):
 
 
 def test_cpu_limit_stops_a_spinning_child():
-    config = RuntimeConfig(workers=1, call_timeout_s=8.0, sandbox=SandboxConfig(cpu_limit_s=1))
+    config = RuntimeConfig(workers=1, call_timeout_s=60.0, sandbox=SandboxConfig(cpu_limit_s=1))
+    spin = [interpreter(), "-c", "while True: pass"]
     with EnvRuntime(abuse_pool(), config) as runtime:
-        started = time.monotonic()
-        ran = attempt(runtime, "run", argv=[interpreter(), "-c", "while True: pass"])
-        assert ran["ok"] is True and ran["value"]["code"] in (-24, -9), ran  # SIGXCPU, SIGKILL
-        assert time.monotonic() - started < 6.0
+        ran = attempt(runtime, "run", argv=spin, timeout=50.0)  # wall time is no limit here
+    assert ran["ok"] is True and ran["value"]["code"] in (-24, -9), ran  # SIGXCPU, SIGKILL
 
 
 def test_a_worker_past_half_its_cpu_limit_is_replaced_with_its_episodes():
-    config = RuntimeConfig(workers=1, call_timeout_s=8.0, sandbox=SandboxConfig(cpu_limit_s=2))
+    config = RuntimeConfig(workers=1, call_timeout_s=30.0, sandbox=SandboxConfig(cpu_limit_s=2))
     with EnvRuntime(abuse_pool(), config) as runtime:
         runtime.reset([("a", "abuse")])
         [before] = runtime.pids

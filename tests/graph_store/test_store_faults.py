@@ -198,7 +198,7 @@ def test_a_second_process_waits_for_the_folder_or_names_its_holder(tmp_path) -> 
         started = time.monotonic()
         with pytest.raises(StoreError, match=rf"in use by process {holder.pid} .*waited 1 s"):
             ManagedArcadeDB(folder, lock_timeout=1.0).start()
-        assert time.monotonic() - started < 5.0
+        assert time.monotonic() - started < 15.0  # it did not wait for the holder
         holder.stdin.close()  # the holder finishes while we wait
         with ManagedArcadeDB(folder, lock_timeout=120.0) as server:
             assert server.running
