@@ -341,13 +341,24 @@ class WorkerProcess:
         (proc / "uid_map").write_text(f"{uid} {uid} 1\n")
         (proc / "gid_map").write_text(f"{gid} {gid} 1\n")
 
-    def stop(self) -> None:
-        """Kills the worker and all it started (its session; in a sandbox, its namespace)."""
+    def finish(self) -> None:
+        """Asks the worker to exit (closes its requests); :meth:`stop` then waits for it."""
+        for stream in (self.tools_in, self.scorer_in):
+            if not stream.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    stream.close()
+
+    def stop(self, patience_s: float = 0.0) -> None:
+        """Kills the worker and all it started (its session; in a sandbox, its namespace),
+        after up to ``patience_s`` seconds for it to exit by itself (after :meth:`finish`)."""
+        if self.proc.poll() is None and patience_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=patience_s)
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        for stream in (self.tools_in, self.tools_out, self.scorer_in, self.scorer_out):
+        self.finish()
+        for stream in (self.tools_out, self.scorer_out):
             if not stream.closed:
-                with contextlib.suppress(BrokenPipeError):
-                    stream.close()
+                stream.close()

@@ -122,6 +122,10 @@ class Slots:
             self._slots.pop(slot_id).process.stop()
 
     def close(self) -> None:
+        """Stops every worker: all are asked to exit first, then waited for (1 s at most
+        each, so that their CPU time is accounted to this process), then killed."""
         for slot in self._slots.values():
-            slot.process.stop()
+            slot.process.finish()
+        for slot in self._slots.values():
+            slot.process.stop(patience_s=1.0)
         self._slots.clear()
