@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.training.grpo_config import GRPOConfig
+
 DEFAULT_STORE = ".envsched/store"
 
 
@@ -37,10 +39,13 @@ class Preset:
     """Tasks per environment."""
     test_per_env: int
     """Held-out tasks per environment (split ``test``)."""
-    sft_minutes: float
-    """Wall-clock budget of the SFT warm start."""
+    sft_steps: int
+    """Optimiser steps of the SFT warm start."""
     sft_extra_tasks_per_env: int
     """Fresh generated tasks per environment added to SFT's train split."""
+    sft_include_train_split: bool
+    """SFT imitates the pool's train split too (off: only fresh tasks, so GRPO's train tasks
+    are as new to the policy as the held-out ones)."""
     batch_size: int
     """B."""
     group_size: int
@@ -59,6 +64,38 @@ class Preset:
     """Episodes per forward/backward pass."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    lr_warmup_steps: int = 0
+    """GRPO's linear learning-rate warm-up, in optimiser steps."""
+    ppo_epochs: int = 1
+    """GRPO passes over each step's episodes."""
+    mini_batches: int = 1
+    """GRPO optimiser steps per pass."""
+    advantage_estimator: str = "grpo"
+    """``grpo`` or ``dr_grpo``."""
+    kl_coef: float = 0.0
+    """Weight of the KL penalty to the SFT policy."""
+
+    def grpo_config(
+        self, scheduler: str, steps: int, seed: int, lr: float | None = None
+    ) -> GRPOConfig:
+        """The GRPO run of one scheduler under this preset (every scheduler gets the same)."""
+        return GRPOConfig(
+            scheduler=scheduler,
+            batch_size=self.batch_size,
+            group_size=self.group_size,
+            steps=steps,
+            lr=self.lr if lr is None else lr,
+            lr_warmup_steps=self.lr_warmup_steps,
+            ppo_epochs=self.ppo_epochs,
+            mini_batches=self.mini_batches,
+            advantage_estimator=self.advantage_estimator,
+            kl_coef=self.kl_coef,
+            micro_batch_size=self.micro_batch_size,
+            eval_every=self.eval_every,
+            eval_tasks=self.eval_tasks,
+            eval_samples=self.eval_samples,
+            seed=seed,
+        )
 
 
 PRESETS: dict[str, Preset] = {
@@ -69,8 +106,9 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=20,
         test_per_env=5,
-        sft_minutes=12.0,
+        sft_steps=4400,
         sft_extra_tasks_per_env=200,
+        sft_include_train_split=False,
         batch_size=8,
         group_size=8,
         steps=10,
@@ -85,8 +123,9 @@ PRESETS: dict[str, Preset] = {
         envs=51,
         tasks_per_env=50,
         test_per_env=10,
-        sft_minutes=20.0,
+        sft_steps=8000,
         sft_extra_tasks_per_env=200,
+        sft_include_train_split=True,
         batch_size=64,
         group_size=8,
         steps=200,
@@ -123,6 +162,9 @@ class RunOptions:
     """``auto``, ``cpu`` or ``gpu``."""
     lr: float | None = None
     """GRPO learning rate (default: the preset's)."""
+    workers: int = 0
+    """Schedulers trained at once, one process each (0: one per CPU core on a CPU machine,
+    1 on a GPU)."""
 
 
 class Progress:
@@ -152,9 +194,9 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.grpo_config import GRPOConfig
-    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
-    from envsched_gnn.training.sft import SFTConfig, run_sft
+    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
+    from envsched_gnn.training.grpo_train import LaunchConfig
+    from envsched_gnn.training.warm_start import warm_start
 
     if preset is None:
         if options.preset not in PRESETS:
@@ -200,30 +242,12 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         )
 
         tick = time.perf_counter()
-        progress(f"SFT warm start ({preset.sft_minutes:g} min budget) ...")
-        sft = SFTConfig(
-            minutes=preset.sft_minutes,
-            extra_tasks_per_env=preset.sft_extra_tasks_per_env,
-            seed=options.seed,
-            accelerator=options.accelerator,
-            agent=agent,
-        )
-        policy_dir = run_sft(pool, options.model, sft, out / "sft")
-        progress(f"SFT done: policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
+        sft = demo_sft_config(preset, options.seed, options.accelerator, agent)
+        policy_dir, warm = warm_start(pool, options.model, sft, out / "sft", progress)
+        progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
 
         configs = {
-            name: GRPOConfig(
-                scheduler=name,
-                batch_size=preset.batch_size,
-                group_size=preset.group_size,
-                steps=steps,
-                lr=options.lr if options.lr is not None else preset.lr,
-                micro_batch_size=preset.micro_batch_size,
-                eval_every=preset.eval_every,
-                eval_tasks=preset.eval_tasks,
-                eval_samples=preset.eval_samples,
-                seed=options.seed,
-            )
+            name: preset.grpo_config(name, steps, options.seed, options.lr)
             for name in options.schedulers
         }
         tick = time.perf_counter()
@@ -235,29 +259,22 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             f"({progress.lap('initial_eval_s', tick):.1f} s)"
         )
 
+        tick = time.perf_counter()
+        workers = parallel_workers(options.workers, len(configs), options.accelerator)
+        progress(
+            f"GRPO with {', '.join(configs)}: {steps} steps x {first.batch_size} tasks x "
+            f"{first.group_size} rollouts each, {workers} at a time ..."
+        )
+        start = SharedStart(pool, graph, policy_dir, agent, runtime, launch, initial)
+        runs = [GRPORun(config, out / "grpo" / name) for name, config in configs.items()]
+        trained = train_runs(start, runs, workers)
+        progress.lap("grpo_s", tick)
         results: dict[str, Any] = {}
-        for index, (name, config) in enumerate(configs.items()):
-            tick = time.perf_counter()
-            progress(
-                f"GRPO with {name}: {steps} steps x {config.batch_size} tasks x "
-                f"{config.group_size} rollouts ..."
-            )
-            result = train_grpo(
-                pool,
-                graph,
-                policy_dir,
-                config,
-                out / "grpo" / name,
-                agent_config=agent,
-                runtime_config=runtime,
-                launch=replace(launch, progress_bar=False, print_steps=True),
-                write_observations=store.write_observations if index == 0 else None,
-                initial_eval=initial,
-            )
-            write_history(
-                out / "grpo" / name / "history.jsonl",
-                [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)],
-            )
+        for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
+            observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
+            write_history(out / "grpo" / name / "history.jsonl", observations)
+            if index == 0:
+                store.write_observations(observations)
             results[name] = {
                 "eval": result.evals,
                 "steps": result.steps,
@@ -265,19 +282,15 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
                 "rewards": result.rewards,
                 "rollouts": result.rollouts,
                 "wall_s": result.wall_s,
-                "config": asdict(config),
-                "store": {
-                    "written": index == 0,
-                    "unwritten": result.unwritten_observations,
-                    "rejected": result.rejected_observations,
-                },
+                "config": asdict(configs[name]),
+                "store": {"written": index == 0, "observations": len(observations)},
             }
             row = summarize(results[name])
             progress(
                 f"{name}: held-out {row['heldout_start']:.3f} -> {row['heldout_end']:.3f}, "
                 f"mean batch reward variance {row['batch/mean_reward_variance']:.4f}, "
                 f"envs/batch {row['batch/envs_covered']:.1f}, {result.rollouts} rollouts "
-                f"({progress.lap(f'grpo_{name}_s', tick):.1f} s)"
+                f"({result.wall_s:.1f} s)"
             )
 
     progress.marks["total_s"] = round(time.perf_counter() - progress.start, 1)
@@ -290,6 +303,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             "steps": steps,
             "agent": asdict(agent),
             "sft": {k: v for k, v in asdict(sft).items() if k not in ("agent", "policy")},
+            "warm_start": {k: v for k, v in warm.items() if k != "sft"},
             "model": options.model or "built-in",
         },
         "notes": _notes(options, preset, steps, pool, initial),
@@ -300,6 +314,38 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     paths = write_report(report, out)
     progress(f"report: {', '.join(str(p) for p in paths)}")
     return report
+
+
+def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> Any:
+    """The SFT warm start of a preset (what the packaged demo policy was built with)."""
+    from envsched_gnn.training.sft_config import SFTConfig
+
+    return SFTConfig(
+        max_steps=preset.sft_steps,
+        extra_tasks_per_env=preset.sft_extra_tasks_per_env,
+        include_train_split=preset.sft_include_train_split,
+        seed=seed,
+        accelerator=accelerator,
+        agent=agent,
+    )
+
+
+def package_demo_policy(
+    out: str | Path, preset_name: str = "demo", seed: int = 0, threads: int = 0
+) -> Path:
+    """SFT of the built-in policy on the preset's pool, written to ``out`` with the manifest
+    the main job checks (:mod:`~envsched_gnn.training.warm_start`)."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.training.agent_format import AgentConfig
+    from envsched_gnn.training.warm_start import package_policy
+
+    preset = PRESETS[preset_name]
+    pool = generate_pool(
+        preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=preset.max_calls
+    )
+    config = replace(demo_sft_config(preset, seed, "cpu", AgentConfig()), threads=threads)
+    command = f"envsched-gnn train demo-policy --preset {preset_name} --seed {seed} --out {out}"
+    return package_policy(pool, config, out, command)
 
 
 def _prepare_store(store: Any, options: RunOptions) -> None:
@@ -370,6 +416,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", help="local HF causal LM folder (default: built-in policy)")
     parser.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=defaults.workers,
+        help="schedulers trained at once, one process each (0: one per CPU core; 1 on a GPU)",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -391,6 +443,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         model=args.model,
         accelerator=args.accelerator,
         lr=args.lr,
+        workers=args.workers,
     )
     run_pipeline(options)
     return 0

@@ -10,7 +10,7 @@ Two learners, one harness (graphs, jobs, aggregation, report and plots are share
   simulated expected reward on the held-out split, after every update.
 - ``--learner policy``: a real GRPO run of the policy per scheduler and seed, all from one
   starting policy (:mod:`envsched_gnn.eval.policy_learner`). Score = held-out mean reward
-  of the policy on a fixed subset of the test split, every e = ceil(S / 5) steps.
+  of the policy on a fixed subset of the test split, every e = ceil(S / evaluations) steps.
 
 Score columns (:func:`score_steps_for`): budget steps e, 3e and S with e = ceil(S / 5),
 i.e. the paper's 40 / 120 / 200 when S = 200 (10 steps: 2 / 6 / 10).
@@ -70,14 +70,15 @@ def grid_name(k_in: int, k_cross: int) -> str:
     return f"k{k_in}_{k_cross}"
 
 
-def eval_every_for(steps: int) -> int:
-    """e = ceil(S / 5): the policy learner evaluates every e steps (and after the last)."""
-    return max(1, math.ceil(steps / 5))
+def eval_every_for(steps: int, evaluations: int = 5) -> int:
+    """e = ceil(S / evaluations): the policy learner evaluates every e steps (and after the
+    last)."""
+    return max(1, math.ceil(steps / evaluations))
 
 
-def score_steps_for(steps: int) -> tuple[int, ...]:
+def score_steps_for(steps: int, evaluations: int = 5) -> tuple[int, ...]:
     """The report's score columns: budget steps e, 3e and S (40 / 120 / 200 for S = 200)."""
-    e = eval_every_for(steps)
+    e = eval_every_for(steps, evaluations)
     return tuple(sorted({min(e, steps), min(3 * e, steps), steps}))
 
 
@@ -101,6 +102,10 @@ class AblationConfig:
     """(k_in, k_cross) pairs of the neighbour-size grid (EnvSched on each graph)."""
     score_steps: tuple[int, ...] | None = None
     """Budget steps at which the downstream score is reported (None: ``score_steps_for``)."""
+    evaluations: int = 5
+    """Policy learner: held-out evaluations per run after step 0, every e = ceil(S /
+    evaluations) steps (each costs about as much as 10 GRPO steps of 8 x 8 on the demo
+    pool)."""
     workers: int = 2
     """Worker processes."""
     shuffle_seed: int = 0
@@ -113,13 +118,13 @@ class AblationConfig:
     def __post_init__(self) -> None:
         if self.learner not in ("sim", "policy"):
             raise ValueError(f"--learner {self.learner!r}, expected 'sim' or 'policy'")
-        for name in ("seeds", "steps", "batch_size", "workers"):
+        for name in ("seeds", "steps", "batch_size", "workers", "evaluations"):
             if getattr(self, name) < 1:
                 raise ValueError(
                     f"--{name.replace('_', '-')} = {getattr(self, name)}, expected >= 1"
                 )
         if self.score_steps is None:
-            self.score_steps = score_steps_for(self.steps)
+            self.score_steps = score_steps_for(self.steps, self.evaluations)
         from envsched_gnn.scheduler.registry import SCHEDULERS
 
         unknown = [name for name in self.schedulers if name not in SCHEDULERS]
@@ -313,7 +318,7 @@ def curve_steps(config: AblationConfig) -> np.ndarray:
     """Budget steps of the score curve: every step (simulator), the evaluations (policy)."""
     if config.learner == "sim":
         return np.arange(config.steps + 1, dtype=np.float64)
-    e = eval_every_for(config.steps)
+    e = eval_every_for(config.steps, config.evaluations)
     return np.array(sorted({*range(0, config.steps, e), config.steps}), dtype=np.float64)
 
 

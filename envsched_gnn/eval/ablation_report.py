@@ -188,8 +188,8 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
         ]
     heldout = run_info["heldout"]
     warm_start = (
-        f"{run_info['policy']} after an SFT warm start of {run_info['sft_minutes']:g} min"
-        if run_info["sft_minutes"] > 0
+        f"{run_info['policy']} after an SFT warm start of {run_info['sft_steps']} steps"
+        if run_info["sft_steps"] > 0
         else "used as given, no SFT"
     )
     return [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 
@@ -55,15 +56,28 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes (simulator; default 2)")
     p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
+    p.add_argument(
+        "--evaluations",
+        type=int,
+        default=5,
+        help="policy: held-out evaluations per run after step 0, every ceil(S / this) steps (5)",
+    )
     policy = PolicyLearnerConfig()
     p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
     p.add_argument(
-        "--sft-minutes",
-        type=float,
-        default=policy.sft_minutes,
-        help=f"policy: SFT warm start budget; 0 starts from --model as is ({policy.sft_minutes:g})",
+        "--sft-steps",
+        type=int,
+        default=policy.sft_steps,
+        help=f"policy: SFT warm-start optimiser steps; 0 starts from --model as is "
+        f"({policy.sft_steps})",
     )
-    p.add_argument("--lr", type=float, default=policy.lr, help=f"policy: GRPO lr ({policy.lr:g})")
+    p.add_argument("--lr", type=float, help=f"policy: GRPO learning rate ({policy.recipe.lr:g})")
+    p.add_argument(
+        "--policy-workers",
+        type=int,
+        default=policy.workers,
+        help=f"policy: GRPO runs trained at once, one process each ({policy.workers})",
+    )
     p.add_argument(
         "--eval-tasks",
         type=int,
@@ -114,6 +128,7 @@ def _ablate(args: argparse.Namespace) -> int:
         options["schedulers"] = tuple(names)
     if not (args.k_grid if args.k_grid is not None else args.learner == "sim"):
         options["k_grid"] = ()
+    recipe = PolicyLearnerConfig().recipe
     config = AblationConfig(
         seeds=args.seeds,
         steps=args.steps,
@@ -121,11 +136,13 @@ def _ablate(args: argparse.Namespace) -> int:
         learner=args.learner,
         shuffle_graph=args.shuffle_graph,
         workers=args.workers,
+        evaluations=args.evaluations,
         simulator=SimulatorConfig(rollouts=args.rollouts, world_seed=args.world_seed),
         policy=PolicyLearnerConfig(
             model=args.model,
-            sft_minutes=args.sft_minutes,
-            lr=args.lr,
+            sft_steps=args.sft_steps,
+            recipe=replace(recipe, lr=args.lr) if args.lr is not None else recipe,
+            workers=args.policy_workers,
             eval_tasks=args.eval_tasks,
             eval_samples=args.eval_samples,
             accelerator=args.accelerator,

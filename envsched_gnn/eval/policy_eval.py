@@ -37,12 +37,16 @@ def _summary(groups: dict[str, list[float]]) -> dict[str, float]:
 
 
 def evaluate_policy(
-    engine: Any, tasks: Sequence[str], k: int, seed: int, tasks_per_batch: int = 64
+    engine: Any, tasks: Sequence[str], k: int, seed: int, tasks_per_batch: int = 16
 ) -> dict[str, Any]:
     """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``).
 
-    Tasks go in batches of ``tasks_per_batch`` (x k episodes). Returns the overall
-    summary (see the module docstring), ``per_env`` summaries, ``finish_reasons`` counts,
+    Tasks go in batches of ``tasks_per_batch`` (x k episodes); the rewards do not depend on
+    it (each episode has its own seed). Measured with the demo SFT policy, 64 tasks x 4 at one
+    thread: 16 tasks per batch 23 s, 64 per batch 37 s, 8 per batch 37 s (a batch's decode
+    runs until its longest episode ends, padding included). Returns the overall
+    summary (see the module docstring), ``per_env`` summaries, ``per_task`` rewards (task id
+    -> its k rewards, so that comparisons can be paired by task), ``finish_reasons`` counts,
     ``malformed_call_rate`` (malformed calls per episode), ``rollout_s`` and ``k``.
     """
     if k < 1:
@@ -75,4 +79,5 @@ def evaluate_policy(
         "finish_reasons": dict(sorted(finish.items())),
         "rollout_s": rollout_s,
         "per_env": {env: _summary(g) for env, g in sorted(per_env.items())},
+        "per_task": {task_id: list(groups[task_id]) for task_id in tasks},
     }

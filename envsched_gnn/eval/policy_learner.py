@@ -1,10 +1,12 @@
 """The policy learner of ``eval ablate --learner policy``: one real GRPO run per scheduler and seed.
 
 Every run starts from the same policy: the SFT warm start of the built-in policy (or of
-``model``), or ``model`` as is when ``sft_minutes`` = 0. Then, for every seed s and every
-scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo` trains it with B, K, seed s
-and the scheduler on the ablation's train-split graph. Budget: S x B x K rollouts per run; a
-scheduler whose batch holds G > B tasks (DAPO's generation batch) runs floor(S B / G) steps.
+``model``; the packaged demo policy when SFT's inputs match it, see
+:mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
+for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo`
+trains it with B, K, seed s and the scheduler on the ablation's train-split graph. Budget:
+S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
+batch) runs floor(S B / G) steps.
 
 Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of the policy
 (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +36,7 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime import RuntimeConfig
 from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
 
 if TYPE_CHECKING:
@@ -44,16 +49,19 @@ class PolicyLearnerConfig:
 
     model: str | None = None
     """Local HF causal LM folder to start from; None: the built-in policy."""
-    sft_minutes: float = SFTConfig.minutes
-    """SFT warm-start budget (default: the SFT default); 0: no SFT, ``model`` is the starting
-    policy as is."""
+    sft_steps: int = SFTConfig.max_steps
+    """SFT warm-start budget in optimiser steps (default: the SFT default); 0: no SFT,
+    ``model`` is the starting policy as is."""
     sft_extra_tasks_per_env: int = SFTConfig.extra_tasks_per_env
     """Fresh generated tasks per environment added to SFT's train split."""
-    lr: float = 2e-4
-    """GRPO learning rate (the main job's demo value for the built-in policy)."""
-    micro_batch_size: int = 32
-    """Episodes per forward/backward pass."""
-    eval_tasks: int = 32
+    recipe: GRPOConfig = field(default_factory=small_policy_recipe)
+    """GRPO's optimisation settings (learning rate, passes, advantages, KL); its scheduler,
+    B, K, steps, seed and evaluation fields are replaced by the harness's. Default: the main
+    job's recipe for the built-in policy."""
+    workers: int = 1
+    """Runs trained at once, each in its own process with one torch thread (2 on 2 cores:
+    the rollouts wait on tool calls and tokens, so two runs share the machine well)."""
+    eval_tasks: int = 0
     """Held-out tasks scored (a fixed seeded subset of the test split; 0: all)."""
     eval_samples: int = 4
     """Samples per held-out task."""
@@ -67,10 +75,12 @@ class PolicyLearnerConfig:
     """Worker processes of the environment runtime."""
 
     def __post_init__(self) -> None:
-        if self.sft_minutes < 0:
-            raise ValueError(f"--sft-minutes = {self.sft_minutes}, expected >= 0")
-        if self.sft_minutes == 0 and self.model is None:
-            raise ValueError("--sft-minutes 0 needs --model (the policy to start from as is)")
+        if self.workers < 1:
+            raise ValueError(f"--policy-workers = {self.workers}, expected >= 1")
+        if self.sft_steps < 0:
+            raise ValueError(f"--sft-steps = {self.sft_steps}, expected >= 0")
+        if self.sft_steps == 0 and self.model is None:
+            raise ValueError("--sft-steps 0 needs --model (the policy to start from as is)")
 
 
 def check_model(config: PolicyLearnerConfig) -> None:
@@ -84,20 +94,20 @@ def starting_policy(
 ) -> Path:
     """The folder of the policy every run starts from (SFT into ``out/sft`` unless skipped)."""
     check_model(config)
-    if config.sft_minutes == 0:
+    if config.sft_steps == 0:
         log(f"policy: starting every run from {config.model} as is (no SFT)")
         return Path(config.model)
-    from envsched_gnn.training.sft import SFTConfig, run_sft
+    from envsched_gnn.training.warm_start import warm_start
 
     sft = SFTConfig(
-        minutes=config.sft_minutes,
+        max_steps=config.sft_steps,
         extra_tasks_per_env=config.sft_extra_tasks_per_env,
         accelerator=config.accelerator,
         agent=config.agent,
     )
     start = time.perf_counter()
     log(f"policy: SFT warm start of {config.model or 'the built-in policy'} ...")
-    path = run_sft(pool, config.model, sft, out / "sft")
+    path, _ = warm_start(pool, config.model, sft, out / "sft", log)
     log(f"policy: SFT done in {time.perf_counter() - start:.0f} s: {path}")
     return path
 
@@ -119,73 +129,151 @@ def run_policy_jobs(
     out: Path,
     log: Callable[[str], None],
 ) -> tuple[list[dict], dict[str, Any]]:
-    """Train every job from one starting policy; returns the run records and what the
-    report says about the learner (starting policy, evaluation set, step-0 score)."""
+    """Train every job from one starting policy (``config.policy.workers`` at a time); returns
+    the run records and what the report says about the learner (starting policy, evaluation
+    set, step-0 score). The starting policy is evaluated once, before any run."""
     from envsched_gnn.eval.ablate import eval_every_for
-    from envsched_gnn.training.grpo_config import GRPOConfig
-    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
 
     learner = config.policy
     start_dir = starting_policy(pool, learner, out / "policy", log)
-    launch = LaunchConfig(accelerator=learner.accelerator, progress_bar=False, print_steps=True)
-    initial: dict[str, Any] | None = None
-    runs: list[dict] = []
-    started = time.perf_counter()
-    for n, job in enumerate(jobs, 1):
+    tick = time.perf_counter()
+    initial = heldout_start(pool, start_dir, learner)
+    log(
+        f"policy: held-out {initial['mean_reward']:.4f} at step 0 ({initial['tasks']} tasks x "
+        f"{initial['k']}, {time.perf_counter() - tick:.0f} s)"
+    )
+    specs = []
+    for job in jobs:
         graph = graphs[job.graph]
-        grpo = GRPOConfig(
+        grpo = replace(
+            learner.recipe,
             scheduler=job.scheduler,
             batch_size=config.batch_size,
             group_size=config.simulator.rollouts,
             steps=steps_within_budget(job.scheduler, graph, config),
-            lr=learner.lr,
-            micro_batch_size=learner.micro_batch_size,
-            eval_every=eval_every_for(config.steps),
+            eval_every=eval_every_for(config.steps, config.evaluations),
             eval_tasks=learner.eval_tasks,
             eval_samples=learner.eval_samples,
             seed=job.seed,
         )
-        run_dir = out / "runs" / job.name / f"seed{job.seed}"
-        log(
-            f"[{n}/{len(jobs)}] GRPO {job.name} seed {job.seed}: {grpo.steps} steps x "
-            f"B = {grpo.batch_size} x K = {grpo.group_size} -> {run_dir}"
-        )
-        result = train_grpo(
-            pool,
-            graph,
-            start_dir,
-            grpo,
-            run_dir,
-            agent_config=learner.agent,
-            runtime_config=learner.runtime,
-            launch=launch,
-            initial_eval=initial,
-            eval_seed=learner.eval_seed,
-        )
-        if initial is None:
-            initial = {k: v for k, v in result.evals[0].items() if k not in ("step", "rollouts")}
-        runs.append(run_record(job, result, config, run_dir))
+        specs.append(_RunSpec(job, graph, grpo, out / "runs" / job.name / f"seed{job.seed}"))
+    context = _PolicyContext(pool, start_dir, learner, initial, config)
+    runs: list[dict] = []
+    started = time.perf_counter()
+
+    def report(n: int, record: dict) -> None:
         elapsed = time.perf_counter() - started
+        evals = record["extra"]["evals"]
         log(
-            f"[{n}/{len(jobs)}] {job.name} seed {job.seed}: held-out "
-            f"{result.evals[0]['mean_reward']:.4f} -> {result.evals[-1]['mean_reward']:.4f}, "
-            f"{result.rollouts} rollouts, {result.wall_s:.0f} s; elapsed {elapsed:.0f} s, "
-            f"eta {elapsed / n * (len(jobs) - n):.0f} s"
+            f"[{n}/{len(specs)}] {record['name']} seed {record['seed']}: held-out "
+            f"{evals[0]['mean_reward']:.4f} -> {evals[-1]['mean_reward']:.4f}, "
+            f"{record['rollouts']} rollouts, {record['wall_s']:.0f} s; elapsed {elapsed:.0f} s, "
+            f"eta {elapsed / n * (len(specs) - n):.0f} s"
         )
+
+    if learner.workers == 1:
+        for n, spec in enumerate(specs, 1):
+            runs.append(_train_run(spec, context))
+            report(n, runs[-1])
+    else:
+        log(f"policy: {len(specs)} runs, {learner.workers} at a time")
+        with ProcessPoolExecutor(
+            learner.workers,
+            mp_context=get_context("spawn"),
+            initializer=_init_policy_worker,
+            initargs=(context,),
+        ) as executor:
+            for n, record in enumerate(executor.map(_train_run, specs), 1):
+                runs.append(record)
+                report(n, record)
     info = {
         "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
         "starting_policy": str(start_dir),
         "policy": learner.model or "built-in",
-        "sft_minutes": learner.sft_minutes,
+        "sft_steps": learner.sft_steps,
+        "recipe": asdict(learner.recipe),
         "heldout": {
-            "tasks": initial["tasks"] if initial else None,
+            "tasks": initial["tasks"],
             "samples": learner.eval_samples,
             "seed": learner.eval_seed,
-            "every_steps": eval_every_for(config.steps),
+            "every_steps": eval_every_for(config.steps, config.evaluations),
             "step0": initial,
         },
     }
     return runs, info
+
+
+def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) -> dict[str, Any]:
+    """The starting policy's held-out evaluation (the step-0 score every run shares)."""
+    import torch
+
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.training.grpo_train import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.policy import load_policy
+    from envsched_gnn.training.rollout import RolloutEngine
+
+    cuda = learner.accelerator == "gpu" or (
+        learner.accelerator == "auto" and torch.cuda.is_available()
+    )
+    device = "cuda" if cuda else "cpu"
+    model, tokenizer = load_policy(policy_dir, device=device)
+    tasks = heldout_tasks(pool, learner.eval_tasks, learner.eval_seed)
+    evaluate = heldout_evaluator(tasks, learner.eval_samples, learner.eval_seed)
+    with EnvRuntime(pool, learner.runtime) as runtime:
+        engine = RolloutEngine(model, tokenizer, runtime, learner.agent, device, pool)
+        return evaluate(engine, 0)
+
+
+@dataclass
+class _RunSpec:
+    """One GRPO run of the harness."""
+
+    job: Job
+    graph: TaskGraph
+    grpo: GRPOConfig
+    run_dir: Path
+
+
+@dataclass
+class _PolicyContext:
+    """What every run shares (handed to worker processes once, by their initializer)."""
+
+    pool: Pool
+    start_dir: Path
+    learner: PolicyLearnerConfig
+    initial: dict[str, Any]
+    config: AblationConfig
+
+
+_WORKER_CONTEXT: _PolicyContext | None = None
+
+
+def _init_policy_worker(context: _PolicyContext) -> None:
+    import torch
+
+    global _WORKER_CONTEXT
+    torch.set_num_threads(1)
+    _WORKER_CONTEXT = context
+
+
+def _train_run(spec: _RunSpec, context: _PolicyContext | None = None) -> dict:
+    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
+
+    ctx = context if context is not None else _WORKER_CONTEXT
+    learner = ctx.learner
+    result = train_grpo(
+        ctx.pool,
+        spec.graph,
+        ctx.start_dir,
+        spec.grpo,
+        spec.run_dir,
+        agent_config=learner.agent,
+        runtime_config=learner.runtime,
+        launch=LaunchConfig(accelerator=learner.accelerator, progress_bar=False),
+        initial_eval=ctx.initial,
+        eval_seed=learner.eval_seed,
+    )
+    return run_record(spec.job, result, ctx.config, spec.run_dir)
 
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:

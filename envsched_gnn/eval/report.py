@@ -7,8 +7,12 @@
                            "steps": [{"step", "batch/mean_reward", ...}, ...],
                            "rollouts": int, "wall_s": float}}}
 
-``eval`` starts with the policy before any GRPO step (step 0); ``steps`` holds the
-per-step metrics under the stable names of spec section 6.
+``eval`` starts with the policy before any GRPO step (step 0); each evaluation holds
+``per_task`` rewards (task id -> k rewards), the same tasks and sampling seed every time, so
+every held-out comparison is paired by task: the difference of two policies is
+``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval over the N tasks
+(:mod:`~envsched_gnn.eval.stats`). ``steps`` holds the per-step metrics under the stable names
+of spec section 6, ``rewards`` each step's groups.
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from envsched_gnn.eval.stats import (
+    format_ci,
+    mean_ci,
+    paired_difference,
+    task_means,
+    verdict,
+)
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
 PLOTS = (
@@ -46,6 +57,49 @@ def summarize(result: Mapping) -> dict[str, float]:
     return row
 
 
+def heldout_ci(entry: Mapping) -> dict | None:
+    """The mean held-out reward of one evaluation with its 95 % interval over tasks."""
+    per_task = entry.get("per_task")
+    return mean_ci(list(task_means(per_task).values())) if per_task else None
+
+
+def heldout_difference(a: Mapping, b: Mapping) -> dict | None:
+    """Held-out reward of evaluation ``a`` minus ``b``, paired by task (None without
+    per-task rewards)."""
+    if not a.get("per_task") or not b.get("per_task"):
+        return None
+    return paired_difference(task_means(a["per_task"]), task_means(b["per_task"]))
+
+
+def comparison_rows(results: Mapping) -> list[dict]:
+    """Per evaluation step: each scheduler's held-out mean with its interval, its change since
+    step 0 and, for the first scheduler against each other one, the paired difference."""
+    schedulers = results["schedulers"]
+    names = list(schedulers)
+    by_step: dict[int, dict[str, Mapping]] = {}
+    for name in names:
+        for entry in schedulers[name].get("eval", []):
+            by_step.setdefault(int(entry["step"]), {})[name] = entry
+    rows = []
+    for step in sorted(by_step):
+        entries = by_step[step]
+        row: dict = {"step": step, "heldout": {}, "change": {}, "difference": {}}
+        for name, entry in entries.items():
+            row["heldout"][name] = heldout_ci(entry) or {
+                "mean": entry["mean_reward"],
+                "ci95": None,
+            }
+            start = schedulers[name]["eval"][0]
+            if step > 0:
+                row["change"][name] = heldout_difference(entry, start)
+        first = names[0]
+        for other in names[1:]:
+            if first in entries and other in entries:
+                row["difference"][other] = heldout_difference(entries[first], entries[other])
+        rows.append(row)
+    return rows
+
+
 def write_results(results: Mapping, out_dir: str | Path) -> Path:
     """Write ``results.json`` (atomically: a temporary file renamed into place)."""
     out_dir = Path(out_dir)
@@ -70,13 +124,25 @@ def write_report(results: Mapping, out_dir: str | Path) -> list[Path]:
 
 def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
     schedulers = results["schedulers"]
+    names = list(schedulers)
     lines = [f"# EnvSched run `{results.get('run', '')}`", ""]
     lines += [f"- {note}" for note in results.get("notes", [])]
-    lines += ["", "## Held-out reward and the paper's per-step metrics (mean over steps)", ""]
+    lines += _answer(results)
+    lines += ["", "## Held-out mean reward at each evaluation (95 % intervals over tasks)", ""]
+    rows = comparison_rows(results)
+    others = names[1:]
+    header = ["step", *names, *(f"{n} change since step 0" for n in names)]
+    header += [f"{names[0]} - {o} (paired)" for o in others]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|---|" + "---|" * (len(header) - 1))
+    for row in rows:
+        cells = [str(row["step"])]
+        cells += [format_ci(row["heldout"].get(n)) for n in names]
+        cells += [format_ci(row["change"].get(n)) for n in names]
+        cells += [format_ci(row["difference"].get(o)) for o in others]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## The paper's per-step metrics (mean over steps)", ""]
     columns = [
-        ("held-out start", "heldout_start", 3),
-        ("held-out end", "heldout_end", 3),
-        ("held-out best", "heldout_best", 3),
         ("mean reward", "batch/mean_reward", 3),
         ("mean reward var.", "batch/mean_reward_variance", 4),
         ("median reward var.", "batch/median_reward_variance", 4),
@@ -93,16 +159,6 @@ def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
         row = summarize(result)
         cells = [_fmt(row[key], digits) for _, key, digits in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "## Held-out mean reward at each evaluation", ""]
-    lines.append("| step | " + " | ".join(schedulers) + " |")
-    lines.append("|---|" + "---|" * len(schedulers))
-    by_step: dict[int, dict[str, float]] = {}
-    for name, result in schedulers.items():
-        for entry in result.get("eval", []):
-            by_step.setdefault(int(entry["step"]), {})[name] = entry["mean_reward"]
-    for step in sorted(by_step):
-        cells = [_fmt(by_step[step].get(name, math.nan), 3) for name in schedulers]
-        lines.append(f"| {step} | " + " | ".join(cells) + " |")
     timings = results.get("timings", {})
     if timings:
         lines += ["", "## Wall time", ""]
@@ -110,12 +166,50 @@ def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
     if plot_names:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({name})" for name in plot_names]
-    lines += ["", "Every number above is in `results.json`, computed by this run.", ""]
+    lines += [
+        "",
+        "Every number above is in `results.json`, computed by this run; the per-task held-out "
+        "rewards behind each interval are there too (`schedulers.<name>.eval[i].per_task`).",
+        "",
+    ]
     return "\n".join(lines)
 
 
+def _answer(results: Mapping) -> list[str]:
+    """The report's answer in words: did GRPO move the policy, and did the first scheduler
+    beat the others, each judged by its paired interval."""
+    rows = comparison_rows(results)
+    names = list(results["schedulers"])
+    if not rows or rows[-1]["step"] == 0:
+        return []
+    last = rows[-1]
+    lines = ["", f"## The answer at the last evaluation (step {last['step']})", ""]
+    for name in names:
+        change = last["change"].get(name)
+        if change is not None:
+            words = verdict(change, "the policy improved", "the policy got worse")
+            lines.append(
+                f"- GRPO with {name}: held-out change since the start {format_ci(change)} "
+                f"(paired over {change['n']} tasks): {words}."
+            )
+    for other, difference in last["difference"].items():
+        if difference is not None:
+            words = verdict(difference, f"{names[0]} is ahead", f"{names[0]} is behind")
+            lines.append(
+                f"- {names[0]} - {other}: {format_ci(difference)} (paired over "
+                f"{difference['n']} tasks): {words}."
+            )
+    lines.append(
+        "- Each scheduler trained once (one seed): these intervals cover the evaluation's "
+        "noise (which tasks, which samples), not the spread between training runs; "
+        "`envsched-gnn eval ablate --learner policy --seeds 5` measures that."
+    )
+    return lines
+
+
 def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
-    """PNG plots: held-out reward against steps, batch reward variance, environments covered."""
+    """PNG plots with 95 % bands: held-out reward against steps (interval over tasks), batch
+    reward variance (interval over the step's groups), environments covered per batch."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -126,16 +220,17 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
     for file_name, title, metric in PLOTS:
         figure, axis = plt.subplots(figsize=(6, 4))
         for name, result in results["schedulers"].items():
-            if metric is None:
-                points = [(e["step"], e["mean_reward"]) for e in result.get("eval", [])]
-            else:
-                points = [(s["step"], s[metric]) for s in result.get("steps", []) if metric in s]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                axis.plot(xs, ys, marker="o" if metric is None else None, label=name)
+            xs, ys, half = _series(result, metric)
+            if not xs:
+                continue
+            line = axis.plot(xs, ys, marker="o" if metric is None else None, label=name)[0]
+            if half is not None:
+                axis.fill_between(
+                    xs, ys - half, ys + half, color=line.get_color(), alpha=0.18, linewidth=0
+                )
         axis.set_xlabel("GRPO step")
         axis.set_ylabel(title)
-        axis.set_title(title)
+        axis.set_title(title + (" (95 % bands)" if metric != "batch/envs_covered" else ""))
         axis.grid(alpha=0.3)
         axis.legend()
         figure.tight_layout()
@@ -144,6 +239,29 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
         plt.close(figure)
         paths.append(path)
     return paths
+
+
+def _series(result: Mapping, metric: str | None) -> tuple[list, np.ndarray, np.ndarray | None]:
+    """x, y and the half-width of the 95 % band (None where there is no sampling noise to
+    show) of one scheduler's curve."""
+    if metric is None:
+        stats = [(e["step"], heldout_ci(e) or {"mean": e["mean_reward"]}) for e in result["eval"]]
+        xs = [step for step, _ in stats]
+        ys = np.array([stat["mean"] for _, stat in stats], dtype=np.float64)
+        half = np.array([stat.get("ci95") or 0.0 for _, stat in stats], dtype=np.float64)
+        return xs, ys, half
+    points = [(s["step"], s[metric]) for s in result.get("steps", []) if metric in s]
+    if not points:
+        return [], np.zeros(0), None
+    xs = [step for step, _ in points]
+    ys = np.array([value for _, value in points], dtype=np.float64)
+    if metric != "batch/mean_reward_variance" or not result.get("rewards"):
+        return xs, ys, None
+    half = []
+    for groups in result["rewards"][: len(xs)]:
+        variances = [float(np.var(r)) for r in groups.values()]
+        half.append(mean_ci(variances)["ci95"] or 0.0)
+    return xs, ys, np.asarray(half, dtype=np.float64)
 
 
 def _fmt(value: float, digits: int) -> str:

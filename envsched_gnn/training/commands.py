@@ -38,6 +38,11 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         default=sft_defaults.threads,
         help="torch threads while training on CPU (0: torch's default)",
     )
+    p.add_argument(
+        "--no-train-split",
+        action="store_true",
+        help="imitate fresh generated tasks only, not the pool's train split",
+    )
     p.add_argument("--seed", type=int, default=sft_defaults.seed)
     p.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
     p.set_defaults(func=_train_sft)
@@ -60,7 +65,9 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices=TOOL_FORMATS,
         help="tools in the system prompt (default: the one the policy was trained with)",
     )
-    p.add_argument("--tasks-per-batch", type=int, default=64)
+    p.add_argument(
+        "--tasks-per-batch", type=int, default=16, help="tasks rolled out together (x k episodes)"
+    )
     p.add_argument("--workers", type=int, default=2, help="environment worker processes")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     p.add_argument(
@@ -84,6 +91,7 @@ def _train_sft(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learning_rate=args.lr,
         extra_tasks_per_env=args.extra_per_env,
+        include_train_split=not args.no_train_split,
         seed=args.seed,
         accelerator=args.accelerator,
         threads=args.threads,

@@ -91,6 +91,11 @@ def dr_grpo_advantages(rewards: Tensor, group_size: int) -> Tensor:
     return group_advantages(rewards, group_size, normalize_std=False)
 
 
+def scale_negative(advantages: Tensor, scale: float) -> Tensor:
+    """``A`` where ``A >= 0``, ``scale * A`` elsewhere. Shapes: (B*K,) -> (B*K,)."""
+    return torch.where(advantages < 0, advantages * scale, advantages)
+
+
 def clipped_token_losses(logp: Tensor, old_logp: Tensor, advantages: Tensor, clip: float) -> Tensor:
     """PPO's clipped surrogate per token, ``max(-A rho, -A clip(rho, 1-eps, 1+eps))``.
 
@@ -174,7 +179,10 @@ def token_log_probs(logits: Tensor, input_ids: Tensor, temperature: float = 1.0)
     rollouts sampled from (so that the ratio is 1 before the first update).
 
     Shapes: logits (N, T, V), input_ids (N, T) -> (N, T-1); entry t is
-    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``.
+    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``; float32, or float64 for float64 logits.
     """
-    logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    logits = logits[:, :-1]
+    if logits.dtype != torch.float64:
+        logits = logits.float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
     return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)

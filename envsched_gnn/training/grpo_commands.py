@@ -32,6 +32,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--group-size", type=int, default=grpo.group_size, help="K")
     p.add_argument("--steps", type=int, default=grpo.steps)
     p.add_argument("--lr", type=float, default=grpo.lr)
+    p.add_argument("--lr-warmup-steps", type=int, default=grpo.lr_warmup_steps)
+    p.add_argument("--ppo-epochs", type=int, default=grpo.ppo_epochs, help="passes per batch")
+    p.add_argument(
+        "--mini-batches", type=int, default=grpo.mini_batches, help="optimiser steps per pass"
+    )
+    p.add_argument("--clip", type=float, default=grpo.clip, help="PPO clip range")
     p.add_argument("--kl-coef", type=float, default=grpo.kl_coef)
     p.add_argument("--advantage", choices=("grpo", "dr_grpo"), default=grpo.advantage_estimator)
     p.add_argument("--micro-batch-size", type=int, default=grpo.micro_batch_size)
@@ -39,9 +45,14 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.add_argument("--eval-every", type=int, default=grpo.eval_every)
     p.add_argument("--eval-tasks", type=int, default=grpo.eval_tasks)
     p.add_argument("--eval-samples", type=int, default=grpo.eval_samples)
-    p.add_argument("--temperature", type=float, default=agent.temperature)
-    p.add_argument("--max-turns", type=int, default=agent.max_turns)
-    p.add_argument("--max-new-tokens", type=int, default=agent.max_new_tokens)
+    saved = "default: the policy's agent_config.json, else"
+    p.add_argument(
+        "--temperature", type=float, help=f"sampling temperature ({saved} {agent.temperature})"
+    )
+    p.add_argument("--max-turns", type=int, help=f"turns per episode ({saved} {agent.max_turns})")
+    p.add_argument(
+        "--max-new-tokens", type=int, help=f"tokens per turn ({saved} {agent.max_new_tokens})"
+    )
     p.add_argument("--workers", type=int, default=2, help="environment worker processes")
     p.add_argument("--seed", type=int, default=grpo.seed)
     p.add_argument("--resume", metavar="CKPT", help="continue the run of this checkpoint")
@@ -67,16 +78,35 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_run_arguments(p)
     p.set_defaults(func=_run)
 
+    p = groups["train"].add_parser(
+        "demo-policy",
+        help="SFT of the built-in policy on the demo pool, packaged for the main job",
+        description=(
+            "Generates the preset's pool, runs SFT of the built-in policy with the preset's "
+            "recipe and writes the policy with manifest.json (the fingerprint of SFT's "
+            "inputs). The main job uses such a package instead of running SFT when its own "
+            "inputs have the same fingerprint; the project ships the demo preset's at "
+            "envsched_gnn/data/demo_sft."
+        ),
+    )
+    p.add_argument("--out", required=True, help="package folder (replaced)")
+    p.add_argument("--preset", default="demo", help="main-job preset (demo)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pool and SFT (0)")
+    p.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: torch's default; not hashed)"
+    )
+    p.set_defaults(func=_demo_policy)
+
 
 def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime import RuntimeConfig
     from envsched_gnn.graph_store.snapshot import read_graph
     from envsched_gnn.graph_store.store import open_store
-    from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.grpo_config import GRPOConfig
     from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
     from envsched_gnn.training.observation_sink import StoreWriter
+    from envsched_gnn.training.policy import load_agent_config
 
     config = GRPOConfig(
         scheduler=args.scheduler,
@@ -85,6 +115,10 @@ def _train_grpo(args: argparse.Namespace) -> int:
         steps=args.steps,
         advantage_estimator=args.advantage,
         lr=args.lr,
+        lr_warmup_steps=args.lr_warmup_steps,
+        ppo_epochs=args.ppo_epochs,
+        mini_batches=args.mini_batches,
+        clip=args.clip,
         kl_coef=args.kl_coef,
         micro_batch_size=args.micro_batch_size,
         micro_batch_tokens=args.micro_batch_tokens,
@@ -110,7 +144,8 @@ def _train_grpo(args: argparse.Namespace) -> int:
             args.model,
             config,
             args.out,
-            agent_config=AgentConfig(
+            agent_config=load_agent_config(
+                args.model,
                 max_turns=args.max_turns,
                 max_new_tokens=args.max_new_tokens,
                 temperature=args.temperature,
@@ -145,6 +180,14 @@ def _train_grpo(args: argparse.Namespace) -> int:
             }
         )
     )
+    return 0
+
+
+def _demo_policy(args: argparse.Namespace) -> int:
+    from envsched_gnn.pipeline import package_demo_policy
+
+    out = package_demo_policy(args.out, args.preset, args.seed, args.threads)
+    print(f"packaged SFT policy in {out}")
     return 0
 
 

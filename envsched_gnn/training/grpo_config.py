@@ -21,6 +21,10 @@ class GRPOConfig:
     """Training steps (the paper's 200)."""
     advantage_estimator: str = "grpo"
     """``grpo`` divides by the group std; ``dr_grpo`` (Dr. GRPO) does not."""
+    negative_advantage_scale: float = 1.0
+    """Negative advantages are multiplied by this (1: GRPO). Below 1 it damps the push-down of
+    below-average episodes, which on a small policy raises the entropy of the tokens they share
+    with good ones (format, stopping) faster than the push-up of good episodes sharpens."""
     loss_aggregation: str = "token_mean"
     """``token_mean`` over all policy tokens of the batch, or ``token_sum_norm`` (Dr. GRPO)."""
     clip: float = 0.2
@@ -29,8 +33,20 @@ class GRPOConfig:
     """Weight of the k3 KL penalty to the initial policy; 0 turns it off (no reference copy)."""
     lr: float = 1e-6
     """AdamW learning rate (verl's usual value for billion-parameter policies)."""
+    lr_warmup_steps: int = 0
+    """Optimiser steps of linear learning-rate warm-up from lr / warmup (0: none)."""
+    ppo_epochs: int = 1
+    """Optimisation passes over each step's episodes (PPO's epochs; the clip keeps later passes
+    near the rollout policy). 1 with ``mini_batches`` = 1 is on-policy GRPO."""
+    mini_batches: int = 1
+    """Optimiser steps per pass: the step's groups, in a seeded order each pass, split into
+    this many mini-batches (verl's ppo_mini_batch_size = B / mini_batches)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
+    freeze_embeddings: bool = False
+    """Keep the token embeddings and the output head at their starting values and train the
+    transformer blocks only, so an update cannot raise the prior of the particular names and
+    ids of the tasks it trained on."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before each optimiser step."""
     micro_batch_size: int = 16
@@ -62,6 +78,8 @@ class GRPOConfig:
         for name in (
             "batch_size",
             "steps",
+            "ppo_epochs",
+            "mini_batches",
             "micro_batch_size",
             "micro_batch_tokens",
             "eval_samples",
@@ -74,6 +92,30 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.clip must lie in (0, 1), got {self.clip}")
         if self.kl_coef < 0 or self.eval_every < 0 or self.eval_tasks < 0:
             raise ValueError("GRPOConfig.kl_coef, eval_every and eval_tasks must be >= 0")
+        if not 0.0 <= self.negative_advantage_scale <= 1.0:
+            raise ValueError(
+                "GRPOConfig.negative_advantage_scale must lie in [0, 1], got "
+                f"{self.negative_advantage_scale}"
+            )
+        if self.lr_warmup_steps < 0:
+            raise ValueError(f"GRPOConfig.lr_warmup_steps must be >= 0, got {self.lr_warmup_steps}")
+        if self.mini_batches > self.batch_size:
+            raise ValueError(
+                f"GRPOConfig.mini_batches ({self.mini_batches}) must be <= batch_size "
+                f"({self.batch_size}): a mini-batch holds at least one group"
+            )
+
+    @property
+    def optimizer_steps_per_step(self) -> int:
+        """Optimiser steps of one GRPO step: ``ppo_epochs x mini_batches``."""
+        return self.ppo_epochs * self.mini_batches
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def small_policy_recipe() -> GRPOConfig:
+    """GRPO's optimisation settings for the built-in 0.8 M-parameter policy on 2 CPU cores
+    (the main job's demo preset and the policy learner of ``eval ablate``); B, K, steps and
+    the scheduler are the caller's."""
+    return GRPOConfig(lr=3e-4, micro_batch_size=32)

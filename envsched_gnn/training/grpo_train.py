@@ -96,15 +96,23 @@ def heldout_tasks(pool: Pool, limit: int, seed: int, split: str = "test") -> lis
 
 def heldout_evaluator(
     tasks: Sequence[str], k: int, seed: int
-) -> Callable[[Any, int], dict[str, float]]:
+) -> Callable[[Any, int], dict[str, Any]]:
     """``evaluate(engine, step)``: mean reward and more over ``tasks`` x ``k`` samples, with
-    the same sampling seed at every evaluation (differences come from the policy only)."""
+    the same sampling seed at every evaluation (differences come from the policy only), and
+    ``per_task`` rewards (task id -> k rewards) for comparisons paired by task."""
     from envsched_gnn.eval.policy_eval import evaluate_policy
 
-    def evaluate(engine: Any, step: int) -> dict[str, float]:
+    def evaluate(engine: Any, step: int) -> dict[str, Any]:
         result = evaluate_policy(engine, list(tasks), k, seed)
-        keys = ("mean_reward", "full_success_rate", "nonzero_variance_share", "rollout_s")
-        return {key: float(result[key]) for key in keys} | {"tasks": len(tasks), "k": k}
+        keys = (
+            "mean_reward",
+            "full_success_rate",
+            "nonzero_variance_share",
+            "malformed_call_rate",
+            "rollout_s",
+        )
+        summary = {key: float(result[key]) for key in keys}
+        return summary | {"tasks": len(tasks), "k": k, "per_task": result["per_task"]}
 
     return evaluate
 
@@ -139,7 +147,7 @@ def train_grpo(
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
-    from envsched_gnn.training.policy import load_policy
+    from envsched_gnn.training.policy import load_policy, save_agent_config
 
     launch = launch or LaunchConfig()
     agent_config = agent_config or AgentConfig()
@@ -177,11 +185,13 @@ def train_grpo(
     cuda = launch.accelerator == "gpu" or (
         launch.accelerator == "auto" and torch.cuda.is_available()
     )
+    # Lightning counts optimiser steps; a GRPO step takes ppo_epochs x mini_batches of them
+    per_step = config.optimizer_steps_per_step
     callbacks: list[Any] = [
         L.pytorch.callbacks.ModelCheckpoint(
             dirpath=out / "checkpoints",
             filename="step{step}",
-            every_n_train_steps=launch.checkpoint_every or None,
+            every_n_train_steps=launch.checkpoint_every * per_step or None,
             save_top_k=-1 if launch.checkpoint_every else 0,
             save_last=True,
             auto_insert_metric_name=False,
@@ -199,7 +209,8 @@ def train_grpo(
         # one optimiser step per GRPO step: the step count ends the run (a resumed run starts a
         # new epoch of the stream, at the checkpoint's step)
         max_epochs=-1,
-        max_steps=min(stop_after, config.steps) if stop_after is not None else config.steps,
+        max_steps=per_step
+        * (min(stop_after, config.steps) if stop_after is not None else config.steps),
         logger=_loggers(out),
         callbacks=callbacks,
         log_every_n_steps=1,
@@ -239,6 +250,7 @@ def train_grpo(
             write_history(out / "unwritten_observations.jsonl", unwritten)
         module.policy.save_pretrained(out / "policy")
         tokenizer.save_pretrained(out / "policy")
+        save_agent_config(out / "policy", agent_config)
         (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return result
 
@@ -256,7 +268,7 @@ class StepPrinter(L.pytorch.callbacks.Callback):
         if last_eval is not None and last_eval["step"] == module.next_step:
             heldout = f", held-out {last_eval['mean_reward']:.3f}"
         print(
-            f"  step {int(m['step']) + 1}/{module.config.steps}: reward "
+            f"  {module.config.scheduler} step {int(m['step']) + 1}/{module.config.steps}: reward "
             f"{m['batch/mean_reward']:.3f}, variance {m['batch/mean_reward_variance']:.4f}, "
             f"zero-var {m['batch/zero_variance_share']:.2f}, envs {m['batch/envs_covered']:.0f}, "
             f"rollout {m['time/rollout_s']:.1f} s, update {m['time/update_s']:.1f} s{heldout}",

@@ -4,19 +4,30 @@ One training step ``s``:
 
 1. the data stream yields the B tasks the scheduler chose for ``s`` (rank 0 chooses,
    every rank receives the same batch);
-2. the B x K episodes are split across ranks and rolled out with the current policy;
+2. the B x K episodes are rolled out with the current policy, whole groups dealt to the
+   ranks round-robin;
 3. rewards (and tool calls) are gathered on every rank; an over-sampling scheduler
    (DAPO-style ``filter_groups``) keeps some groups, all rollouts still count;
-4. group-relative advantages (``grpo`` or ``dr_grpo``), the clipped token-level loss over
-   the policy's tokens of the kept groups, accumulated over micro-batches sized by a token
-   budget, gradient clipping, one optimiser step;
+4. group-relative advantages (``grpo`` or ``dr_grpo``) and ``ppo_epochs`` passes over the kept
+   groups, each pass cut (in a seeded order) into ``mini_batches`` optimiser steps of the
+   clipped token-level loss against the rollout policy's log-probabilities; a mini-batch's
+   gradients accumulate over micro-batches of one task each, whose shared prompt runs once
+   (:mod:`~envsched_gnn.training.grpo_batch`); gradient clipping, AdamW, linear warm-up;
 5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
    buffered sink; per-step metrics under the stable names of spec section 6.
 
 Metrics each step: ``batch/*`` (spec section 6, over all groups rolled out; ``tools_used`` =
 distinct (environment, tool) pairs called), ``batch/rollouts`` (every rollout, filtered
-ones included), ``train/loss``, ``train/kl``, ``train/clip_fraction``, ``train/tokens_per_s``
-(sequence tokens through the update's forward and backward per second), ``time/rollout_s``,
+ones included), ``train/loss`` and ``train/kl`` (to the initial policy; means over the step's
+optimiser steps), ``train/clip_fraction`` and ``train/approx_kl`` (k3 estimate of
+KL(pi_old || pi) against the rollout policy, over the policy tokens of every pass; both 0 on
+the first mini-batch), ``train/entropy`` (the rollout policy's mean entropy on its tokens),
+``train/grad_norm`` (before clipping), ``train/lr``, ``train/advantage_abs_mean``,
+``train/advantage_token_mass`` (mean |A| per policy token), ``train/nonzero_advantage_token_share``,
+``train/tokens_per_s`` (sequence tokens through the update per second),
+``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
+``rollout/calls_per_episode``, ``rollout/malformed_per_episode``, ``rollout/answered_share``
+(episodes that ended with a final answer, not a limit), ``time/rollout_s``,
 ``time/schedule_s``, ``time/update_s``; ``eval/mean_reward`` at each held-out evaluation.
 
 Checkpoints carry the scheduler state, the unwritten observations, the RNG states and the
@@ -50,7 +61,13 @@ from envsched_gnn.training.grpo import (
     get_advantage_estimator,
     kl_penalty,
     policy_loss,
-    token_log_probs,
+    scale_negative,
+)
+from envsched_gnn.training.grpo_batch import (
+    UpdateItem,
+    collate,
+    pack_micro_batches,
+    policy_log_probs,
 )
 from envsched_gnn.training.grpo_config import GRPOConfig
 from envsched_gnn.training.observation_sink import ObservationSink
@@ -69,6 +86,9 @@ class EpisodeRecord:
     reward: float
     tools: frozenset[tuple[str, str]]
     policy_tokens: int
+    calls: int = 0
+    malformed: int = 0
+    answered: bool = False
 
 
 class GRPOModule(L.LightningModule):
@@ -128,10 +148,20 @@ class GRPOModule(L.LightningModule):
         self.rewards: list[dict[str, list[float]]] = []
 
     # ----------------------------------------------------------------- Lightning wiring
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(
-            self.policy.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
+    def configure_optimizers(self) -> dict[str, Any]:
+        if self.config.freeze_embeddings:
+            # the token embeddings (and the output head, when tied) keep their SFT values
+            self.policy.get_input_embeddings().weight.requires_grad_(False)
+            self.policy.get_output_embeddings().weight.requires_grad_(False)
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(
+            trainable, lr=self.config.lr, weight_decay=self.config.weight_decay
         )
+        warmup = self.config.lr_warmup_steps
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda n: min(1.0, (n + 1) / warmup) if warmup else 1.0
+        )
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     def train_dataloader(self) -> DataLoader:
         stream = ScheduledBatches(
@@ -179,7 +209,7 @@ class GRPOModule(L.LightningModule):
         kept = self._kept_tasks(step, rewards)
 
         start = time.perf_counter()
-        update = self._update(episodes, records, kept)
+        update = self._update(step, episodes, records, kept)
         update_s = time.perf_counter() - start
 
         if self.global_rank == 0:
@@ -197,6 +227,12 @@ class GRPOModule(L.LightningModule):
         metrics.update(
             {
                 "train/tokens_per_s": update["train/tokens"] / max(update_s, 1e-9),
+                "rollout/calls_per_episode": sum(r.calls for r in records) / len(records),
+                "rollout/malformed_per_episode": (sum(r.malformed for r in records) / len(records)),
+                "rollout/answered_share": sum(r.answered for r in records) / len(records),
+                "rollout/policy_tokens_per_s": (
+                    sum(r.policy_tokens for r in records) / max(rollout_s, 1e-9)
+                ),
                 "batch/rollouts": float(len(records)),
                 "batch/kept_groups": float(len(kept)),
                 "train/rollouts_total": float(self.rollouts_total),
@@ -223,14 +259,16 @@ class GRPOModule(L.LightningModule):
             self._evaluate(self.next_step)
 
     def _rollout(self, batch: ScheduledBatch) -> list[tuple[int, Episode]]:
-        """This rank's share of the B x K episodes, as (global index, episode).
+        """This rank's share of the B x K episodes, as (global index, episode): whole groups,
+        dealt round-robin, so that a group's episodes share their prompt in the update.
 
         Episode (task, sample) draws its tokens from a generator seeded by (step seed, task,
         sample), so the episodes do not depend on how they are split across ranks.
         """
         k = self.config.group_size
         specs = [EpisodeSpec(task_id, sample) for task_id in batch.task_ids for sample in range(k)]
-        mine = list(enumerate(specs))[self.global_rank :: self.trainer.world_size]
+        rank, world = self.global_rank, self.trainer.world_size
+        mine = [(i, spec) for i, spec in enumerate(specs) if (i // k) % world == rank]
         was_training = self.policy.training
         self.policy.eval()
         episodes = self.engine.rollout_episodes(
@@ -247,6 +285,9 @@ class GRPOModule(L.LightningModule):
                 reward=float(episode.reward),
                 tools=self._tools_called(episode),
                 policy_tokens=int(episode.policy_mask.sum()),
+                calls=len(episode.tool_calls),
+                malformed=episode.malformed_calls,
+                answered=episode.finish_reason == "answer",
             )
             for index, episode in episodes
         ]
@@ -269,101 +310,138 @@ class GRPOModule(L.LightningModule):
     # ----------------------------------------------------------------- the update
     def _update(
         self,
+        step: int,
         episodes: Sequence[tuple[int, Episode]],
         records: Sequence[EpisodeRecord],
         kept: Sequence[str],
     ) -> dict[str, float]:
+        """``ppo_epochs`` passes over the kept groups, each split (in a seeded order) into
+        ``mini_batches`` optimiser steps; every rank takes its episodes of each mini-batch."""
         config = self.config
         kept_set = set(kept)
         kept_records = [r for r in records if r.task_id in kept_set]
         rewards = torch.tensor([r.reward for r in kept_records], dtype=torch.float64)
-        advantages = self.advantage_fn(rewards, config.group_size) if len(kept_records) else rewards
+        advantages = self.advantage_fn(rewards, config.group_size) if kept_records else rewards
+        advantages = scale_negative(advantages, config.negative_advantage_scale)
         advantage_of = {r.index: float(a) for r, a in zip(kept_records, advantages, strict=True)}
         mine = [
-            (advantage_of[index], episode) for index, episode in episodes if index in advantage_of
+            UpdateItem(advantage_of[index], episode)
+            for index, episode in episodes
+            if index in advantage_of
         ]
-
+        groups = list(dict.fromkeys(r.task_id for r in kept_records))
+        order = torch.Generator().manual_seed(step_seed(config.seed, step))
+        sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
+        for epoch in range(config.ppo_epochs):
+            shuffled = [groups[i] for i in torch.randperm(len(groups), generator=order).tolist()]
+            for part in _split(shuffled, config.mini_batches):
+                chosen = set(part)
+                part_records = [r for r in kept_records if r.task_id in chosen]
+                items = [item for item in mine if item.episode.task_id in chosen]
+                done = self._optimizer_step(items, part_records, first_pass=epoch == 0)
+                for name, value in done.items():
+                    sums[name] += value
+        totals = torch.tensor(list(sums.values()), dtype=torch.float64, device=self.device)
+        sums = dict(zip(sums, _all_reduce_sum(totals).tolist(), strict=True))
+        n = float(config.optimizer_steps_per_step)
         world = self.trainer.world_size
-        if config.loss_aggregation == "token_mean":
-            denominator = float(sum(r.policy_tokens for r in kept_records))
-        else:
-            denominator = float(len(kept_records) * self.max_response_tokens)
-        # DDP averages gradients over ranks; scaling by the world size makes the sum of the
-        # ranks' partial losses the loss of the whole batch.
-        denominator = max(denominator, 1.0) / world
-
-        totals = torch.zeros(5, dtype=torch.float64, device=self.device)
-        optimizer = self.optimizers()
-        optimizer.zero_grad(set_to_none=True)
-        if kept_records:
-            micro_batches = self._micro_batches(mine)
-            for i, micro in enumerate(micro_batches):
-                last = i == len(micro_batches) - 1
-                with nullcontext() if last else self._no_sync():
-                    parts = self._micro_loss(micro, denominator)
-                    self.manual_backward(parts[0])
-                totals += torch.stack([p.detach().double() for p in parts])
-            self.clip_gradients(
-                optimizer, gradient_clip_val=config.max_grad_norm, gradient_clip_algorithm="norm"
-            )
-        # with nothing kept every gradient is None and AdamW leaves the weights (and its
-        # moments) alone; the step still counts, so steps and optimiser steps stay in line
-        optimizer.step()
-        loss, kl, clipped, policy_tokens, tokens = _all_reduce_sum(totals).tolist()
+        policy_tokens = max(sums["policy_tokens"], 1.0)
+        first_pass_tokens = max(sums["first_pass_policy_tokens"], 1.0)
+        token_advantages = [(r.policy_tokens, abs(advantage_of[r.index])) for r in kept_records]
+        all_tokens = max(sum(t for t, _ in token_advantages), 1)
         return {
-            "train/loss": loss / world,
-            "train/kl": kl / world,
-            "train/clip_fraction": clipped / max(policy_tokens, 1.0),
+            "train/loss": sums["loss"] / world / n,
+            "train/kl": sums["kl"] / world / n,
+            "train/clip_fraction": sums["clipped"] / policy_tokens,
+            "train/approx_kl": sums["approx_kl"] / policy_tokens,
+            "train/entropy": sums["entropy"] / first_pass_tokens,
+            "train/grad_norm": sums["grad_norm"] / world / n,
+            "train/lr": sums["lr"] / world / n,
             "train/advantage_abs_mean": float(advantages.abs().mean()) if kept_records else 0.0,
-            "train/tokens": tokens,
+            "train/advantage_token_mass": sum(t * a for t, a in token_advantages) / all_tokens,
+            "train/nonzero_advantage_token_share": (
+                sum(t for t, a in token_advantages if a > 0) / all_tokens
+            ),
+            "train/tokens": sums["tokens"],
+            "train/optimizer_steps": n,
         }
 
-    def _micro_batches(
-        self, items: Sequence[tuple[float, Episode]]
-    ) -> list[list[tuple[float, Episode]]]:
-        """Episodes sorted by length, packed so that ``n x longest <= micro_batch_tokens`` and
-        ``n <= micro_batch_size``; always at least one (possibly empty) micro-batch, so every
-        rank takes part in the final gradient synchronisation."""
-        ordered = sorted(items, key=lambda item: item[1].token_ids.numel())
-        batches: list[list[tuple[float, Episode]]] = [[]]
-        for item in ordered:
-            current = batches[-1]
-            longest = item[1].token_ids.numel()
-            if current and (
-                len(current) >= self.config.micro_batch_size
-                or (len(current) + 1) * longest > self.config.micro_batch_tokens
-            ):
-                batches.append([item])
-            else:
-                current.append(item)
-        return batches
+    def _optimizer_step(
+        self,
+        items: Sequence[UpdateItem],
+        part_records: Sequence[EpisodeRecord],
+        first_pass: bool,
+    ) -> dict[str, float]:
+        """One optimiser step on a mini-batch (this rank's ``items`` of the groups of
+        ``part_records``, which cover every rank): gradients accumulated over micro-batches,
+        clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
+        config = self.config
+        world = self.trainer.world_size
+        if config.loss_aggregation == "token_mean":
+            denominator = float(sum(r.policy_tokens for r in part_records))
+        else:
+            denominator = float(len(part_records) * self.max_response_tokens)
+        # DDP averages gradients over ranks; scaling by the world size makes the sum of the
+        # ranks' partial losses the loss of the whole mini-batch.
+        denominator = max(denominator, 1.0) / world
+        sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
+        optimizer = self.optimizers()
+        optimizer.zero_grad(set_to_none=True)
+        micro_batches = pack_micro_batches(
+            items, config.micro_batch_size, config.micro_batch_tokens
+        ) or [[]]  # an idle rank still takes part in the gradient synchronisation
+        for i, micro in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            with nullcontext() if last else self._no_sync():
+                parts = self._micro_loss(micro, denominator, first_pass)
+                self.manual_backward(parts.pop("loss_tensor"))
+            for name, value in parts.items():
+                sums[name] += value
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm))
+        sums["lr"] = float(optimizer.param_groups[0]["lr"])
+        # with nothing in the mini-batch every gradient is None and AdamW leaves the weights
+        # (and its moments) alone; the step still counts, so the schedule stays in line
+        optimizer.step()
+        self.lr_schedulers().step()
+        return sums
 
     def _micro_loss(
-        self, micro: Sequence[tuple[float, Episode]], denominator: float
-    ) -> tuple[torch.Tensor, ...]:
-        """(loss, kl, clipped policy tokens, policy tokens, tokens) of one micro-batch; the
-        loss and kl are this micro-batch's share of the batch's (``/ denominator``)."""
+        self, micro: Sequence[UpdateItem], denominator: float, first_pass: bool
+    ) -> dict[str, Any]:
+        """The micro-batch's share of the mini-batch loss (``/ denominator``) and its sums
+        (entropy of the rollout policy: first pass only)."""
         config = self.config
         if not micro:
-            # an idle rank still runs backward, so DDP's gradient all-reduce completes
             zero = sum(p.sum() for p in self.policy.parameters()) * 0.0
-            return (zero, *(torch.zeros((), device=self.device) for _ in range(4)))
-        ids, attention, mask, old_logp, adv = _pad(micro, self.device)
-        logits = self.policy(input_ids=ids, attention_mask=attention).logits
-        logp = token_log_probs(logits, ids, self.agent_config.temperature)
+            return {"loss_tensor": zero}
+        batch = collate(micro, self.device)
+        temperature = self.agent_config.temperature
+        logp, entropy = policy_log_probs(self.policy, batch, temperature)
+        ones = torch.ones_like(logp)
         loss = policy_loss(
-            logp, old_logp, adv, mask, config.clip, config.loss_aggregation, denominator
-        )
+            logp, batch.old_logp, batch.advantages, ones, config.clip, "token_sum_norm",
+            denominator,
+        )  # fmt: skip
         kl = torch.zeros((), device=self.device)
         if self.ref_policy is not None:
             with torch.no_grad():
-                ref_logits = self.ref_policy(input_ids=ids, attention_mask=attention).logits
-                ref_logp = token_log_probs(ref_logits, ids, self.agent_config.temperature)
-            kl = aggregate_tokens(kl_penalty(logp, ref_logp), mask, denominator=denominator)
+                ref_logp, _ = policy_log_probs(self.ref_policy, batch, temperature)
+            kl = aggregate_tokens(kl_penalty(logp, ref_logp), ones, denominator=denominator)
             loss = loss + config.kl_coef * kl
-        policy_tokens = mask.sum()
-        clipped = clip_fraction(logp.detach(), old_logp, mask, config.clip) * policy_tokens
-        return loss, kl, clipped, policy_tokens, attention.sum()
+        detached = logp.detach()
+        tokens = float(batch.policy_tokens)
+        return {
+            "loss_tensor": loss,
+            "loss": float(loss.detach()),
+            "kl": float(kl.detach()),
+            "clipped": float(clip_fraction(detached, batch.old_logp, ones, config.clip)) * tokens,
+            "approx_kl": float(kl_penalty(batch.old_logp, detached).sum()),
+            "entropy": float(entropy.sum()) if first_pass else 0.0,
+            "policy_tokens": tokens,
+            "first_pass_policy_tokens": tokens if first_pass else 0.0,
+            "tokens": float(batch.tokens),
+        }
 
     def _no_sync(self):
         block = getattr(self.trainer.strategy, "block_backward_sync", None)
@@ -456,30 +534,25 @@ def _frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
-def _pad(micro: Sequence[tuple[float, Episode]], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Right-padded tensors of a micro-batch, next-token aligned: ids (N, T), attention (N, T),
-    and mask / old log-probs / advantages (N, T-1) for the tokens ids[:, 1:]."""
-    longest = max(episode.token_ids.numel() for _, episode in micro)
-    n = len(micro)
-    ids = torch.zeros((n, longest), dtype=torch.long)
-    attention = torch.zeros((n, longest), dtype=torch.long)
-    mask = torch.zeros((n, longest), dtype=torch.float32)
-    old = torch.zeros((n, longest), dtype=torch.float32)
-    adv = torch.zeros((n, longest), dtype=torch.float32)
-    for row, (advantage, episode) in enumerate(micro):
-        length = episode.token_ids.numel()
-        ids[row, :length] = episode.token_ids
-        attention[row, :length] = 1
-        mask[row, :length] = episode.policy_mask.float()
-        old[row, :length] = episode.old_logprobs.float()
-        adv[row, :length] = advantage
-    return (
-        ids.to(device),
-        attention.to(device),
-        mask[:, 1:].to(device),
-        old[:, 1:].to(device),
-        adv[:, 1:].to(device),
-    )
+_UPDATE_SUMS = (
+    "loss",
+    "kl",
+    "clipped",
+    "approx_kl",
+    "entropy",
+    "grad_norm",
+    "lr",
+    "policy_tokens",
+    "first_pass_policy_tokens",
+    "tokens",
+)
+
+
+def _split(groups: Sequence[str], parts: int) -> list[list[str]]:
+    """``groups`` cut into ``parts`` consecutive chunks of sizes differing by at most one."""
+    size, extra = divmod(len(groups), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [list(groups[bounds[i] : bounds[i + 1]]) for i in range(parts)]
 
 
 def _distributed() -> bool:

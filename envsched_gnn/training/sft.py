@@ -153,10 +153,10 @@ class SFTModule(L.LightningModule):
 
 
 def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
-    """The train split plus ``extra_tasks_per_env`` fresh generated tasks per environment
-    with references no longer than the pool's longest; returns the pool that serves them all
-    (extra tasks added) and the task list."""
-    tasks = pool.split("train")
+    """The train split (unless ``include_train_split`` is off) plus ``extra_tasks_per_env``
+    fresh generated tasks per environment with references no longer than the pool's longest;
+    returns the pool that serves them all (extra tasks added) and the task list."""
+    tasks = pool.split("train") if config.include_train_split else []
     if config.extra_tasks_per_env <= 0:
         return pool, tasks
     from envsched_gnn.envs.generator import GeneratorError, generate_extra_tasks

@@ -96,11 +96,11 @@ def test_bad_options_are_clear_errors(tmp_path):
         AblationConfig(seeds=0)
     with pytest.raises(ValueError, match=r"--schedulers: unknown \['rando'\]"):
         AblationConfig(schedulers=("envsched", "rando"))
-    with pytest.raises(ValueError, match="--sft-minutes 0 needs --model"):
-        PolicyLearnerConfig(sft_minutes=0)
+    with pytest.raises(ValueError, match="--sft-steps 0 needs --model"):
+        PolicyLearnerConfig(sft_steps=0)
     assert run_names(AblationConfig(k_grid=())) == list(AblationConfig().schedulers)
     config = AblationConfig(
-        learner="policy", policy=PolicyLearnerConfig(model=str(tmp_path), sft_minutes=0)
+        learner="policy", policy=PolicyLearnerConfig(model=str(tmp_path), sft_steps=0)
     )
     with pytest.raises(ValueError, match="not a local model folder"):
         run_ablation(handmade_pool(), config, tmp_path / "out")
@@ -115,3 +115,11 @@ def test_score_columns_scale_the_papers_40_120_200(steps, columns, every):
     assert score_steps_for(steps) == columns
     assert eval_every_for(steps) == every
     assert AblationConfig(steps=steps).score_steps == columns
+
+
+def test_fewer_evaluations_score_at_them():
+    """evaluations = 2 at S = 50: held-out at 25 and 50, the score columns follow."""
+    config = AblationConfig(steps=50, evaluations=2)
+    assert eval_every_for(50, 2) == 25
+    assert config.score_steps == (25, 50)
+    assert AblationConfig.evaluations == 5  # the CLI's --evaluations default

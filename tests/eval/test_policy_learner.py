@@ -8,6 +8,7 @@ import pytest
 from envsched_gnn.eval.ablate import STEP_METRICS, AblationConfig, run_ablation
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig, steps_within_budget
 from envsched_gnn.eval.simulate import SimulatorConfig
+from envsched_gnn.training.grpo_config import GRPOConfig
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, handmade_graph
 from tests.training.tiny_policy import trained_policy_dir
 
@@ -25,11 +26,12 @@ def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
 
 @pytest.mark.slow
 def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
+    """Two runs at a time in worker processes; every record is the run's own."""
     policy = PolicyLearnerConfig(
         model=str(trained_policy_dir()),
-        sft_minutes=0,
-        lr=1e-3,
-        micro_batch_size=3,
+        sft_steps=0,
+        recipe=GRPOConfig(lr=1e-3, micro_batch_size=3),
+        workers=2,
         eval_tasks=2,
         eval_samples=2,
         accelerator="cpu",

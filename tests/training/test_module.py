@@ -11,7 +11,7 @@ import torch
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.training.grpo import group_advantages
 from envsched_gnn.training.module import step_seed
-from envsched_gnn.training.policy import load_policy
+from envsched_gnn.training.policy import load_agent_config, load_policy
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, grpo_policy_dir, run, small_config
 
@@ -111,3 +111,40 @@ def test_loss_is_the_clipped_objective_of_the_episodes(two_steps):
     assert result.steps[0]["train/loss"] == pytest.approx(expected, abs=1e-4)
     assert result.steps[0]["train/kl"] == pytest.approx(0.0, abs=1e-6)
     assert result.steps[0]["train/clip_fraction"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_several_passes_per_step_with_warmup(tmp_path):
+    """ppo_epochs x mini_batches optimiser steps per GRPO step: the run still takes its
+    `steps` batches, later passes see a moved policy (KL to the rollout policy > 0), the
+    learning rate warms up linearly, and the saved policy carries its agent format."""
+    config = small_config(steps=2, ppo_epochs=2, mini_batches=2, lr_warmup_steps=8)
+    result = run(config, tmp_path)
+    assert len(result.batches) == 2 and result.rollouts == 2 * 2 * 4
+    first, second = result.steps
+    assert first["train/optimizer_steps"] == second["train/optimizer_steps"] == 4
+    # optimiser steps 1-4 at lr * n / 8, then 5-8
+    assert first["train/lr"] == pytest.approx(1e-3 * (1 + 2 + 3 + 4) / 4 / 8)
+    assert second["train/lr"] == pytest.approx(1e-3 * (5 + 6 + 7 + 8) / 4 / 8)
+    spread = [r for step in result.rewards for r in step.values() if min(r) < max(r)]
+    assert spread, "no group with reward spread: the weights would not move"
+    assert max(first["train/approx_kl"], second["train/approx_kl"]) > 0.0
+    assert first["train/entropy"] > 0.0
+    assert load_agent_config(tmp_path / "policy") == AGENT
+
+
+def test_frozen_embeddings_keep_their_starting_values(tmp_path):
+    """freeze_embeddings: the token embeddings and output head stay at the SFT values while
+    the transformer blocks train."""
+    run(small_config(steps=2, freeze_embeddings=True), tmp_path)
+    start, _ = load_policy(grpo_policy_dir())
+    trained, _ = load_policy(tmp_path / "policy")
+    for get in ("get_input_embeddings", "get_output_embeddings"):
+        assert torch.equal(getattr(start, get)().weight, getattr(trained, get)().weight), get
+    moved = [
+        name
+        for (name, before), (_, after) in zip(
+            start.named_parameters(), trained.named_parameters(), strict=True
+        )
+        if not torch.equal(before, after)
+    ]
+    assert moved and not any("embed" in name or "lm_head" in name for name in moved)

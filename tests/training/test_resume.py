@@ -13,8 +13,13 @@ from tests.training.grpo_setup import run, small_config
 pytestmark = pytest.mark.slow
 
 
-def test_resumed_run_equals_the_uninterrupted_one(tmp_path):
-    config = small_config(steps=4)
+@pytest.mark.parametrize(
+    "passes",
+    [{}, {"ppo_epochs": 2, "mini_batches": 2, "lr_warmup_steps": 5}],
+    ids=["one-pass", "two-epochs-two-mini-batches-warmup"],
+)
+def test_resumed_run_equals_the_uninterrupted_one(tmp_path, passes):
+    config = small_config(steps=4, **passes)
     whole = run(config, tmp_path / "whole")
     first = run(config, tmp_path / "part", stop_after=2)
     checkpoint = tmp_path / "part" / "checkpoints" / "last.ckpt"

@@ -1,0 +1,165 @@
+"""``envsched-gnn bench grpo``: the two halves of a GRPO step, rollout and update, on a policy.
+
+Each measured step rolls out B random train tasks x K samples with the policy (the batched
+rollout engine, tool calls in the runtime's workers), then runs GRPO's update on those
+episodes twice from the same weights: the prefix-shared update the trainer uses
+(:mod:`~envsched_gnn.training.grpo_batch`: one task's episodes per micro-batch, the prompt run
+once, the head on policy tokens only) and, for comparison, the plain one (every row whole,
+the head at every position). Each update is forward, backward, gradient clipping and one
+AdamW step. Prints per step and as medians: rollout seconds and sampled policy tokens/s,
+update seconds and sequence tokens/s of both updates, and the ratio update / rollout (the
+target is <= 1 at B = 8, K = 8 on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envsched_gnn.training.grpo_batch import UpdateItem, collate, pack_micro_batches
+
+
+def register(groups: dict[str, argparse._SubParsersAction]) -> None:
+    p = groups["bench"].add_parser(
+        "grpo",
+        help="rollout vs update time of a GRPO step (prefix-shared and plain update)",
+        description=__doc__.split("\n\n", 1)[1].replace("\n", " "),
+    )
+    p.add_argument("--model", required=True, help="policy folder (e.g. the demo's SFT policy)")
+    p.add_argument("--pool", help="pool folder (default: generate the demo pool of --seed)")
+    p.add_argument("--batch-size", type=int, default=8, help="B (8)")
+    p.add_argument("--group-size", type=int, default=8, help="K (8)")
+    p.add_argument("--steps", type=int, default=4, help="measured steps (4)")
+    p.add_argument("--micro-batch-size", type=int, default=32, help="episodes per pass (32)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.training.grpo import get_advantage_estimator
+    from envsched_gnn.training.policy import load_agent_config, load_policy
+    from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    pool = _pool(args)
+    model, tokenizer = load_policy(args.model)
+    agent = load_agent_config(args.model)
+    advantages_of = get_advantage_estimator("grpo")
+    train = [t.task_id for t in pool.split("train")]
+    rng = np.random.default_rng(args.seed)
+    rows = []
+    with EnvRuntime(pool, RuntimeConfig()) as runtime:
+        engine = RolloutEngine(model, tokenizer, runtime, agent, "cpu", pool)
+        engine.rollout(train[:2], k=2, seed=args.seed)  # warm-up: workers, allocator
+        for step in range(args.steps):
+            tasks = [train[i] for i in rng.choice(len(train), args.batch_size, replace=False)]
+            specs = [EpisodeSpec(t, k) for t in tasks for k in range(args.group_size)]
+            start = time.perf_counter()
+            episodes = engine.rollout_episodes(specs, seed=args.seed * 1000 + step)
+            rollout_s = time.perf_counter() - start
+            rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)
+            advantages = advantages_of(rewards, args.group_size)
+            items = [UpdateItem(float(a), e) for a, e in zip(advantages, episodes, strict=True)]
+            shared_s, tokens = _timed_update(model, items, agent.temperature, args, shared=True)
+            plain_s, _ = _timed_update(model, items, agent.temperature, args, shared=False)
+            policy_tokens = sum(int(e.policy_mask.sum()) for e in episodes)
+            row = {
+                "step": step,
+                "rollout_s": rollout_s,
+                "rollout_policy_tokens_per_s": policy_tokens / rollout_s,
+                "update_s": shared_s,
+                "update_tokens_per_s": tokens / shared_s,
+                "plain_update_s": plain_s,
+                "plain_update_tokens_per_s": tokens / plain_s,
+                "update_over_rollout": shared_s / rollout_s,
+                "mean_reward": float(rewards.mean()),
+                "tokens": tokens,
+                "policy_tokens": policy_tokens,
+            }
+            rows.append(row)
+            print(
+                f"step {step}: rollout {rollout_s:.2f} s ({row['rollout_policy_tokens_per_s']:.0f} "
+                f"policy tokens/s), update {shared_s:.2f} s ({row['update_tokens_per_s']:.0f} "
+                f"tokens/s), plain update {plain_s:.2f} s, update / rollout "
+                f"{row['update_over_rollout']:.2f}",
+                flush=True,
+            )
+    summary = {
+        name: statistics.median(r[name] for r in rows)
+        for name in rows[0]
+        if name not in ("step", "mean_reward")
+    }
+    summary |= {
+        "batch_size": args.batch_size,
+        "group_size": args.group_size,
+        "threads": torch.get_num_threads(),
+        "steps": args.steps,
+    }
+    print(json.dumps({"median": summary}))
+    return 0
+
+
+def _pool(args: argparse.Namespace):
+    if args.pool:
+        from envsched_gnn.envs.pool_io import load_pool
+
+        return load_pool(Path(args.pool))
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.pipeline import PRESETS
+
+    demo = PRESETS["demo"]
+    return generate_pool(
+        demo.envs, demo.tasks_per_env, args.seed, demo.test_per_env, max_calls=demo.max_calls
+    )
+
+
+def _timed_update(
+    model: torch.nn.Module,
+    items: list[UpdateItem],
+    temperature: float,
+    args: argparse.Namespace,
+    shared: bool,
+) -> tuple[float, int]:
+    """Seconds of one update (forward, backward, clip, AdamW step) on a copy of ``model``,
+    and the sequence tokens it processed."""
+    from envsched_gnn.training.grpo import policy_loss, token_log_probs
+    from envsched_gnn.training.grpo_batch import policy_log_probs
+
+    policy = copy.deepcopy(model).train()
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
+    total = float(sum(int(i.episode.policy_mask.sum()) for i in items))
+    if shared:
+        micro_batches = pack_micro_batches(items, args.micro_batch_size, 1 << 30)
+    else:
+        ordered = sorted(items, key=lambda i: i.episode.token_ids.numel())
+        size = args.micro_batch_size
+        micro_batches = [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    start = time.perf_counter()
+    tokens = 0
+    optimizer.zero_grad(set_to_none=True)
+    for micro in micro_batches:
+        batch = collate(micro)
+        if shared:
+            logp, _ = policy_log_probs(policy, batch, temperature)
+        else:
+            logits = policy(input_ids=batch.ids).logits
+            logp = token_log_probs(logits, batch.ids, temperature)[batch.policy[:, 1:]]
+        ones = torch.ones_like(logp)
+        loss = policy_loss(
+            logp, batch.old_logp, batch.advantages, ones, 0.2, "token_sum_norm", total
+        )
+        loss.backward()
+        tokens += batch.tokens
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    optimizer.step()
+    return time.perf_counter() - start, tokens

@@ -1,0 +1,5 @@
+"""Adapters to the RL trainers users already have: TRL, Ray, prime-rl, verl.
+
+Each is an optional extra (``pip install envsched-gnn[trl]``, ``[ray]``, ``[verl]``); they use
+``scheduler`` and ``envs`` (and ``training`` read-only), and nothing in the core imports them.
+"""

@@ -1,0 +1,119 @@
+"""prime-rl: EnvSched as a ``TaskSampler`` of a prime-rl curriculum.
+
+Written against prime-rl's documented interface (``prime_rl.orchestrator.curriculum.samplers
+.base.TaskSampler`` at 2026-08, commit 559b447): an ``Iterator[vf.Task]`` with ``__next__``,
+``observe(group: list[vf.Episode])`` (one finalised rollout group), ``state_dict`` /
+``load_state_dict`` (in orchestrator checkpoints) and ``metrics`` (logged under
+``curriculum/<env>/sampler/``). prime-rl is not on PyPI, so this module does not import it
+and is not tested against it; it is tested against the real ``verifiers.v1`` ``Task`` and
+``Episode`` classes it passes (``pip install verifiers``).
+
+How it maps: each scheduler step's B tasks are handed out one ``__next__`` at a time, in
+batch order; when they are used up the next step's batch is chosen. A group's rewards are
+those of its traces that are trainable and error-free (as prime-rl's own
+``DifficultyPoolSampler`` reads them), observed for the step the task was handed out in.
+prime-rl's orchestrator runs ahead asynchronously (off-policy steps, rejected groups are
+sampled again), so step s + 1 may be chosen before every group of step s came back: the
+scheduler then chooses with what has been observed so far, and late groups are still
+recorded for their own step.
+
+prime-rl builds its samplers from a closed config union (``standard`` / ``difficulty_pool``
+in ``Curriculum.__init__``), so use this one by assigning it after the curriculum is built::
+
+    curriculum.sampler = EnvSchedTaskSampler(scheduler, env.tasks, task_id_of=...)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+
+def trainable_rewards(group: Sequence[Any]) -> list[float]:
+    """Rewards of a group's trainable, error-free traces (``vf.Episode.traces``)."""
+    return [
+        float(trace.reward)
+        for episode in group
+        for trace in episode.traces
+        if not trace.has_error and trace.agent.trainable
+    ]
+
+
+class EnvSchedTaskSampler(Iterator[Any]):
+    """prime-rl ``TaskSampler`` over an envsched scheduler (see the module docstring).
+
+    Args:
+        scheduler: chooses B tasks per step (``make_scheduler(...)``).
+        tasks: the taskset's ``vf.Task`` objects; each must map to a task id of the graph.
+        task_id_of: a task's id in the graph (default: its ``key``).
+    """
+
+    def __init__(
+        self,
+        scheduler: Any,
+        tasks: Sequence[Any],
+        task_id_of: Callable[[Any], str] = lambda task: task.key,
+    ) -> None:
+        self.scheduler = scheduler
+        self.task_of: dict[str, Any] = {}
+        self.task_id_of_key: dict[str, str] = {}
+        for task in tasks:
+            task_id = task_id_of(task)
+            if task_id in self.task_of:
+                raise ValueError(f"two tasks of the taskset have the task id {task_id!r}")
+            self.task_of[task_id] = task
+            self.task_id_of_key[task.key] = task_id
+        missing = sorted(set(scheduler.task_ids) - set(self.task_of))
+        if missing:
+            raise ValueError(
+                f"{len(missing)} task(s) of the scheduler's graph are not in the taskset, "
+                f"e.g. {missing[:3]}"
+            )
+        self.step = -1
+        self.queue: deque[str] = deque()
+        self.issued: dict[str, deque[int]] = {}
+
+    def __next__(self) -> Any:
+        if not self.queue:
+            self.step += 1
+            self.queue.extend(self.scheduler.next_batch(self.step))
+        task_id = self.queue.popleft()
+        self.issued.setdefault(task_id, deque()).append(self.step)
+        return self.task_of[task_id]
+
+    def observe(self, group: list[Any]) -> None:
+        """Record a finalised group of one task at the step it was handed out in."""
+        if not group:
+            return
+        key = group[0].task.key
+        task_id = self.task_id_of_key.get(key)
+        if task_id is None:
+            raise ValueError(f"a group of task key {key!r}, which this sampler never handed out")
+        steps = self.issued.get(task_id)
+        if not steps:
+            raise ValueError(f"a group of task {task_id!r}, but none of it is outstanding")
+        step = steps.popleft()
+        rewards = trainable_rewards(group)
+        if rewards:
+            self.scheduler.observe(step, {task_id: rewards})
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step,
+            "queue": list(self.queue),
+            "issued": {task_id: list(steps) for task_id, steps in self.issued.items() if steps},
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(state_dict["scheduler"])
+        self.step = int(state_dict["step"])
+        self.queue = deque(state_dict["queue"])
+        self.issued = {t: deque(int(s) for s in steps) for t, steps in state_dict["issued"].items()}
+        if self.step >= 0:
+            # the scheduler's last_batch is not in its state: recompute it for metrics
+            self.scheduler.next_batch(self.step)
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self.scheduler.metrics())

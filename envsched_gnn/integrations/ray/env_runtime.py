@@ -1,0 +1,310 @@
+"""The environment runtime on Ray: the episode API of ``EnvRuntime``, workers as Ray actors.
+
+Each :class:`EnvWorker` actor hosts an ordinary :class:`~envsched_gnn.envs.runtime.EnvRuntime`
+(its sandboxed worker processes, started by the runtime's own start path, on the actor's
+node) and answers its public episode API; :class:`RayEnvRuntime`, in the trainer, places
+episodes on actors (least loaded), batches each method call into one request per actor,
+run in parallel, and answers in input order. So environment execution spreads over a Ray
+cluster with the API of today's runtime (``reset`` / ``call`` / ``score`` / ``release`` /
+``replay``), and whatever the local runtime gains (its sandbox) the actors have too.
+
+Fault tolerance, as the local runtime does it one level down: actors are created with
+``max_restarts`` (Ray starts a new process for a dead one) and no task retries. When an
+actor dies during a request, the trainer-side runtime rebuilds every episode that lived on
+it on the restarted actor (a reset, then its logged calls replayed: the calls whose results
+came back, less those stopped by the timeout alarm, which the local runtime does not replay
+either) and sends the interrupted request again. Environment code is deterministic given
+its calls, so the rebuilt episode is the one that was lost. An actor that dies more than
+``max_rebuilds`` times in one request loses its episodes: they answer with errors and score
+0, the trainer goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
+
+from envsched_gnn.envs.pool import Pool, ToolCall
+from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig
+
+TIMED_OUT = "timed out after"
+"""Start of the runtime's error for an op its alarm stopped (not replayed on a rebuild)."""
+
+
+class EnvWorker:
+    """An ``EnvRuntime`` in a Ray actor (see :data:`EnvWorkerActor`)."""
+
+    def __init__(self, pool: Pool, config: RuntimeConfig) -> None:
+        self.runtime = EnvRuntime(pool, config)
+        self.runtime.start()
+
+    def reset(self, episodes: list[tuple[str, str]]) -> list[dict]:
+        return self.runtime.reset(episodes)
+
+    def call(self, calls: list[tuple[str, ToolCall]]) -> list[dict]:
+        return self.runtime.call(calls)
+
+    def score(self, episode_ids: list[str]) -> list[EpisodeScore]:
+        return self.runtime.score(episode_ids)
+
+    def release(self, episode_ids: list[str]) -> None:
+        self.runtime.release(episode_ids)
+
+    def rebuild(self, episodes: list[tuple[str, str, list[ToolCall]]]) -> list[dict]:
+        """Reset each ``(episode_id, task_id, calls)`` and replay its calls; reset results."""
+        results = self.runtime.reset([(episode_id, task_id) for episode_id, task_id, _ in episodes])
+        self.runtime.call([(episode, call) for episode, _, calls in episodes for call in calls])
+        return results
+
+    def pids(self) -> tuple[int, list[int]]:
+        """The actor's process id and its runtime's worker process ids."""
+        return os.getpid(), self.runtime.pids
+
+
+EnvWorkerActor = ray.remote(EnvWorker)
+"""``EnvWorker`` as a Ray actor class (resources set by :class:`RayEnvRuntime`)."""
+
+
+@dataclass
+class RayRuntimeConfig:
+    """How many environment actors, and what each runs."""
+
+    actors: int = 2
+    """Environment actors; each hosts an ``EnvRuntime`` of ``runtime.workers`` processes."""
+    runtime: RuntimeConfig = field(default_factory=lambda: RuntimeConfig(workers=1))
+    """The local runtime each actor runs (timeouts, memory limit, worker processes)."""
+    num_cpus: float = 1.0
+    """CPUs Ray reserves per actor (its worker processes run there)."""
+    max_restarts: int = -1
+    """Ray restarts of a dead actor (-1: always)."""
+    max_rebuilds: int = 3
+    """Rebuilds of one actor within one request before its episodes are given up."""
+
+    def __post_init__(self) -> None:
+        if self.actors < 1:
+            raise ValueError(f"RayRuntimeConfig.actors must be >= 1, got {self.actors}")
+
+
+@dataclass
+class _Episode:
+    task_id: str
+    actor: int
+    log: list[ToolCall] = field(default_factory=list)
+    live: bool = False
+    error: str = ""
+
+
+class RayEnvRuntime:
+    """Runs a pool's episodes on Ray actors; ``EnvRuntime``'s API (a context manager).
+
+    ``ray.init`` must have been called. Not thread-safe: one caller drives it.
+    """
+
+    def __init__(self, pool: Pool, config: RayRuntimeConfig | None = None) -> None:
+        self.pool = pool
+        self.config = config or RayRuntimeConfig()
+        self.restarts = 0
+        self._actors: list[Any] = []
+        self._pool_ref: Any = None  # held: a restarted actor gets its pool from this object
+        self._episodes: dict[str, _Episode] = {}
+        self._replay_ids = itertools.count()
+
+    def __enter__(self) -> RayEnvRuntime:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Creates the actors (idempotent) and waits until they are up."""
+        if self._actors:
+            return
+        self._pool_ref = ray.put(self.pool)
+        options = {
+            "num_cpus": self.config.num_cpus,
+            "max_restarts": self.config.max_restarts,
+            "max_task_retries": 0,
+        }
+        self._actors = [
+            EnvWorkerActor.options(**options).remote(self._pool_ref, self.config.runtime)
+            for _ in range(self.config.actors)
+        ]
+        ray.get([actor.pids.remote() for actor in self._actors])
+
+    def close(self) -> None:
+        """Stops the actors (and so their worker processes) and forgets every episode."""
+        for actor in self._actors:
+            ray.kill(actor, no_restart=True)
+        self._actors.clear()
+        self._episodes.clear()
+
+    def actor_pids(self) -> list[tuple[int, list[int]]]:
+        """Per actor: its process id and its worker processes' ids."""
+        return ray.get([actor.pids.remote() for actor in self._actors])
+
+    def reset(self, episodes: Sequence[tuple[str, str]]) -> list[dict]:
+        """Starts (or restarts) each ``(episode_id, task_id)``; see ``EnvRuntime.reset``."""
+        self.start()
+        if len({episode_id for episode_id, _ in episodes}) != len(episodes):
+            raise ValueError("an episode id appears twice in one reset")
+        for _, task_id in episodes:
+            self.pool.task(task_id)  # unknown task ids fail here, before anything runs
+        load = [0] * len(self._actors)
+        for episode in self._episodes.values():
+            load[episode.actor] += 1
+        work: dict[int, list[tuple[int, tuple[str, str]]]] = {}
+        for sink, (episode_id, task_id) in enumerate(episodes):
+            old = self._episodes.get(episode_id)
+            actor = old.actor if old is not None else min(range(len(load)), key=load.__getitem__)
+            if old is None:
+                load[actor] += 1
+            self._episodes[episode_id] = _Episode(task_id, actor)
+            work.setdefault(actor, []).append((sink, (episode_id, task_id)))
+        results: list = [None] * len(episodes)
+
+        def absorb(item: tuple[str, str], result: dict) -> dict:
+            episode = self._episodes[item[0]]
+            episode.live = result.get("success") is True
+            episode.error = "" if episode.live else str(result.get("error"))
+            return result
+
+        self._dispatch("reset", work, results, absorb, _error)
+        return results
+
+    def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[dict]:
+        """Calls tools; each result is the tool's dict or ``{"success": False, "error"}``."""
+        results: list = [None] * len(calls)
+        work: dict[int, list[tuple[int, tuple[str, ToolCall]]]] = {}
+        for sink, (episode_id, tool_call) in enumerate(calls):
+            episode = self._episode(episode_id)
+            if not episode.live:
+                results[sink] = _error(f"episode {episode_id!r} is not usable: {episode.error}")
+                continue
+            work.setdefault(episode.actor, []).append((sink, (episode_id, tool_call)))
+
+        def absorb(item: tuple[str, ToolCall], result: dict) -> dict:
+            episode = self._episodes.get(item[0])
+            timed_out = result.get("success") is False and str(result.get("error", "")).startswith(
+                TIMED_OUT
+            )
+            if episode is not None and episode.live and not timed_out:
+                episode.log.append(item[1])
+            return result
+
+        self._dispatch("call", work, results, absorb, _error)
+        return results
+
+    def score(self, episode_ids: Sequence[str]) -> list[EpisodeScore]:
+        """Runs every check of each episode's task on its current state."""
+        results: list = [None] * len(episode_ids)
+        work: dict[int, list[tuple[int, str]]] = {}
+        for sink, episode_id in enumerate(episode_ids):
+            episode = self._episode(episode_id)
+            if not episode.live:
+                results[sink] = self._failed_score(episode_id, episode.error)
+                continue
+            work.setdefault(episode.actor, []).append((sink, episode_id))
+        self._dispatch("score", work, results, lambda item, result: result, self._failed_score)
+        return results
+
+    def release(self, episode_ids: Sequence[str]) -> None:
+        """Forgets episodes (unknown ids are ignored)."""
+        work: dict[int, list[tuple[int, str]]] = {}
+        for episode_id in episode_ids:
+            episode = self._episodes.pop(episode_id, None)
+            if episode is not None:
+                work.setdefault(episode.actor, []).append((0, episode_id))
+        self._dispatch("release", work, None, lambda item, result: result, _error)
+
+    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
+        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score."""
+        episode_ids = [f"replay-{next(self._replay_ids)}" for _ in runs]
+        try:
+            self.reset([(e, task_id) for e, (task_id, _) in zip(episode_ids, runs, strict=True)])
+            pairs = zip(episode_ids, runs, strict=True)
+            self.call([(e, call) for e, (_, calls) in pairs for call in calls])
+            return self.score(episode_ids)
+        finally:
+            self.release(episode_ids)
+
+    # -- dispatch and recovery ----------------------------------------------------------------
+    def _dispatch(
+        self,
+        method: str,
+        work: dict[int, list[tuple[int, Any]]],
+        results: list | None,
+        absorb: Callable[[Any, Any], Any],
+        failure: Callable[[Any, str], Any],
+    ) -> None:
+        """One request per actor, in parallel; a dead actor is rebuilt and asked again."""
+        pending = {
+            actor: getattr(self._actors[actor], method).remote([arg for _, arg in items])
+            for actor, items in work.items()
+        }
+        for actor, items in work.items():
+            answers, reason = self._answers(actor, method, items, pending[actor])
+            for index, (sink, arg) in enumerate(items):
+                answer = failure(arg, reason) if answers is None else absorb(arg, answers[index])
+                if results is not None:
+                    results[sink] = answer
+
+    def _answers(self, actor: int, method: str, items: list, ref: Any) -> tuple[list | None, str]:
+        args = [arg for _, arg in items]
+        for attempt in range(self.config.max_rebuilds + 1):
+            try:
+                answers = ray.get(ref)
+                return (answers if answers is not None else [None] * len(items)), ""
+            except RayActorError as error:
+                reason = f"environment actor {actor} died ({type(error).__name__})"
+                if attempt == self.config.max_rebuilds or not self._rebuild(actor):
+                    break
+                ref = getattr(self._actors[actor], method).remote(args)
+        for episode in self._episodes.values():
+            if episode.actor == actor and episode.live:
+                episode.live, episode.error = False, f"{reason}; episode lost"
+        return None, f"{reason}; gave up after {self.config.max_rebuilds} rebuilds"
+
+    def _rebuild(self, actor: int) -> bool:
+        """Waits for Ray to restart ``actor``, then rebuilds its live episodes there."""
+        self.restarts += 1
+        episodes = [
+            (episode_id, episode.task_id, list(episode.log))
+            for episode_id, episode in self._episodes.items()
+            if episode.actor == actor and episode.live
+        ]
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                results = ray.get(self._actors[actor].rebuild.remote(episodes))
+                break
+            except (ActorUnavailableError, RayActorError):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.2)
+        for (episode_id, _, _), result in zip(episodes, results, strict=True):
+            if result.get("success") is not True:
+                episode = self._episodes[episode_id]
+                episode.live, episode.error = False, f"rebuild failed: {result.get('error')}"
+        return True
+
+    def _episode(self, episode_id: str) -> _Episode:
+        try:
+            return self._episodes[episode_id]
+        except KeyError:
+            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None
+
+    def _failed_score(self, episode_id: str, reason: str) -> EpisodeScore:
+        count = len(self.pool.task(self._episodes[episode_id].task_id).checklist_with_func)
+        return EpisodeScore(reward=0.0, checks=(False,) * count, errors=(reason,) * count)
+
+
+def _error(_: Any, message: str) -> dict:
+    return {"success": False, "error": message}

@@ -1,0 +1,158 @@
+"""``EnvSchedActor``: one scheduler, as a Ray actor, for many rollout processes.
+
+Rollout processes (Ray tasks or actors, on any node) share one source of truth::
+
+    scheduler = EnvSchedActor.options(name="envsched").remote("envsched", graph, batch_size=64)
+    batch = ray.get(scheduler.next_batch.remote(step))     # the same list in every process
+    ray.get(scheduler.observe.remote(step, my_rewards))    # each process its share
+
+- ``next_batch(step)`` is chosen once per step and cached: every caller of that step gets
+  the same list. It waits until every task of the previous step's batch was observed (by
+  whichever processes rolled them out), so the choice sees exactly what a single process
+  would have seen; after ``wait_timeout_s`` it raises, naming the missing tasks.
+- ``observe(step, rewards)`` is idempotent by (task, step): a call that Ray retries, or a
+  duplicate from a restarted process, changes nothing (different rewards for a recorded
+  (task, step) are refused, as the scheduler's log refuses them).
+- With ``checkpoint_path`` the actor writes its state after every observation (atomically)
+  and restores it when it starts, so an actor created with ``max_restarts`` comes back
+  where it was; its idempotent methods can then be retried (``max_task_retries``).
+- With ``store`` (a store URI or folder) observations are written there, buffered.
+
+The actor is asynchronous (asyncio): waiting calls do not block the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from envsched_gnn.observations import observations_from_rewards
+
+
+class SchedulerService:
+    """The scheduler behind :data:`EnvSchedActor` (see the module docstring).
+
+    Args:
+        name: a scheduler of ``envsched_gnn.scheduler.registry`` (``envsched``, ``random``...).
+        graph: the ``TaskGraph`` it chooses from.
+        batch_size: B (default 64).
+        seed: the scheduler's seed (default 0).
+        wait_timeout_s: longest wait in ``next_batch`` for the previous step (default 600).
+        checkpoint_path: JSON file the state is kept in across restarts (default none).
+        store: store URI or folder the observations are written to (default none).
+        **overrides: fields of the scheduler's config.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        graph: Any,
+        *,
+        batch_size: int = 64,
+        seed: int = 0,
+        wait_timeout_s: float = 600.0,
+        checkpoint_path: str | None = None,
+        store: str | None = None,
+        **overrides: Any,
+    ) -> None:
+        from envsched_gnn.scheduler.registry import make_scheduler
+
+        self.scheduler = make_scheduler(name, graph, batch_size=batch_size, seed=seed, **overrides)
+        self.wait_timeout_s = wait_timeout_s
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
+        self.batches: dict[int, list[str]] = {}
+        self.observed: dict[int, set[str]] = {}
+        self._changed = asyncio.Condition()
+        self._sink = self._writer = None
+        if store is not None:
+            from envsched_gnn.training.observation_sink import ObservationSink, StoreWriter
+
+            self._writer = StoreWriter(store)
+            self._sink = ObservationSink(self._writer)
+        if self.checkpoint_path is not None and self.checkpoint_path.is_file():
+            self.load_state_dict(json.loads(self.checkpoint_path.read_text()))
+
+    async def next_batch(self, step: int) -> list[str]:
+        """Step ``step``'s tasks: chosen once, after the previous step was fully observed."""
+        step = int(step)
+        async with self._changed:
+            if step not in self.batches:
+                if step - 1 in self.batches:
+                    try:
+                        await asyncio.wait_for(
+                            self._changed.wait_for(lambda: self._complete(step - 1)),
+                            self.wait_timeout_s,
+                        )
+                    except asyncio.TimeoutError:
+                        missing = sorted(set(self.batches[step - 1]) - self.observed[step - 1])
+                        raise TimeoutError(
+                            f"next_batch({step}): step {step - 1} still misses the rewards of "
+                            f"{len(missing)} task(s) after {self.wait_timeout_s:g} s, e.g. "
+                            f"{missing[:3]}"
+                        ) from None
+                if step not in self.batches:  # another caller may have chosen it meanwhile
+                    self.batches[step] = list(self.scheduler.next_batch(step))
+                    self.observed.setdefault(step, set())
+                    self._save()
+            return list(self.batches[step])
+
+    async def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> int:
+        """Record rewards of tasks of ``step``; returns how many (task, step) pairs were new."""
+        step = int(step)
+        async with self._changed:
+            seen = self.observed.setdefault(step, set())
+            new = [task for task in rewards if task not in seen]
+            self.scheduler.observe(step, rewards)
+            seen.update(rewards)
+            if new:
+                if self._sink is not None:
+                    self._sink.put(observations_from_rewards(step, {t: rewards[t] for t in new}))
+                self._save()
+            self._changed.notify_all()
+            return len(new)
+
+    def metrics(self) -> dict[str, float]:
+        return self.scheduler.metrics()
+
+    def state_dict(self) -> dict:
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "batches": {str(step): batch for step, batch in self.batches.items()},
+            "observed": {str(step): sorted(tasks) for step, tasks in self.observed.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.batches = {int(step): list(batch) for step, batch in state["batches"].items()}
+        self.observed = {int(step): set(tasks) for step, tasks in state["observed"].items()}
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until the store has every observation (True when nothing is left)."""
+        return self._sink.flush(timeout_s) if self._sink is not None else True
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def _complete(self, step: int) -> bool:
+        return set(self.batches[step]) <= self.observed.get(step, set())
+
+    def _save(self) -> None:
+        if self.checkpoint_path is None:
+            return
+        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=self.checkpoint_path.parent, suffix=".tmp")
+        with os.fdopen(handle, "w") as out:
+            json.dump(self.state_dict(), out)
+        os.replace(tmp, self.checkpoint_path)
+
+
+EnvSchedActor = ray.remote(num_cpus=0)(SchedulerService)
+"""The Ray actor class: ``EnvSchedActor.options(max_restarts=-1, max_task_retries=-1,
+name=...).remote(name, graph, batch_size=..., checkpoint_path=...)``."""

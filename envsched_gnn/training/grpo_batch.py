@@ -1,0 +1,156 @@
+"""GRPO's update batches: episodes packed by shared prompt, their policy tokens' log-probabilities
+computed with the shared prompt run once and the output head run on policy tokens only.
+
+The K episodes of a task start with the same prompt (system message with the tool list, then
+the instruction: ~75 % of a demo episode's tokens), and only the policy's own tokens (~15 %)
+carry a loss. For a micro-batch of R right-padded rows of length L that share their first P
+tokens (:func:`shared_prefix_length`),
+
+    h_{0..P-1}   = body(x_{0..P-1})                      once, its KV cache repeated R times
+    h_{r,P..L-1} = body(x_{r,P..L-1} | cache)            the rows' own suffixes
+    log pi(x_{r,t}) = log softmax(W h_{r,t-1} / T)[x_{r,t}]   only where mask_{r,t} = 1
+
+which equals a plain forward of every row (same loss, same gradients: the prefix runs with
+autograd, and right padding never reaches a real token under the causal mask) at a fraction
+of its cost: ``P + R (L - P)`` token positions through the body instead of ``R L``, and the
+``V``-wide head on the N policy tokens instead of all ``R L`` positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from envsched_gnn.training.rollout import Episode
+
+
+@dataclass(frozen=True)
+class UpdateItem:
+    """One episode in an update with its advantage (the same on all its policy tokens)."""
+
+    advantage: float
+    episode: Episode
+
+
+@dataclass
+class MicroBatch:
+    """Right-padded tensors of a micro-batch's episodes.
+
+    Shapes: ``ids (R, L)`` int64, ``policy (R, L)`` bool (True at the policy's tokens),
+    ``old_logp (N,)`` and ``advantages (N,)`` over the N policy tokens in row-major order,
+    ``lengths (R,)``.
+    """
+
+    ids: Tensor
+    policy: Tensor
+    old_logp: Tensor
+    advantages: Tensor
+    lengths: Tensor
+
+    @property
+    def policy_tokens(self) -> int:
+        return int(self.policy.sum())
+
+    @property
+    def tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def pack_micro_batches(
+    items: Sequence[UpdateItem], max_rows: int, max_tokens: int
+) -> list[list[UpdateItem]]:
+    """Micro-batches of episodes of one task each (they share the task's whole prompt), each
+    at most ``max_rows`` episodes with ``rows x longest <= max_tokens`` (one episode always
+    fits); tasks in order of first appearance, episodes by length within a task."""
+    by_task: dict[str, list[UpdateItem]] = {}
+    for item in items:
+        by_task.setdefault(item.episode.task_id, []).append(item)
+    batches: list[list[UpdateItem]] = []
+    for group in by_task.values():
+        current: list[UpdateItem] = []
+        for item in sorted(group, key=lambda i: i.episode.token_ids.numel()):
+            longest = item.episode.token_ids.numel()
+            if current and (len(current) >= max_rows or (len(current) + 1) * longest > max_tokens):
+                batches.append(current)
+                current = []
+            current.append(item)
+        if current:
+            batches.append(current)
+    return batches
+
+
+def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> MicroBatch:
+    """Right-pad a micro-batch's episodes (pad id 0: padding sits after every real token, so
+    under the causal mask it never changes a real token's result)."""
+    lengths = torch.tensor([i.episode.token_ids.numel() for i in items], dtype=torch.long)
+    longest = int(lengths.max())
+    ids = torch.zeros((len(items), longest), dtype=torch.long)
+    policy = torch.zeros((len(items), longest), dtype=torch.bool)
+    old, adv = [], []
+    for row, item in enumerate(items):
+        episode = item.episode
+        n = episode.token_ids.numel()
+        ids[row, :n] = episode.token_ids
+        policy[row, :n] = episode.policy_mask
+        old.append(episode.old_logprobs[episode.policy_mask])
+        adv.append(torch.full((int(episode.policy_mask.sum()),), float(item.advantage)))
+    return MicroBatch(
+        ids=ids.to(device),
+        policy=policy.to(device),
+        old_logp=torch.cat(old).to(device),
+        advantages=torch.cat(adv).to(device),
+        lengths=lengths,
+    )
+
+
+def shared_prefix_length(ids: Tensor, policy: Tensor) -> int:
+    """P = min(LCP, f - 1): the rows' longest common prefix, cut so that the hidden state
+    predicting the first policy token (at f - 1, f the earliest policy position of any row)
+    lies in the rows' own part.
+
+    Shapes: ``ids, policy (R, L)`` -> int.
+    """
+    same = (ids == ids[:1]).all(dim=0)
+    lcp = int(same.long().cumprod(dim=0).sum())
+    if not policy.any():
+        return 0
+    first = int(policy.any(dim=0).long().argmax())
+    return max(min(lcp, first - 1), 0)
+
+
+def policy_log_probs(
+    model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0, prefix: int | None = None
+) -> tuple[Tensor, Tensor]:
+    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens, and the entropy
+    of that distribution there (detached), both ``(N,)`` in row-major order; see the module
+    docstring. ``prefix`` defaults to :func:`shared_prefix_length`; 0 runs every row whole.
+
+    ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
+    the log-probabilities are float32 or wider (float64 stays float64).
+    """
+    ids, policy = batch.ids, batch.policy
+    rows, length = ids.shape
+    body, head = model.get_decoder(), model.get_output_embeddings()
+    p = shared_prefix_length(ids, policy) if prefix is None else prefix
+    if p > 0:
+        cache = body(input_ids=ids[:1, :p], use_cache=True).cache
+        cache.batch_repeat_interleave(rows)
+        positions = torch.arange(p, length, device=ids.device).expand(rows, -1)
+        hidden = body(
+            input_ids=ids[:, p:], position_ids=positions, cache=cache, use_cache=True
+        ).last_hidden_state
+    else:
+        hidden = body(input_ids=ids, use_cache=False).last_hidden_state
+    predicts = policy[:, p + 1 :]
+    logits = head(hidden[:, :-1][predicts])
+    if logits.dtype not in (torch.float32, torch.float64):
+        logits = logits.float()
+    logp_all = torch.log_softmax(logits / temperature, dim=-1)
+    targets = ids[:, p + 1 :][predicts]
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(dim=-1)
+    return logp, entropy

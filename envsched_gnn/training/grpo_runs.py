@@ -1,0 +1,98 @@
+"""Several GRPO runs from one starting policy, in spawned processes when the cores allow.
+
+On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (GRPO's
+rollout is a sequence of small decode steps), so two runs side by side, 1 thread each,
+finish sooner than the same two runs one after the other. Each run is
+:func:`~envsched_gnn.training.grpo_train.train_grpo`, unchanged; results come back in the
+order of the runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo_train import GRPOResult, LaunchConfig
+
+
+@dataclass
+class GRPORun:
+    """One run: a config and the folder it writes."""
+
+    config: GRPOConfig
+    out_dir: Path
+
+
+@dataclass
+class SharedStart:
+    """What every run shares (sent once to each worker process)."""
+
+    pool: Pool
+    graph: TaskGraph
+    policy_dir: Path
+    agent: AgentConfig
+    runtime: RuntimeConfig
+    launch: LaunchConfig
+    initial_eval: dict[str, Any] | None
+
+
+def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
+    """Processes to use: ``requested`` when positive; otherwise one per run up to the CPU
+    cores on a CPU-only machine, and 1 when a GPU is used (one process owns it)."""
+    if requested > 0:
+        return min(requested, runs)
+    import torch
+
+    if accelerator == "gpu" or (accelerator == "auto" and torch.cuda.is_available()):
+        return 1
+    return max(1, min(runs, os.cpu_count() or 1))
+
+
+def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> list[GRPOResult]:
+    """Train every run from ``start``; ``workers`` > 1 runs them in that many spawned
+    processes, each with one torch thread."""
+    if workers <= 1:
+        return [_train(run, start) for run in runs]
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(start,)
+    ) as executor:
+        return list(executor.map(_train, runs))
+
+
+_START: SharedStart | None = None
+
+
+def _init_worker(start: SharedStart) -> None:
+    import torch
+
+    global _START
+    torch.set_num_threads(1)
+    _START = start
+
+
+def _train(run: GRPORun, start: SharedStart | None = None) -> GRPOResult:
+    from envsched_gnn.training.grpo_train import train_grpo
+
+    shared = start if start is not None else _START
+    assert shared is not None, "worker started without its shared start"
+    return train_grpo(
+        shared.pool,
+        shared.graph,
+        shared.policy_dir,
+        run.config,
+        run.out_dir,
+        agent_config=shared.agent,
+        runtime_config=shared.runtime,
+        launch=replace(shared.launch, progress_bar=False, print_steps=True),
+        initial_eval=shared.initial_eval,
+    )

@@ -1,0 +1,124 @@
+"""The main job's warm start: a packaged SFT policy when it was trained on exactly this run's
+SFT inputs, else SFT now.
+
+SFT is deterministic on one machine given its inputs (a budget in optimiser steps, not in
+minutes): the pool (its text also trains the tokenizer), the fresh generated tasks, the agent
+format, the policy architecture and the :class:`SFTConfig`. :func:`sft_fingerprint` is the
+SHA-256 of those inputs as canonical JSON. The package ships the demo preset's SFT policy
+with its fingerprint in ``manifest.json``, built by the project's own SFT with::
+
+    envsched-gnn train demo-policy --out envsched_gnn/data/demo_sft
+
+A run whose fingerprint differs (another seed, a changed generator or recipe) trains its own
+policy and says why, so a packaged policy is never used with a pool it was not trained for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.training.sft_config import SFTConfig
+
+MANIFEST = "manifest.json"
+PACKAGED_DEMO_POLICY = Path(__file__).resolve().parents[1] / "data" / "demo_sft"
+# how SFT runs, not what it learns: left out of the fingerprint
+_RUN_ONLY_FIELDS = ("accelerator", "threads", "runtime_workers", "checkpoint_every_steps")
+
+
+def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
+    """SHA-256 of SFT's inputs: the pool's environments and tasks, the fresh SFT tasks, and
+    the config (architecture and agent format included; how it runs left out)."""
+    from envsched_gnn.training.sft import sft_tasks
+
+    _, tasks = sft_tasks(pool, config)
+    recipe = {k: v for k, v in asdict(config).items() if k not in _RUN_ONLY_FIELDS}
+    inputs = {
+        "envs": {env_id: asdict(env) for env_id, env in sorted(pool.envs.items())},
+        "pool_tasks": [asdict(t) for t in sorted(pool.tasks, key=lambda t: t.task_id)],
+        "sft_tasks": [asdict(t) for t in tasks],
+        "config": recipe,
+    }
+    text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def packaged_policy(fingerprint: str, package: Path = PACKAGED_DEMO_POLICY) -> Path | None:
+    """The packaged policy folder when its manifest's fingerprint is ``fingerprint``."""
+    manifest = package / MANIFEST
+    if not manifest.is_file():
+        return None
+    recorded = json.loads(manifest.read_text()).get("fingerprint")
+    return package if recorded == fingerprint else None
+
+
+def warm_start(
+    pool: Pool,
+    model_dir: str | Path | None,
+    config: SFTConfig,
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    package: Path = PACKAGED_DEMO_POLICY,
+) -> tuple[Path, dict]:
+    """The SFT policy of a run in ``out_dir/policy``: a copy of the packaged one when the
+    built-in policy is asked for (``model_dir`` None) and SFT's inputs match its manifest,
+    else :func:`~envsched_gnn.training.sft.run_sft`. Returns the folder and what was done."""
+    out = Path(out_dir)
+    if model_dir is None:
+        fingerprint = sft_fingerprint(pool, config)
+        found = packaged_policy(fingerprint, package)
+        if found is not None:
+            if (out / "policy").exists():
+                shutil.rmtree(out / "policy")
+            shutil.copytree(found, out / "policy")
+            manifest = json.loads((found / MANIFEST).read_text())
+            log(
+                f"warm start: the packaged SFT policy ({manifest['sft']['steps']} steps, "
+                f"built by `{manifest['command']}`) matches this run's SFT inputs "
+                f"(fingerprint {fingerprint[:12]})"
+            )
+            return out / "policy", {"source": "packaged", "fingerprint": fingerprint, **manifest}
+        log(
+            f"warm start: no packaged SFT policy for these inputs (fingerprint "
+            f"{fingerprint[:12]}): running SFT ({config.max_steps} steps)"
+        )
+    from envsched_gnn.training.sft import run_sft
+
+    start = time.perf_counter()
+    policy = run_sft(pool, model_dir, config, out)
+    summary = json.loads((out / "sft_summary.json").read_text())
+    return policy, {"source": "sft", "seconds": time.perf_counter() - start, "sft": summary}
+
+
+def package_policy(pool: Pool, config: SFTConfig, out_dir: str | Path, command: str) -> Path:
+    """Run SFT of the built-in policy and leave it in ``out_dir`` (replaced) with its
+    ``manifest.json``: the fingerprint of its inputs, the command that built it, SFT's
+    summary. The training run's logs and checkpoints stay out of the package."""
+    import tempfile
+
+    from envsched_gnn.training.sft import run_sft
+
+    out = Path(out_dir)
+    with tempfile.TemporaryDirectory(prefix="envsched-demo-sft-") as scratch:
+        policy = run_sft(pool, None, config, scratch)
+        summary = json.loads((Path(scratch) / "sft_summary.json").read_text())
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(policy, out)
+    manifest = {
+        "fingerprint": sft_fingerprint(pool, config),
+        "command": command,
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "sft": {
+            key: summary[key]
+            for key in ("steps", "epochs", "examples", "train_s", "first_loss", "final_loss")
+        },
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return out

@@ -1,0 +1,128 @@
+"""Ray on a local instance (``ray.init(num_cpus=2)``, loopback only): the scheduler actor
+shared by two rollout processes, its idempotent observations and its restart from a
+checkpoint, and environment actors replaced after a kill with their episodes replayed."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import ray
+
+from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
+from envsched_gnn.scheduler.registry import make_scheduler
+from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
+
+pytestmark = pytest.mark.slow
+
+ROOT = str(Path(__file__).resolve().parents[2])
+B, K, STEPS = 4, 3, 4
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+        runtime_env={"env_vars": {"PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}},
+    )
+    yield
+    ray.shutdown()
+
+
+@ray.remote(num_cpus=1)
+def rollout_process(scheduler, part, parts, steps, k):
+    """One rollout process: every step, the shared batch, its share rolled out and observed."""
+    seen = []
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        for step in range(steps):
+            batch = ray.get(scheduler.next_batch.remote(step))
+            seen.append(batch)
+            rewards = rollout_rewards(runtime, batch[part::parts], step, k)
+            ray.get(scheduler.observe.remote(step, rewards))
+    return seen
+
+
+def single_process_run(steps):
+    scheduler = make_scheduler("envsched", small_graph(), batch_size=B, seed=0)
+    batches = []
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        for step in range(steps):
+            batches.append(scheduler.next_batch(step))
+            scheduler.observe(step, rollout_rewards(runtime, batches[-1], step, K))
+    return batches, scheduler
+
+
+def test_two_rollout_processes_share_one_actor_and_get_single_process_batches(cluster):
+    expected, single = single_process_run(STEPS)
+    actor = EnvSchedActor.remote("envsched", small_graph(), batch_size=B, seed=0)
+    seen = ray.get([rollout_process.remote(actor, p, 2, STEPS, K) for p in range(2)])
+    assert seen[0] == seen[1] == expected
+    state = ray.get(actor.state_dict.remote())
+    rows = {
+        (o["task_id"], o["step"], tuple(o["rewards"]))
+        for o in state["scheduler"]["log"]["observations"]
+    }
+    assert rows == {(o.task_id, o.step, o.rewards) for o in single.log.observations()}
+    assert len(rows) == STEPS * B
+
+
+def test_observations_are_idempotent_by_task_and_step(cluster):
+    actor = EnvSchedActor.remote("envsched", small_graph(), batch_size=B, seed=0)
+    batch = ray.get(actor.next_batch.remote(0))
+    rewards = {task: [0.0, 1.0, 1.0] for task in batch}
+    assert ray.get(actor.observe.remote(0, rewards)) == B
+    before = ray.get(actor.state_dict.remote())
+    assert ray.get(actor.observe.remote(0, rewards)) == 0  # a retried call
+    assert ray.get(actor.state_dict.remote()) == before
+    with pytest.raises(ray.exceptions.RayTaskError, match="refusing different rewards"):
+        ray.get(actor.observe.remote(0, {batch[0]: [1.0, 1.0, 1.0]}))
+    assert ray.get(actor.state_dict.remote()) == before
+    assert ray.get(actor.next_batch.remote(1)) == ray.get(actor.next_batch.remote(1))
+
+
+def test_restarted_scheduler_actor_continues_from_its_checkpoint(cluster, tmp_path):
+    expected, _ = single_process_run(2)
+    actor = EnvSchedActor.options(max_restarts=-1, max_task_retries=-1).remote(
+        "envsched", small_graph(), batch_size=B, seed=0, checkpoint_path=str(tmp_path / "s.json")
+    )
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        batch = ray.get(actor.next_batch.remote(0))
+        ray.get(actor.observe.remote(0, rollout_rewards(runtime, batch, 0, K)))
+    pid = ray.get(actor.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    assert ray.get(actor.next_batch.remote(1)) == expected[1]
+    assert ray.get(actor.pid.remote()) != pid
+
+
+def test_killed_environment_actor_is_replaced_and_its_episode_replayed(cluster):
+    pool = small_pool()
+    task = pool.split("train")[0]
+    calls = list(task.reference_solution)
+    assert len(calls) == 2
+    with EnvRuntime(pool, RuntimeConfig(workers=1)) as local:
+        after_one, after_all = (
+            s.reward for s in local.replay([(task.task_id, calls[:1]), (task.task_id, calls)])
+        )
+    assert after_one < after_all
+
+    config = RayRuntimeConfig(actors=2, num_cpus=0.5)
+    with RayEnvRuntime(pool, config) as runtime:
+        runtime.reset([("episode", task.task_id), ("other", task.task_id)])
+        runtime.call([("episode", calls[0])])
+        actor = runtime._episodes["episode"].actor
+        pids = runtime.actor_pids()
+        os.kill(pids[actor][0], signal.SIGKILL)
+
+        assert [s.reward for s in runtime.score(["episode"])] == [after_one]
+        assert runtime.restarts == 1
+        now = runtime.actor_pids()
+        assert now[actor][0] != pids[actor][0] and now[1 - actor] == pids[1 - actor]
+        assert runtime.call([("episode", calls[1])])[0]["success"] is True
+        assert [s.reward for s in runtime.score(["episode"])] == [after_all]
+        assert [s.reward for s in runtime.replay([(task.task_id, calls)])] == [after_all]

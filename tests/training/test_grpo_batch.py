@@ -1,0 +1,175 @@
+"""The prefix-shared update (float64, a small model): the same log-probabilities, loss and
+gradients as a plain forward of every row."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from envsched_gnn.training.grpo import policy_loss, token_log_probs
+from envsched_gnn.training.grpo_batch import (
+    UpdateItem,
+    collate,
+    pack_micro_batches,
+    policy_log_probs,
+    shared_prefix_length,
+)
+from envsched_gnn.training.rollout import Episode
+
+VOCAB = 40
+
+
+@pytest.fixture(autouse=True)
+def norms_in_float64(monkeypatch):
+    """transformers' RMSNorm computes in float32 whatever the weights' dtype, which rounds
+    every gradient to float32 precision; in the input's dtype the comparison is exact."""
+    from transformers.models.qwen3 import modeling_qwen3
+
+    def forward(self, hidden_states):
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+    monkeypatch.setattr(modeling_qwen3.Qwen3RMSNorm, "forward", forward)
+
+
+def small_model() -> torch.nn.Module:
+    config = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    return Qwen3ForCausalLM(config).to(torch.float64)
+
+
+def episode(task_id: str, prompt: list[int], turns: list[tuple[list[int], list[int]]]) -> Episode:
+    """An episode: the prompt, then (policy tokens, environment tokens) turns."""
+    ids, mask = list(prompt), [False] * len(prompt)
+    for sampled, response in turns:
+        ids += sampled + response
+        mask += [True] * len(sampled) + [False] * len(response)
+    old = torch.where(torch.tensor(mask), -torch.rand(len(ids), dtype=torch.float64) - 1.0, 0.0)
+    return Episode(
+        task_id=task_id,
+        sample=0,
+        token_ids=torch.tensor(ids, dtype=torch.long),
+        policy_mask=torch.tensor(mask),
+        old_logprobs=old.float(),
+        prompt_length=len(prompt),
+        reward=0.0,
+        checks=(),
+        tool_calls=[],
+        malformed_calls=0,
+        num_turns=len(turns),
+        finish_reason="answer",
+    )
+
+
+def group(task_id: str, seed: int, rows: int) -> list[UpdateItem]:
+    generator = torch.Generator().manual_seed(seed)
+
+    def tokens(n: int) -> list[int]:
+        return torch.randint(1, VOCAB, (n,), generator=generator).tolist()
+
+    prompt = tokens(11)
+    items = []
+    for row in range(rows):
+        turns = [(tokens(3 + row), tokens(4)), (tokens(2 + 2 * row % 3), [])]
+        advantage = float(torch.randn((), generator=generator))
+        items.append(UpdateItem(advantage, episode(task_id, prompt, turns)))
+    return items
+
+
+def plain_log_probs(model, batch, temperature):
+    """Every row whole, all positions through the head (the update before prefix sharing)."""
+    logits = model(input_ids=batch.ids).logits
+    return token_log_probs(logits, batch.ids, temperature)[batch.policy[:, 1:]]
+
+
+def loss_and_grads(model, logp, batch):
+    loss = policy_loss(
+        logp, batch.old_logp.double(), batch.advantages.double(), torch.ones_like(logp)
+    )
+    grads = torch.autograd.grad(loss, [p for p in model.parameters()])
+    return loss, grads
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("rows", [1, 3, 5])
+def test_prefix_shared_equals_plain_forward(temperature, rows):
+    model = small_model()
+    batch = collate(group("t", seed=rows, rows=rows))
+    assert shared_prefix_length(batch.ids, batch.policy) == 10  # prompt 11, first policy at 11
+    shared, entropy = policy_log_probs(model, batch, temperature)
+    plain = plain_log_probs(model, batch, temperature)
+    assert shared.dtype == torch.float64 and shared.shape == (batch.policy_tokens,)
+    torch.testing.assert_close(shared, plain, rtol=0, atol=1e-12)
+    assert torch.all(entropy > 0)
+
+    loss_shared, grads_shared = loss_and_grads(
+        model, policy_log_probs(model, batch, temperature)[0], batch
+    )
+    loss_plain, grads_plain = loss_and_grads(
+        model, plain_log_probs(model, batch, temperature), batch
+    )
+    torch.testing.assert_close(loss_shared, loss_plain, rtol=0, atol=1e-12)
+    for a, b in zip(grads_shared, grads_plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_rows_of_different_prompts_share_nothing_and_still_agree():
+    model = small_model()
+    items = group("a", seed=1, rows=2) + group("b", seed=2, rows=2)
+    batch = collate(items)
+    assert shared_prefix_length(batch.ids, batch.policy) == 0
+    torch.testing.assert_close(
+        policy_log_probs(model, batch)[0], plain_log_probs(model, batch, 1.0), rtol=0, atol=1e-12
+    )
+
+
+def test_micro_batches_keep_one_task_each_within_the_budgets():
+    items = group("a", seed=1, rows=5) + group("b", seed=2, rows=2) + group("a", seed=3, rows=1)
+    batches = pack_micro_batches(items, max_rows=4, max_tokens=10_000)
+    assert [len(b) for b in batches] == [4, 2, 2]
+    assert [{i.episode.task_id for i in b} for b in batches] == [{"a"}, {"a"}, {"b"}]
+    assert sorted(id(i) for b in batches for i in b) == sorted(id(i) for i in items)
+    longest = max(i.episode.token_ids.numel() for i in items)
+    tight = pack_micro_batches(items, max_rows=8, max_tokens=2 * longest)
+    assert all(len(b) * max(i.episode.token_ids.numel() for i in b) <= 2 * longest for b in tight)
+
+
+def test_one_update_raises_positive_and_lowers_negative_advantage_tokens():
+    """One SGD step on the clipped loss (float64): the policy tokens of the episode with
+    A > 0 become more likely, those of the episode with A < 0 less likely, token by token;
+    a wrong sign, mask or one-position shift of the targets fails this."""
+    model = small_model()
+    up = group("up", seed=11, rows=1)[0]
+    down = group("down", seed=12, rows=1)[0]
+    items = [UpdateItem(1.0, up.episode), UpdateItem(-1.0, down.episode)]
+    batches = [collate([item]) for item in items]
+    # measured with the plain forward, independently of the update's own code path
+    with torch.no_grad():
+        before = [plain_log_probs(model, b, 1.0) for b in batches]
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    optimizer.zero_grad()
+    total = float(sum(b.policy_tokens for b in batches))
+    for b in batches:
+        logp, _ = policy_log_probs(model, b)
+        # on-policy: the rollout's log-probabilities are the current ones (ratio 1)
+        loss = policy_loss(
+            logp, logp.detach(), b.advantages.double(), torch.ones_like(logp), 0.2,
+            "token_sum_norm", total,
+        )  # fmt: skip
+        loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        after = [plain_log_probs(model, b, 1.0) for b in batches]
+    assert torch.all(after[0] > before[0]), (before[0], after[0])
+    assert torch.all(after[1] < before[1]), (before[1], after[1])
