@@ -209,6 +209,7 @@ def launch_spec(config: RuntimeConfig, pass_fds: list[int], *, isolate: bool) ->
     return {
         "isolate": True,
         "pass_fds": pass_fds,
+        "launcher": os.getpid(),
         "uid": uid,
         "gid": gid,
         "binds": binds,

@@ -11,7 +11,10 @@ Python 3.12):
    id outside: 65534 when started as root, else the caller's own id).
 2. Become that id, then fork the sandbox's PID 1 and wait for it (so killing this process
    kills the sandbox: PID 1 dies by ``PR_SET_PDEATHSIG``, and with it every process of its
-   PID namespace).
+   PID namespace). This process watches the starting process (``SPEC["launcher"]``) through
+   a pidfd and kills PID 1 when that process exits: not by its own ``PR_SET_PDEATHSIG``,
+   which fires when the *thread* that started it exits (a runtime started from a thread that
+   ended would lose its workers). Kernels before 5.3 (no ``pidfd_open``) fall back to it.
 3. PID 1 builds the root: a tmpfs holding read-only bind mounts of ``SPEC["binds"]`` (the
    system's ``/usr`` and the interpreter, nothing of the project or the home directory), the
    links ``/bin``, ``/lib``... as the host has them, ``/dev/{null,zero,full,random,urandom}``,
@@ -27,10 +30,12 @@ Any failure is printed as ``{"sandbox_error": "..."}`` on stdout, and the proces
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import os
 import platform
+import select
 import signal
 import stat
 import sys
@@ -67,6 +72,7 @@ KEPT_FLAGS = (
 )
 
 PR_SET_PDEATHSIG = 1
+SYS_PIDFD_OPEN = 434  # the same number on every architecture (Linux >= 5.3)
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 LAST_CAPABILITY = 63  # PR_CAPBSET_DROP fails with EINVAL past the kernel's last one
@@ -197,6 +203,33 @@ def _drop_privileges() -> None:
             break  # EINVAL: past the last capability this kernel knows
 
 
+def _watch_launcher(launcher: int) -> int | None:
+    """A pidfd of the starting process (readable once it exits), or None where the kernel
+    has no ``pidfd_open``. Exits at once when that process is already gone."""
+    fd = libc.syscall(SYS_PIDFD_OPEN, launcher, 0)
+    if fd == -1 and ctypes.get_errno() == errno.ESRCH:
+        os._exit(3)
+    if fd == -1:
+        return None  # ENOSYS, or EPERM from a container's system call filter
+    if os.getppid() != launcher:  # it died before the pidfd was taken: its pid may be reused
+        os._exit(3)
+    return fd
+
+
+def _wait_for(child: int, launcher_fd: int | None) -> int:
+    """Waits for PID 1 and returns its wait status; kills it first if the starting process
+    exits (``launcher_fd`` readable)."""
+    child_fd = libc.syscall(SYS_PIDFD_OPEN, child, 0) if launcher_fd is not None else -1
+    if child_fd != -1:
+        poller = select.poll()
+        poller.register(launcher_fd, select.POLLIN)
+        poller.register(child_fd, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll()]
+        if child_fd not in ready:
+            os.kill(child, signal.SIGKILL)
+    return os.waitpid(child, 0)[1]
+
+
 def _report(payload: dict) -> None:
     os.write(1, (json.dumps(payload) + "\n").encode())
 
@@ -238,6 +271,7 @@ def main() -> None:
         _arrange_descriptors(spec["pass_fds"])
         if not spec["isolate"]:  # a trusted pool where the kernel refuses namespaces
             os.execve(spec["argv"][0], spec["argv"], spec["env"])
+        launcher_fd = _watch_launcher(spec["launcher"])
         if os.geteuid() == 0:
             os.setgroups([])
         _check(libc.unshare(NAMESPACES), "unshare(user, mount, pid, net, ipc, uts)")
@@ -248,7 +282,8 @@ def main() -> None:
         _wait_for_go()
         os.setresgid(spec["gid"], spec["gid"], spec["gid"])
         os.setresuid(spec["uid"], spec["uid"], spec["uid"])
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+        if launcher_fd is None:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
         child = os.fork()
         if child == 0:
             try:
@@ -261,7 +296,7 @@ def main() -> None:
         sys.exit(3)
     for fd in range(3 + len(spec["pass_fds"])):
         os.close(fd)  # only the sandbox holds the protocol pipes
-    _, status = os.waitpid(child, 0)
+    status = _wait_for(child, launcher_fd)
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -139,6 +140,87 @@ def assert_only_the_worker_lives(runtime: EnvRuntime) -> None:
         {},
         {pid: "Z" for pid in states if pid not in ("1", "2")},
     ), states
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid`` on the host (its sandboxes' processes too)."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents[int(name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+STARTER = """
+import json, sys, time
+from envsched_gnn.envs.pool import ToolCall
+from envsched_gnn.envs.runtime import EnvRuntime
+from tests.envs.abuse_pool import abuse_pool
+from tests.envs.test_sandbox import CONFIG
+runtime = EnvRuntime(abuse_pool(), CONFIG)
+runtime.reset([("a", "abuse")])
+runtime.call([("a", ToolCall("run", {"argv": ["sleep", "300"], "timeout": 300.0}))])
+"""
+
+
+def test_the_sandbox_dies_with_the_process_that_started_it():
+    """kill -9 of the trainer (here a process blocked in a tool call): nothing it started
+    outlives it, neither the sandbox nor what the tool runs in it."""
+    root = Path(__file__).parents[2]
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], cwd=root)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(
+            b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            for pid in descendants(starter.pid)
+            if alive(pid)
+        ):
+            assert starter.poll() is None and time.monotonic() < deadline, "no tool call ran"
+            time.sleep(0.1)
+        below = descendants(starter.pid)
+        assert len(below) >= 4  # the sandbox's first process, scorer, tool process, sleep
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in below) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in below if alive(pid)] == []
+
+
+def test_workers_started_by_a_thread_that_ended_live_on():
+    """The sandbox watches the process that started it, not the thread (a trainer may start
+    its runtime from a thread that then ends)."""
+    pool = handmade_pool()
+    runtime = EnvRuntime(pool, CONFIG)
+    try:
+        starter = threading.Thread(target=runtime.start)
+        starter.start()
+        starter.join()
+        time.sleep(0.2)
+        assert all(alive(pid) for pid in runtime.pids)
+        scores = runtime.replay([(task.task_id, task.reference_solution) for task in pool.tasks])
+        assert {score.reward for score in scores} == {1.0}
+        assert runtime.restarts == 0
+    finally:
+        runtime.close()
 
 
 def test_ctypes_reaches_nothing(abuse):
