@@ -42,8 +42,10 @@ COMMAND_MODULES = (
 POOL_COMMANDS = (
     ("pool", "check"),
     ("bench", "runtime"),
+    ("bench", "grpo"),
     ("train", "sft"),
     ("train", "grpo"),
+    ("train", "demo-policy"),
     ("eval", "policy"),
     ("eval", "ablate"),
     ("", "run"),
