@@ -85,6 +85,16 @@ class Abuser:
             return "started"
         return {"success": True, "data": attempt(go)}
 
+    def detach_and_hang(self, marker: str):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker],
+                         start_new_session=True)
+        while True:  # swallows the alarm: only killing the sandbox stops it
+            try:
+                while True:
+                    pass
+            except BaseException:
+                pass
+
     def ctypes_tricks(self, host_pid: int):
         libc = ctypes.CDLL(None, use_errno=True)
         def call(fn, *args):
@@ -187,6 +197,7 @@ ABUSER_TOOLS = [
     "resolve",
     "run",
     "detach",
+    "detach_and_hang",
     "ctypes_tricks",
     "fork_bomb",
     "open_many",

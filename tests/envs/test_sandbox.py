@@ -142,6 +142,29 @@ def assert_only_the_worker_lives(runtime: EnvRuntime) -> None:
     ), states
 
 
+def test_a_sandbox_killed_on_timeout_takes_what_its_tool_started_along():
+    config = dataclasses.replace(CONFIG, call_timeout_s=0.5, grace_s=0.5)
+    marker = f"envsched-hung-{os.getpid()}-{time.monotonic_ns()}"
+    with EnvRuntime(abuse_pool(), config) as runtime:
+        runtime.reset([("a", "abuse")])
+        results = []
+        call = ToolCall("detach_and_hang", {"marker": marker})
+        caller = threading.Thread(target=lambda: results.extend(runtime.call([("a", call)])))
+        caller.start()
+        deadline = time.monotonic() + 30
+        while not host_processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert host_processes_with(marker), "the tool's process never started"
+        caller.join()
+        [result] = results
+        assert isinstance(result, ToolFault) and "worker replaced" in result["error"], result
+        assert runtime.restarts == 1
+    deadline = time.monotonic() + 5
+    while host_processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(marker) == []
+
+
 def descendants(pid: int) -> set[int]:
     """Every living process below ``pid`` on the host (its sandboxes' processes too)."""
     parents = {}
