@@ -9,6 +9,7 @@ environment's code ever meets another's. Idle workers stay bound for reuse; beyo
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ from envsched_gnn.envs.sandbox import SandboxUnavailable, WorkerProcess, start_a
 
 if TYPE_CHECKING:
     from envsched_gnn.envs.runtime import RuntimeConfig
+
+CLOSE_PATIENCE_S = 1.0
 
 
 @dataclass
@@ -122,10 +125,11 @@ class Slots:
             self._slots.pop(slot_id).process.stop()
 
     def close(self) -> None:
-        """Stops every worker: all are asked to exit first, then waited for (1 s at most
-        each, so that their CPU time is accounted to this process), then killed."""
+        """Stops every worker: all are asked to exit first, then waited for (1 s at most in
+        all, so that their CPU time is accounted to this process), then killed."""
         for slot in self._slots.values():
             slot.process.finish()
+        deadline = time.monotonic() + CLOSE_PATIENCE_S
         for slot in self._slots.values():
-            slot.process.stop(patience_s=1.0)
+            slot.process.stop(patience_s=max(0.0, deadline - time.monotonic()))
         self._slots.clear()

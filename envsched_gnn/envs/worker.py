@@ -468,10 +468,12 @@ def _run_scorer(config: dict, tools_pid: int) -> None:
         os.set_inheritable(fd, False)
     _prctl(PR_SET_DUMPABLE, 0)
 
-    def on_child(signum, frame) -> None:
+    def reap(flags: int) -> None:
+        """Reaps children (orphans the tool process left); exits with its status when it is
+        one of them. ``WNOHANG``: only those already dead; 0: waits for the tool process."""
         try:
             while True:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, flags)
                 if pid == 0:
                     return
                 if pid == tools_pid:
@@ -479,6 +481,9 @@ def _run_scorer(config: dict, tools_pid: int) -> None:
                     os._exit(code if code >= 0 else 128 - code)
         except ChildProcessError:
             return
+
+    def on_child(signum, frame) -> None:
+        reap(os.WNOHANG)
 
     signal.signal(signal.SIGCHLD, on_child)
     channel = Channel(SCORER_FDS, config["limits"]["cpu"])
@@ -495,8 +500,10 @@ def _run_scorer(config: dict, tools_pid: int) -> None:
                 )
             else:
                 channel.answer(index, _error(f"scorer: unknown op {kind!r}"), fault=True)
-    while True:  # asked to finish: the tool process's exit ends this one (on_child)
-        signal.pause()
+    # asked to finish: the tool process's exit ends this one. Waited for, not paused for: a
+    # SIGCHLD that arrives just before pause() would leave it paused forever
+    reap(0)
+    os._exit(0)
 
 
 def _private(fds: tuple[int, int]) -> tuple[int, int]:

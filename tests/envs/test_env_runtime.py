@@ -357,6 +357,23 @@ def test_unknown_task_or_episode_is_a_caller_error(hostile):
     hostile.release(["ghost"])
 
 
+def test_closed_workers_exit_by_themselves():
+    """close() asks each worker to exit; none has to be killed (its scorer once missed the
+    tool process's exit now and then, and waited to be killed)."""
+    pool = handmade_pool()
+    task = pool.tasks[0]
+    codes = []
+    for _ in range(12):
+        runtime = EnvRuntime(pool, RuntimeConfig(workers=2))
+        runtime.reset([("a", task.task_id), ("b", pool.tasks[-1].task_id)])
+        runtime.call([("a", task.reference_solution[0])])
+        runtime.release(["a"])
+        processes = [slot.process.proc for _, slot in runtime._slots.items()]
+        runtime.close()
+        codes += [process.returncode for process in processes]
+    assert set(codes) == {0}, codes
+
+
 def test_config_rejects_nonsense():
     with pytest.raises(ValueError, match="workers"):
         RuntimeConfig(workers=0)
