@@ -3,6 +3,9 @@
 Each package owns its sub-commands in a ``commands`` module exposing
 ``register(groups)``, where ``groups`` maps a group name (``""`` for top-level
 commands such as ``run`` or ``predict``) to an ``argparse`` sub-parser collection.
+The commands that run a pool's code (:data:`POOL_COMMANDS`) all get ``--trust-pool`` and
+``--sandbox-package`` here; they reach every environment runtime the command builds, however
+deep, as the defaults ``ENVSCHED_TRUST_POOL`` / ``ENVSCHED_SANDBOX_PACKAGES`` of its config.
 A command sets ``func`` (a callable taking the parsed ``Namespace`` and returning
 an exit code) with ``parser.set_defaults(func=...)``. Handlers import their heavy
 dependencies lazily so ``--help`` stays fast.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 GROUPS = {
@@ -35,6 +39,18 @@ COMMAND_MODULES = (
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.grpo",
 )
+POOL_COMMANDS = (
+    ("pool", "check"),
+    ("bench", "runtime"),
+    ("bench", "grpo"),
+    ("train", "sft"),
+    ("train", "grpo"),
+    ("train", "demo-policy"),
+    ("eval", "policy"),
+    ("eval", "ablate"),
+    ("", "run"),
+)
+"""Commands that run environment code in the sandboxed runtime."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +66,39 @@ def build_parser() -> argparse.ArgumentParser:
         group.set_defaults(func=_print_help_of(group))
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(groups)
+    for group, name in POOL_COMMANDS:
+        _sandbox_options(groups[group].choices[name])
     return parser
+
+
+def _sandbox_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trust-pool",
+        action="store_true",
+        help="the pool's code is trusted: where the kernel refuses the sandbox (no user "
+        "namespaces), run it unsandboxed instead of refusing (ENVSCHED_TRUST_POOL=1)",
+    )
+    parser.add_argument(
+        "--sandbox-package",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an installed package environment code may import besides the standard library "
+        "and mpmath (repeatable; ENVSCHED_SANDBOX_PACKAGES)",
+    )
+
+
+def _export_sandbox_options(args: argparse.Namespace) -> None:
+    """Hands the sandbox options to every runtime config the command builds (and its DDP
+    ranks), as the defaults they read from the environment."""
+    from envsched_gnn.envs.sandbox import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
+
+    if getattr(args, "trust_pool", False):
+        os.environ[TRUST_POOL_VARIABLE] = "1"
+    packages = getattr(args, "sandbox_package", [])
+    if packages:
+        known = [name for name in os.environ.get(PACKAGES_VARIABLE, "").split(",") if name]
+        os.environ[PACKAGES_VARIABLE] = ",".join(dict.fromkeys([*known, *packages]))
 
 
 def _print_help_of(parser: argparse.ArgumentParser):
@@ -68,7 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    return int(func(args) or 0)
+    _export_sandbox_options(args)
+    from envsched_gnn.envs.sandbox import SandboxUnavailable
+    from envsched_gnn.graph_store.errors import StoreError
+
+    try:
+        return int(func(args) or 0)
+    except (SandboxUnavailable, StoreError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

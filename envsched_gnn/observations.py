@@ -7,6 +7,12 @@ Task i selected at step s yields K rewards r(i,s,1..K); per observation
     d(i,s) = clip_[0,1]( v(i,s) / max(m(i,s) (1 - m(i,s)), 0.01) )
 
 Rewards outside [0, 1], NaN or inf are rejected with an error naming the task and step.
+
+**[decision]** A group of fewer than 2 rewards (K = 1) carries no variance evidence: its v is 0
+whatever the task, so counted as an observation it would read as a task without reward
+spread (one such group dropped a task's q from 0.818 to 0.0). The spec is silent; by default
+:class:`ObservationLog` rejects such groups with an error, or, with
+``ObservationConfig(small_groups="ignore")``, keeps them out of the evidence.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 DISPERSION_FLOOR = 0.01
+SMALL_GROUPS = ("reject", "ignore")
 
 
 class ObservationError(ValueError):
@@ -102,6 +109,17 @@ def observations_from_rewards(
     ]
 
 
+def add_small_groups_option(parser) -> None:
+    """``--small-groups``: the :attr:`ObservationConfig.small_groups` of a command's history."""
+    parser.add_argument(
+        "--small-groups",
+        choices=SMALL_GROUPS,
+        default=ObservationConfig.small_groups,
+        help="a history group of fewer than 2 rewards carries no variance evidence: reject it "
+        "with an error (default) or ignore it",
+    )
+
+
 def read_history(path: str | Path) -> list[Observation]:
     """Read ``history.jsonl``: one ``{"task_id", "step", "rewards"}`` object per line."""
     path = Path(path)
@@ -142,16 +160,43 @@ def write_history(path: str | Path, observations: Iterable[Observation]) -> None
             handle.write(json.dumps(observation.to_json()) + "\n")
 
 
+@dataclass(frozen=True)
+class ObservationConfig:
+    """Which groups of rewards are evidence (see the module docstring's decision)."""
+
+    min_rewards: int = 2
+    """Fewest rewards a group needs to count: variance needs at least 2 (spec section 2)."""
+    small_groups: str = "reject"
+    """A smaller group: ``"reject"`` (an :class:`ObservationError` naming task, step and K)
+    or ``"ignore"`` (recorded, kept in the log's state, but left out of :meth:`ObservationLog.
+    arrays`, the statistics every predictor and scheduler reads: no evidence at all)."""
+
+    def __post_init__(self) -> None:
+        if self.small_groups not in SMALL_GROUPS:
+            raise ValueError(
+                f"ObservationConfig.small_groups is {self.small_groups!r}, expected one of "
+                f"{SMALL_GROUPS}"
+            )
+        if isinstance(self.min_rewards, bool) or not isinstance(self.min_rewards, int):
+            raise ValueError(
+                f"ObservationConfig.min_rewards must be an integer, got {self.min_rewards!r}"
+            )
+        if self.min_rewards < 2:
+            raise ValueError(f"ObservationConfig.min_rewards must be >= 2, got {self.min_rewards}")
+
+
 class ObservationLog:
     """Append-only, columnar log of observations: the compute view of the history.
 
     Columns are NumPy arrays (``task`` int64 node index, ``step`` int64, ``m``, ``v``,
     ``d`` float64), so statistics over the whole history are vectorised. Observations
     of unknown tasks are rejected; a (task, step) pair already recorded is ignored when
-    the rewards are identical (idempotent replay) and rejected otherwise.
+    the rewards are identical (idempotent replay) and rejected otherwise. Groups smaller
+    than ``config.min_rewards`` are rejected or kept out of the columns (``config``).
     """
 
-    def __init__(self, task_ids: Sequence[str]) -> None:
+    def __init__(self, task_ids: Sequence[str], config: ObservationConfig | None = None) -> None:
+        self.config = config or ObservationConfig()
         self.task_ids = list(task_ids)
         self._index = {task_id: i for i, task_id in enumerate(self.task_ids)}
         self._rows: dict[tuple[int, int], tuple[float, ...]] = {}
@@ -176,6 +221,16 @@ class ObservationLog:
         seen: dict[tuple[int, int], tuple[float, ...]] = {}
         for observation in observations:
             key = (self.index_of(observation.task_id), observation.step)
+            if len(observation.rewards) < self.config.min_rewards and (
+                self.config.small_groups == "reject"
+            ):
+                raise ObservationError(
+                    f"task {observation.task_id!r} step {observation.step}: "
+                    f"{len(observation.rewards)} reward(s), fewer than "
+                    f"{self.config.min_rewards}: one group carries no variance evidence (its v "
+                    "is 0 whatever the task); roll out K >= 2, or ignore such groups "
+                    "(ObservationConfig(small_groups='ignore'), --small-groups ignore)"
+                )
             previous = self._rows.get(key, seen.get(key))
             if previous is not None:
                 if previous != observation.rewards:
@@ -188,8 +243,10 @@ class ObservationLog:
             seen[key] = observation.rewards
             new.append((key[0], observation))
         for index, observation in new:
-            m, v, d = reward_stats(observation.rewards)
             self._rows[(index, observation.step)] = observation.rewards
+            if len(observation.rewards) < self.config.min_rewards:
+                continue  # "ignore": recorded, but no evidence
+            m, v, d = reward_stats(observation.rewards)
             for name, value in (
                 ("task", index),
                 ("step", observation.step),
@@ -222,7 +279,7 @@ class ObservationLog:
         return {"observations": [o.to_json() for o in self.observations()]}
 
     def load_state_dict(self, state: Mapping) -> None:
-        self.__init__(self.task_ids)
+        self.__init__(self.task_ids, self.config)
         self.extend(
             Observation(row["task_id"], row["step"], tuple(row["rewards"]))
             for row in state["observations"]

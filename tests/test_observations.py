@@ -8,6 +8,7 @@ import pytest
 
 from envsched_gnn.observations import (
     Observation,
+    ObservationConfig,
     ObservationError,
     ObservationLog,
     group_stats,
@@ -74,3 +75,24 @@ def test_log_is_idempotent_and_all_or_nothing():
     restored = ObservationLog(["a", "b"])
     restored.load_state_dict(json.loads(json.dumps(log.state_dict())))
     assert list(restored.observations()) == list(log.observations())
+
+
+def test_groups_of_one_reward_are_rejected_or_kept_out_of_the_evidence():
+    """K = 1 groups mixed with K = 8 once counted as zero-variance evidence (q 0.818 -> 0.0)."""
+    eight = Observation("a", 0, (0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0))
+    single = Observation("a", 1, (1.0,))
+    strict = ObservationLog(["a", "b"])
+    with pytest.raises(ObservationError, match=r"task 'a' step 1: 1 reward\(s\), fewer than 2"):
+        strict.extend([eight, single])
+    assert len(strict) == 0  # all or nothing
+    lenient = ObservationLog(["a", "b"], ObservationConfig(small_groups="ignore"))
+    assert lenient.extend([eight, single]) == 2
+    assert lenient.arrays()["step"].tolist() == [0]  # the single reward is no evidence
+    assert list(lenient.observations()) == [eight, single]  # but it is kept
+    restored = ObservationLog(["a", "b"], ObservationConfig(small_groups="ignore"))
+    restored.load_state_dict(json.loads(json.dumps(lenient.state_dict())))
+    assert restored.arrays()["step"].tolist() == [0]
+    with pytest.raises(ValueError, match="small_groups"):
+        ObservationConfig(small_groups="zero")
+    with pytest.raises(ValueError, match="min_rewards"):
+        ObservationConfig(min_rewards=1)

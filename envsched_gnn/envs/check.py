@@ -2,7 +2,10 @@
 
 A pool is usable for GRPO when its verifiers can tell success from doing nothing: every
 reference solution must score ``r = 1`` and the empty trajectory (no tool call) must score
-``r < 1`` on every task. The summary is one JSON object:
+``r < 1`` on every task. A reference call that the runtime could not complete (the tool
+raised, hung, crashed or killed its worker, or the call is malformed: a
+:class:`~envsched_gnn.envs.runtime.ToolFault`) is an error of that task and tool even when
+the checks pass. The summary is one JSON object:
 ``{"envs", "tasks", "reference_mean_reward", "reference_min_reward", "empty_mean_reward",
 "empty_max_reward", "errors", "seconds"}`` (reference figures are ``null`` when no task has a
 reference solution).
@@ -27,7 +30,7 @@ from tqdm import tqdm
 
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import PoolError, load_pool
-from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig, ToolFault
 from envsched_gnn.envs.state_diff import ObservedEffect, state_effects
 
 
@@ -76,7 +79,7 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
                 (task, task.reference_solution) for task in with_reference
             ]
             runs += [(task, []) for task in chunk]
-            scores = _run(runtime, runs, errors, effects)
+            scores = _run(runtime, runs, errors, effects, faults=len(with_reference))
             for task, score in zip(with_reference, scores[: len(with_reference)], strict=True):
                 reference_rewards.append(score.reward)
                 if score.reward < 1.0:
@@ -141,9 +144,12 @@ def _run(
     runs: list[tuple[Task, Sequence[ToolCall]]],
     errors: list[str],
     effects: dict[str, dict[str, ObservedEffect]] | None = None,
+    *,
+    faults: int,
 ) -> list[EpisodeScore]:
-    """Fresh episodes, their calls, their scores; a failed instantiation is an error. With
-    ``effects``, the calls go one position at a time with a state snapshot after each."""
+    """Fresh episodes, their calls, their scores; a failed instantiation is an error, and so
+    is a call of the first ``faults`` runs (the reference solutions) that the runtime failed.
+    With ``effects``, the calls go one position at a time with a state snapshot after each."""
     episode_ids = [f"check-{index}" for index in range(len(runs))]
     try:
         resets = runtime.reset(
@@ -158,11 +164,24 @@ def _run(
             f"task {task_id!r}: instantiation failed: {error}" for task_id, error in failed.items()
         )
         if effects is None:
-            runtime.call(
-                [(e, c) for e, (_, calls) in zip(episode_ids, runs, strict=True) for c in calls]
-            )
+            calls = [
+                (run, number, e, call)
+                for run, (e, (_, plan)) in enumerate(zip(episode_ids, runs, strict=True))
+                for number, call in enumerate(plan)
+            ]
+            outcomes = runtime.call([(e, call) for _, _, e, call in calls])
+            results = {
+                (run, number): r for (run, number, _, _), r in zip(calls, outcomes, strict=True)
+            }
         else:
-            _call_recording_effects(runtime, episode_ids, runs, effects)
+            results = _call_recording_effects(runtime, episode_ids, runs, effects)
+        for (run, number), result in results.items():
+            task, plan = runs[run]
+            if run < faults and isinstance(result, ToolFault) and task.task_id not in failed:
+                errors.append(
+                    f"task {task.task_id!r}: reference call {number} ({plan[number].name}) "
+                    f"failed in the runtime: {result['error']}"
+                )
         return runtime.score(episode_ids)
     finally:
         runtime.release(episode_ids)
@@ -173,22 +192,30 @@ def _call_recording_effects(
     episode_ids: list[str],
     runs: list[tuple[Task, Sequence[ToolCall]]],
     effects: dict[str, dict[str, ObservedEffect]],
-) -> None:
+) -> dict[tuple[int, int], Any]:
     """Call position k of every run, snapshot, call position k + 1, ...; each successful call
-    whose states before and after were readable adds its kinds of change to its tool."""
-    live = [(e, task, list(calls)) for e, (task, calls) in zip(episode_ids, runs, strict=True)]
-    live = [run for run in live if run[2]]
-    states = dict(zip([e for e, _, _ in live], runtime.state([e for e, _, _ in live]), strict=True))
-    for k in range(max((len(calls) for _, _, calls in live), default=0)):
-        active = [(e, task, calls[k]) for e, task, calls in live if len(calls) > k]
-        results = runtime.call([(e, call) for e, _, call in active])
-        after = runtime.state([e for e, _, _ in active])
-        for (e, task, call), result, now in zip(active, results, after, strict=True):
+    whose states before and after were readable adds its kinds of change to its tool. Returns
+    every call's result by (run, position)."""
+    live = [
+        (run, e, task, list(calls))
+        for run, (e, (task, calls)) in enumerate(zip(episode_ids, runs, strict=True))
+        if calls
+    ]
+    ids = [e for _, e, _, _ in live]
+    states = dict(zip(ids, runtime.state(ids), strict=True))
+    outcomes: dict[tuple[int, int], Any] = {}
+    for k in range(max((len(calls) for *_, calls in live), default=0)):
+        active = [(run, e, task, calls[k]) for run, e, task, calls in live if len(calls) > k]
+        results = runtime.call([(e, call) for _, e, _, call in active])
+        after = runtime.state([e for _, e, _, _ in active])
+        for (run, e, task, call), result, now in zip(active, results, after, strict=True):
+            outcomes[(run, k)] = result
             before = states[e]
             if result.get("success") is True and before["success"] and now["success"]:
                 effect = effects.setdefault(task.env_id, {}).setdefault(call.name, ObservedEffect())
                 effect.add(state_effects(before["data"], now["data"]))
             states[e] = now
+    return outcomes
 
 
 def _reference_error(task: Task, score: EpisodeScore) -> str:

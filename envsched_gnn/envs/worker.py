@@ -1,171 +1,232 @@
-"""The sandboxed worker process of the environment runtime (standard library only).
+"""The two processes of an environment worker: the tool process and the scorer (stdlib only).
 
-Started by :mod:`envsched_gnn.envs.runtime` as ``python -s worker.py TIMEOUT MEMORY_MB
-MAX_RESULT_BYTES`` with a scrubbed environment. It runs untrusted environment and check code:
-each instantiation, tool call and check runs under a wall-clock alarm (``setitimer``), the
-whole process under ``RLIMIT_AS``. It never imports the project (so never torch).
+Started by :mod:`envsched_gnn.envs.sandbox` as ``python -s -S -B worker.py CONFIG`` (CONFIG is
+JSON), inside the sandbox when there is one, with a scrubbed environment, the tool channel on
+descriptors 0/1 and the scorer channel on 3/4. It never imports the project (so never torch).
+It sets its resource limits, then forks:
 
-Protocol: the parent writes one JSON line per batch, ``{"ops": [op, ...]}``; the worker
-answers each op, in order, with one line ``{"i": index, "r": result}`` flushed at once, so
-the parent always knows which op is running if the process must be killed; ``"t": 1`` marks
-an op that hit its alarm (the parent does not replay those when it rebuilds an episode). Ops:
+- the **scorer** (the first process: PID 1 of the sandbox) keeps 3/4 and runs check functions
+  on the states it is sent; it never runs a tool. It is not dumpable, so the tool process
+  (same user, no capabilities) can neither trace it nor open its memory or descriptors
+  through ``/proc``, and as PID 1 it ignores every signal sent from inside the sandbox. It
+  exits when the tool process does (with its exit status), which ends the sandbox.
+- the **tool process** keeps 0/1 and runs environment code: instantiation and tool calls.
+  Each runs under a wall-clock alarm (``setitimer``); inside the sandbox every other process
+  (what a tool started, detached or not) is killed when the op ends (:class:`Reaper`).
 
-- ``define``: ``{"env", "code", "tools"}`` remembers an environment's source and tool names.
-- ``reset``: ``{"ep", "env", "cls", "init", "checks"}`` instantiates as EnvScaler does:
-  ``cls(init_config)``, falling back to ``cls()`` on a ``TypeError``, then ``setattr`` of
-  every key.
-- ``call``: ``{"ep", "name", "args"}`` calls a tool; the result is the tool's dict.
-- ``score``: ``{"ep"}`` runs each check as ``check_func(final_state)`` with
-  ``initial_state`` bound as a global; a check passes only if it returns ``True``.
-- ``state``: ``{"ep"}`` the episode's current state (its non-dunder attributes) as JSON,
-  values JSON cannot hold written as their ``repr``.
-- ``release``: ``{"ep"}`` forgets an episode.
+Environment code is executed as the module ``envsched_env_<id>`` (registered in
+``sys.modules``), so states holding instances of its classes pickle by reference. The scorer
+loads states with an unpickler that resolves classes only (never functions) from that
+module, from the allowed packages and from :data:`STATE_MODULES`; it executes the
+environment's code itself the first time a state needs one of its classes.
+
+Protocol, on both channels: the parent writes one JSON line per batch, ``{"ops": [op, ...]}``;
+each op is answered, in order, by ``{"i": index, "r": result}`` (flushed at once, so the parent
+knows which op runs if it must kill the worker), where ``"t": 1`` marks an op stopped by its
+alarm, ``"f": 1`` an error made by the worker rather than by the tool, and ``"x": 1`` a
+process past half its CPU-time limit (the parent replaces it at the next convenient moment).
+The first line of the tool process is ``{"ready": 1}``. Tool ops:
+
+- ``define`` ``{"env", "code", "tools"}``: remember an environment's source and tool names.
+- ``reset`` ``{"ep", "env", "cls", "init"}``: instantiate as EnvScaler does (``cls(init)``,
+  falling back to ``cls()`` on a ``TypeError``, then ``setattr`` of every key) and pickle the
+  initial state.
+- ``call`` ``{"ep", "name", "args"}``: call a tool; the result is the tool's dict.
+- ``state`` ``{"ep"}``: ``{"initial", "final"}``, the pickled states, base64.
+- ``snapshot`` ``{"ep"}``: the current state as JSON (non-dunder attributes; values JSON
+  cannot hold as their ``repr``).
+- ``release`` ``{"ep"}``: forget an episode.
+
+Scorer ops: ``define`` ``{"env", "code"}``; ``score`` ``{"env", "checks", "start", "initial",
+"final"}`` runs ``checks[start:]``, each as ``check_func(final_state)`` with ``initial_state``
+bound as a global, on fresh copies of both states, answering one line ``{"i", "c": number,
+"ok": bool, "e": why}`` per check (a check passes only if it returns ``True``) before the
+op's own line.
 """
 
 from __future__ import annotations
+import __future__
 
+import base64
 import builtins
-import copy
+import contextlib
+import ctypes
 import inspect
+import io
 import json
 import os
 import pickle
+import re
 import resource
 import signal
 import sys
+import time
+import types
 
 CODE_CACHE_SIZE = 4096
+TOOL_FDS = (0, 1)
+SCORER_FDS = (3, 4)
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+RLIMITS = {
+    "as": resource.RLIMIT_AS,
+    "nproc": resource.RLIMIT_NPROC,
+    "nofile": resource.RLIMIT_NOFILE,
+    "fsize": resource.RLIMIT_FSIZE,
+    "cpu": resource.RLIMIT_CPU,
+    "core": resource.RLIMIT_CORE,
+}
+STATE_MODULES = frozenset(
+    {"collections", "datetime", "decimal", "fractions", "uuid", "enum", "array", "ipaddress"}
+)
+"""Standard-library modules whose classes a state may hold."""
+STATE_BUILTINS = frozenset(
+    {"set", "frozenset", "bytearray", "bytes", "complex", "range", "slice"}
+    | {"list", "dict", "tuple", "str", "int", "float", "bool", "object"}
+)
+"""Built-in classes a state may hold (beyond what pickle writes without naming a class)."""
 
 
 class CallTimeout(BaseException):
     """Raised by the alarm; a ``BaseException`` so ``except Exception`` in env code misses it."""
 
 
-class Worker:
-    """Holds the environments' classes and the live episodes of one worker process."""
+def module_name(env_id: str) -> str:
+    """The module environment ``env_id``'s code runs as (an identifier, so pickle finds it)."""
+    return "envsched_env_" + re.sub(r"\W", "_", env_id)
 
-    def __init__(self, timeout_s: float, max_result_bytes: int) -> None:
+
+class Alarm:
+    """Runs code under the wall-clock alarm of one op."""
+
+    def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self.max_result_bytes = max_result_bytes
-        self.sources: dict[str, tuple[str, frozenset[str]]] = {}
-        self.classes: dict[tuple[str, str], type] = {}
-        self.episodes: dict[str, dict] = {}
-        self.check_code: dict[str, object] = {}
 
-    def limited(self, fn, *args):
-        """Runs ``fn(*args)`` under the wall-clock alarm."""
+    def run(self, fn, *args):
         signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
         try:
             return fn(*args)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
-    def handle(self, op: dict) -> tuple[str, bool]:
-        """Answers one op: the JSON text of its result, and whether it hit the alarm."""
-        try:
-            return self.dispatch(op), False
-        except CallTimeout:
-            return _error(f"timed out after {self.timeout_s:g} s"), True
-        except BaseException as error:  # noqa: BLE001 - untrusted code may raise anything
-            return _error(_describe(error)), False
+    def timed_out(self) -> str:
+        return f"timed out after {self.timeout_s:g} s"
 
-    def dispatch(self, op: dict) -> str:
+
+class ToolWorker:
+    """Holds the environments' modules and the live episodes of the tool process."""
+
+    def __init__(self, alarm: Alarm, max_result_bytes: int, max_state_bytes: int) -> None:
+        self.alarm = alarm
+        self.max_result_bytes = max_result_bytes
+        self.max_state_bytes = max_state_bytes
+        self.sources: dict[str, tuple[str, frozenset[str]]] = {}
+        self.modules: dict[str, types.ModuleType] = {}
+        self.episodes: dict[str, dict] = {}
+
+    def handle(self, op: dict) -> tuple[str, bool, bool]:
+        """Answers one op: its result's JSON, whether the alarm stopped it, whether it failed
+        in the worker (a raising, hanging or unusable tool) rather than by the tool's answer."""
+        try:
+            text, fault = self.dispatch(op)
+            return text, False, fault
+        except CallTimeout:
+            return _error(self.alarm.timed_out()), True, True
+        except BaseException as error:  # noqa: BLE001 - untrusted code may raise anything
+            return _error(_describe(error)), False, True
+
+    def dispatch(self, op: dict) -> tuple[str, bool]:
         kind = op.get("op")
         if kind == "define":
             self.sources[op["env"]] = (op["code"], frozenset(op["tools"]))
-            return '{"success": true}'
+            return _OK, False
         if kind == "reset":
-            return self.reset(op)
+            return self.reset(op), False
         if kind == "call":
             return self.call(op)
-        if kind == "score":
-            return json.dumps(self.score(op["ep"]))
+        if kind == "snapshot":
+            return self.snapshot(op["ep"])
         if kind == "state":
             return self.state(op["ep"])
         if kind == "release":
             self.episodes.pop(op["ep"], None)
-            return '{"success": true}'
-        return _error(f"worker: unknown op {kind!r}")
+            return _OK, False
+        return _error(f"worker: unknown op {kind!r}"), True
 
     def env_class(self, env_id: str, class_name: str) -> type:
-        key = (env_id, class_name)
-        if key not in self.classes:
+        module = self.modules.get(env_id)
+        if module is None:
             code, _ = self.sources[env_id]
-            namespace = {"__name__": f"envsched_env_{env_id}", "__builtins__": builtins}
-            self.limited(exec, compile(code, f"<env {env_id}>", "exec"), namespace)
-            cls = namespace.get(class_name)
-            if not isinstance(cls, type):
-                raise NameError(f"environment {env_id!r} code defines no class {class_name!r}")
-            self.classes[key] = cls
-        return self.classes[key]
+            module = self.alarm.run(_load_module, env_id, code)
+            self.modules[env_id] = module
+        cls = getattr(module, class_name, None)
+        if not isinstance(cls, type):
+            raise NameError(f"environment {env_id!r} code defines no class {class_name!r}")
+        return cls
 
     def reset(self, op: dict) -> str:
         self.episodes.pop(op["ep"], None)
         cls = self.env_class(op["env"], op["cls"])
-        init_config = op["init"]
-        env = self.limited(_instantiate, cls, init_config)
-        initial = _snapshot(_state_of(env))
-        self.episodes[op["ep"]] = {
-            "env": env,
-            "env_id": op["env"],
-            "initial": initial,
-            "checks": op["checks"],
-        }
-        return '{"success": true}'
+        env = self.alarm.run(_instantiate, cls, op["init"])
+        self.episodes[op["ep"]] = {"env": env, "env_id": op["env"], "initial": _pickled(env)}
+        return _OK
 
-    def call(self, op: dict) -> str:
+    def call(self, op: dict) -> tuple[str, bool]:
         episode = self.episodes.get(op["ep"])
         if episode is None:
-            return _error(f"episode {op['ep']!r} is not live on this worker")
+            return _error(f"episode {op['ep']!r} is not live on this worker"), True
         name, arguments = op["name"], op["args"]
         _, tool_names = self.sources[episode["env_id"]]
         method = getattr(episode["env"], name, None) if isinstance(name, str) else None
         if name not in tool_names or name.startswith("_") or not callable(method):
-            return _error(f"unknown tool {name!r}; tools: {', '.join(sorted(tool_names))}")
+            return _error(f"unknown tool {name!r}; tools: {', '.join(sorted(tool_names))}"), True
         if not isinstance(arguments, dict):
-            return _error(f"bad arguments for {name}: expected an object, got {arguments!r:.200}")
+            return _error(
+                f"bad arguments for {name}: expected an object, got {arguments!r:.200}"
+            ), True
         try:
             inspect.signature(method).bind(**arguments)
         except TypeError as error:
-            return _error(f"bad arguments for {name}: {error}")
+            return _error(f"bad arguments for {name}: {error}"), True
         except ValueError:
             pass  # no introspectable signature: let the call itself decide
-        result = self.limited(_call, method, arguments)
+        result = self.alarm.run(_call, method, arguments)
         if not isinstance(result, dict):
-            return _error(f"tool {name} returned {type(result).__name__}, not a dict")
+            return _error(f"tool {name} returned {type(result).__name__}, not a dict"), True
         try:
             text = json.dumps(result, allow_nan=False)
         except (TypeError, ValueError) as error:
-            return _error(f"tool {name} returned a result that is not JSON: {error}")
+            return _error(f"tool {name} returned a result that is not JSON: {error}"), True
         if len(text) > self.max_result_bytes:
             return _error(
                 f"tool {name} returned {len(text)} bytes, over the limit {self.max_result_bytes}"
-            )
-        return text
+            ), True
+        return text, False
 
-    def score(self, episode_id: str) -> dict:
+    def state(self, episode_id: str) -> tuple[str, bool]:
+        """The pickled initial and final states, for the scorer."""
         episode = self.episodes.get(episode_id)
         if episode is None:
-            return {"success": False, "error": f"episode {episode_id!r} is not live on this worker"}
-        final = _snapshot(_state_of(episode["env"]))
-        checks, errors = [], []
-        for source in episode["checks"]:
-            try:
-                passed = self.limited(self.run_check, source, episode["initial"], final)
-                checks.append(passed is True)
-                errors.append("" if passed is True or passed is False else _non_bool(passed))
-            except CallTimeout:
-                checks.append(False)
-                errors.append(f"timed out after {self.timeout_s:g} s")
-            except BaseException as error:  # noqa: BLE001 - a check that raises counts False
-                checks.append(False)
-                errors.append(_describe(error))
-        return {"success": True, "checks": checks, "errors": errors}
+            return _error(f"episode {episode_id!r} is not live on this worker"), True
+        initial, final = episode["initial"], self.alarm.run(_pickled, episode["env"])
+        size = len(initial) + len(final)
+        if size > self.max_state_bytes:
+            return _error(
+                f"the states of episode {episode_id!r} pickle to {size} bytes, over the limit "
+                f"{self.max_state_bytes}"
+            ), True
+        encoded = {
+            key: base64.b64encode(value).decode()
+            for key, value in (("initial", initial), ("final", final))
+        }
+        return json.dumps({"success": True, **encoded}), False
 
-    def state(self, episode_id: str) -> str:
+    def snapshot(self, episode_id: str) -> tuple[str, bool]:
+        """The episode's current state as JSON (values JSON cannot hold as their ``repr``):
+        what ``pool check --write-effects`` diffs around each call."""
         episode = self.episodes.get(episode_id)
         if episode is None:
-            return _error(f"episode {episode_id!r} is not live on this worker")
+            return _error(f"episode {episode_id!r} is not live on this worker"), True
         text = json.dumps(
             {"success": True, "data": _state_of(episode["env"])},
             default=repr,
@@ -173,19 +234,115 @@ class Worker:
             sort_keys=True,
         )
         if len(text) > self.max_result_bytes:
-            return _error(f"state of {len(text)} bytes, over the limit {self.max_result_bytes}")
-        return text
+            return _error(
+                f"state of {len(text)} bytes, over the limit {self.max_result_bytes}"
+            ), True
+        return text, False
 
-    def run_check(self, source: str, initial: tuple, final: tuple) -> object:
+
+class StateUnpickler(pickle.Unpickler):
+    """Loads a state: classes only, from the environment's module, the allowed packages and
+    :data:`STATE_MODULES`; anything else (a function such as ``os.system``) is refused."""
+
+    def __init__(self, payload: bytes, scorer: Scorer, env_id: str) -> None:
+        super().__init__(io.BytesIO(payload))
+        self.scorer = scorer
+        self.env_id = env_id
+
+    def find_class(self, module: str, name: str) -> type:
+        if module == "builtins":
+            found = getattr(builtins, name, None) if name in STATE_BUILTINS else None
+        elif module == module_name(self.env_id):
+            found = _lookup(self.scorer.env_module(self.env_id), name)
+        elif module.split(".")[0] in STATE_MODULES or module.split(".")[0] in self.scorer.packages:
+            __import__(module)
+            found = _lookup(sys.modules[module], name)
+        else:
+            found = None
+        if not isinstance(found, type):
+            raise pickle.UnpicklingError(
+                f"the state holds {module}.{name}, which the scorer does not load"
+            )
+        return found
+
+
+class Scorer:
+    """Runs checks on states; holds compiled checks and, when states need them, env modules."""
+
+    def __init__(self, alarm: Alarm, packages: frozenset[str]) -> None:
+        self.alarm = alarm
+        self.packages = packages
+        self.sources: dict[str, str] = {}
+        self.modules: dict[str, types.ModuleType] = {}
+        self.check_code: dict[str, object] = {}
+
+    def env_module(self, env_id: str) -> types.ModuleType:
+        if env_id not in self.modules:
+            self.modules[env_id] = _load_module(env_id, self.sources[env_id])
+        return self.modules[env_id]
+
+    def score(self, op: dict, emit) -> str:
+        """Runs ``checks[start:]``, emitting one line per check; returns the op's result."""
+        try:
+            initial = base64.b64decode(op["initial"])
+            final = base64.b64decode(op["final"])
+        except (KeyError, ValueError, TypeError) as error:
+            return _error(f"scorer: bad state payload: {error}")
+        for number in range(op["start"], len(op["checks"])):
+            try:
+                passed = self.alarm.run(
+                    self.run_check, op["checks"][number], op["env"], initial, final
+                )
+                error = "" if passed is True or passed is False else _non_bool(passed)
+            except CallTimeout:
+                passed, error = False, self.alarm.timed_out()
+            except BaseException as failure:  # noqa: BLE001 - a check that raises counts False
+                passed, error = False, _describe(failure)
+            emit({"c": number, "ok": passed is True, "e": error})
+        return _OK
+
+    def run_check(self, source: str, env_id: str, initial: bytes, final: bytes) -> object:
         """Each check gets its own copies of both states, so no check sees another's edits."""
         code = self.check_code.get(source)
         if code is None:
             if len(self.check_code) >= CODE_CACHE_SIZE:
                 self.check_code.clear()
-            code = self.check_code[source] = compile(source, "<check>", "exec")
-        namespace = {"__builtins__": builtins, "initial_state": _restore(initial)}
+            code = self.check_code[source] = _compile(source, "<check>")
+        namespace = {"__builtins__": builtins, "initial_state": self.load(initial, env_id)}
         exec(code, namespace)
-        return namespace["check_func"](_restore(final))
+        return namespace["check_func"](self.load(final, env_id))
+
+    def load(self, payload: bytes, env_id: str) -> object:
+        return StateUnpickler(payload, self, env_id).load()
+
+
+def _lookup(module: types.ModuleType, qualname: str) -> object:
+    found: object = module
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found
+
+
+def _compile(source: str, name: str):
+    """Pool code is compiled with postponed annotations, as this runtime always compiled it
+    (a method may then name its own class in an annotation)."""
+    return compile(
+        source, name, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True
+    )
+
+
+def _load_module(env_id: str, code: str) -> types.ModuleType:
+    """Executes an environment's code as its own module, registered in ``sys.modules`` first
+    (as an import does: ``dataclasses`` looks its module up there), so pickle finds it."""
+    module = types.ModuleType(module_name(env_id))
+    module.__builtins__ = builtins
+    sys.modules[module.__name__] = module
+    try:
+        exec(_compile(code, f"<env {env_id}>"), module.__dict__)
+    except BaseException:
+        del sys.modules[module.__name__]
+        raise
+    return module
 
 
 def _instantiate(cls: type, init_config: dict) -> object:
@@ -213,17 +370,13 @@ def _state_of(env: object) -> dict:
     }
 
 
-def _snapshot(state: dict) -> tuple:
-    """A frozen copy of a state: pickled (fast to restore), or deep-copied if unpicklable."""
+def _pickled(env: object) -> bytes:
+    """The state (:func:`_state_of`), pickled."""
+    state = _state_of(env)
     try:
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), pickle.loads
-    except Exception:  # noqa: BLE001 - e.g. a lambda or a lock in the state
-        return copy.deepcopy(state), copy.deepcopy
-
-
-def _restore(snapshot: tuple) -> object:
-    payload, load = snapshot
-    return load(payload)
+        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as error:  # noqa: BLE001 - e.g. a lambda or a lock in the state
+        raise TypeError(f"the state cannot be pickled for the scorer: {_describe(error)}") from None
 
 
 def _non_bool(value: object) -> str:
@@ -235,6 +388,9 @@ def _describe(error: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
+_OK = '{"success": true}'
+
+
 def _error(message: str) -> str:
     return json.dumps({"success": False, "error": message})
 
@@ -243,28 +399,174 @@ def _on_alarm(signum, frame) -> None:
     raise CallTimeout
 
 
-def main() -> None:
-    timeout_s, memory_mb, max_result_bytes = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-        sys.path.pop(0)  # env code must not import the project's modules by accident
-    # The protocol gets private descriptors; env code printing or reading stdin hits /dev/null.
-    requests = os.fdopen(os.dup(0), "rb")
-    replies = os.fdopen(os.dup(1), "wb")
+def _prctl(option: int, value: int) -> None:
+    ctypes.CDLL(None).prctl(option, ctypes.c_ulong(value), 0, 0, 0)
+
+
+class Channel:
+    """One side of the protocol: a batch per request line, one reply line per answer."""
+
+    def __init__(self, fds: tuple[int, int], cpu_limit_s: float) -> None:
+        self.requests = os.fdopen(fds[0], "rb")
+        self.replies = os.fdopen(fds[1], "wb")
+        self.cpu_limit_s = cpu_limit_s
+
+    def write(self, payload: dict) -> None:
+        self.replies.write(json.dumps(payload).encode() + b"\n")
+        self.replies.flush()
+
+    def answer(self, index: int, text: str, timed_out: bool = False, fault: bool = False) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        exhausted = usage.ru_utime + usage.ru_stime > self.cpu_limit_s / 2
+        flags = b"".join(
+            b', "%s": 1' % name
+            for name, on in ((b"t", timed_out), (b"f", fault), (b"x", exhausted))
+            if on
+        )
+        self.replies.write(b'{"i": %d%s, "r": %s}\n' % (index, flags, text.encode()))
+        self.replies.flush()
+
+    def batches(self):
+        for line in self.requests:
+            yield json.loads(line)["ops"]
+
+
+class Reaper:
+    """Inside the sandbox's PID namespace: after each op, kills every process but PID 1 and
+    this one, and waits for this one's children to die (orphans are the scorer's to reap).
+
+    The namespace's last allocated pid (``/proc/sys/kernel/ns_last_pid``, which only a
+    process with capabilities could write) tells whether any process or thread was created
+    since the last op; when none was, there is nothing to kill (``kill(-1)`` walks every
+    process of the host: 30 us per op, the read 2 us).
+    """
+
+    def __init__(self) -> None:
+        self.last_pid_fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY)
+        self.seen = self.last_pid()
+
+    def last_pid(self) -> bytes | None:
+        try:
+            return os.pread(self.last_pid_fd, 32, 0)
+        except OSError:
+            return None  # closed by environment code: reap after every op
+
+    def reap(self, patience_s: float = 1.0) -> None:
+        if self.seen is not None and self.last_pid() == self.seen:
+            return
+        end = time.monotonic() + patience_s
+        while True:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                    pass
+            except ChildProcessError:
+                break
+            if time.monotonic() > end:
+                break  # a child in uninterruptible sleep: the next op tries again
+            time.sleep(0.001)
+        self.seen = self.last_pid()
+
+
+def _run_tools(config: dict, sandboxed: bool) -> None:
+    for fd in SCORER_FDS:
+        os.close(fd)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # outside a sandbox: die with the scorer
+    channel = Channel(_private(TOOL_FDS), config["limits"]["cpu"])
+    worker = ToolWorker(
+        Alarm(config["timeout_s"]), config["max_result_bytes"], config["max_state_bytes"]
+    )
+    reaper = Reaper() if sandboxed else None
+    channel.write({"ready": 1})
+    for ops in channel.batches():
+        for index, op in enumerate(ops):
+            text, timed_out, fault = worker.handle(op)
+            if reaper is not None:
+                reaper.reap()
+            channel.answer(index, text, timed_out, fault)
+
+
+def _run_scorer(config: dict, tools_pid: int) -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
+    for fd in TOOL_FDS:
+        os.dup2(devnull, fd)  # the tool channel is the tool process's alone
+    for fd in SCORER_FDS:
+        os.set_inheritable(fd, False)
+    _prctl(PR_SET_DUMPABLE, 0)
+
+    def reap(flags: int) -> None:
+        """Reaps children (orphans the tool process left); exits with its status when it is
+        one of them. ``WNOHANG``: only those already dead; 0: waits for the tool process."""
+        try:
+            while True:
+                pid, status = os.waitpid(-1, flags)
+                if pid == 0:
+                    return
+                if pid == tools_pid:
+                    code = os.waitstatus_to_exitcode(status)
+                    os._exit(code if code >= 0 else 128 - code)
+        except ChildProcessError:
+            return
+
+    def on_child(signum, frame) -> None:
+        reap(os.WNOHANG)
+
+    signal.signal(signal.SIGCHLD, on_child)
+    channel = Channel(SCORER_FDS, config["limits"]["cpu"])
+    scorer = Scorer(Alarm(config["timeout_s"]), frozenset(config["packages"]))
+    for ops in channel.batches():
+        for index, op in enumerate(ops):
+            kind = op.get("op")
+            if kind == "define":
+                scorer.sources[op["env"]] = op["code"]
+                channel.answer(index, _OK)
+            elif kind == "score":
+                channel.answer(
+                    index, scorer.score(op, lambda line, i=index: channel.write({"i": i, **line}))
+                )
+            else:
+                channel.answer(index, _error(f"scorer: unknown op {kind!r}"), fault=True)
+    # asked to finish: the tool process's exit ends this one. Waited for, not paused for: a
+    # SIGCHLD that arrives just before pause() would leave it paused forever
+    reap(0)
+    os._exit(0)
+
+
+def _private(fds: tuple[int, int]) -> tuple[int, int]:
+    """The protocol moves to private descriptors; env code printing or reading hits /dev/null."""
+    moved = (os.dup(fds[0]), os.dup(fds[1]))
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in fds:
+        os.dup2(devnull, fd)
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
-    limit = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return moved
+
+
+def _start(config: dict) -> tuple[int, bool]:
+    """Limits and signals, then the fork: (the tool process's pid or 0 in it, sandboxed)."""
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        sys.path.pop(0)  # env code must not import the runtime's own modules by accident
+    sys.path.extend(config["site"])
+    for name, value in config["limits"].items():
+        resource.setrlimit(RLIMITS[name], (value, value))
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    worker = Worker(timeout_s, max_result_bytes)
-    for line in requests:
-        ops = json.loads(line)["ops"]
-        for index, op in enumerate(ops):
-            text, timed_out = worker.handle(op)
-            replies.write(b'{"i": %d, "t": %d, "r": %s}\n' % (index, timed_out, text.encode()))
-            replies.flush()
+    sandboxed = os.getpid() == 1  # PID 1 only in a PID namespace of our own
+    return os.fork(), sandboxed
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    try:
+        tools_pid, sandboxed = _start(config)
+    except OSError as error:
+        os.write(1, json.dumps({"sandbox_error": f"worker start-up: {error}"}).encode() + b"\n")
+        os._exit(3)
+    if tools_pid == 0:
+        _run_tools(config, sandboxed)
+        os._exit(0)
+    _run_scorer(config, tools_pid)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,25 @@ and a generated root password under one folder, so a restart on the same folder
 reopens the same database. HTTP listens on loopback only (ArcadeDB cannot run without
 it); the MCP endpoint is written disabled and the auto-backup plugin stays inactive
 (no ``config/backup.json``). Stopping terminates, waits, and kills as a last resort.
+
+Secrets: the root password lives only in ``root_password`` (mode 0600) and reaches the
+server as that file's path (``arcadedb.server.rootPasswordPath``), never on a command line;
+the server's environment is scrubbed. The password is generated once, for a new folder; a
+folder that holds data but no password file, or a password the server rejects, is an error
+that says how to recover (:data:`RECOVERY`), never a new password.
+
+One process at a time: the folder's ``lock`` file is held (``flock``) by the owner and by its
+Java child; a second process waits up to ``lock_timeout`` seconds, then says which process
+holds it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
+import logging
 import os
 import secrets
 import signal
@@ -25,11 +37,22 @@ from pathlib import Path
 
 from envsched_gnn.graph_store.errors import StoreError
 
+log = logging.getLogger(__name__)
+
 DEFAULT_FOLDER = Path(".envsched/store")
 DATABASE = "envsched"
 ROOT_USER = "root"
 PASSWORD_FILE = "root_password"
 LOG_FILE = "server.log"
+LOCK_FILE = "lock"
+USERS_FILE = Path("config") / "server-users.jsonl"
+MIN_PASSWORD = 8
+RECOVERY = (
+    "To recover: if you know the password, write it into {password} (one line, chmod 600). "
+    "Otherwise reset the root user; the databases are kept: make sure no process uses the "
+    "store, delete {users}, and write a new password of at least 8 characters into "
+    "{password} (chmod 600); the next start creates the root user with it."
+)
 MCP_CONFIG = {"enabled": False, "allowedUsers": [], "allowedOrigins": []}
 
 
@@ -51,6 +74,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _holder(fd: int) -> str:
+    """Who holds a store's lock, from what the holder wrote into it."""
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["since"]))
+        return f"process {holder['pid']} ({holder['command']!r}, since {since})"
+    except (ValueError, KeyError, TypeError, OSError):
+        return "another process"
+
+
 def _die_with_parent() -> None:
     """In the child before exec: receive SIGTERM when the Python parent dies (Linux)."""
     if sys.platform.startswith("linux"):
@@ -66,6 +99,7 @@ class ManagedArcadeDB:
         database: name of the database created on first start (default ``"envsched"``).
         heap: maximum Java heap, as ``-Xmx`` takes it (default ``"1g"``).
         start_timeout: seconds to wait for Bolt to answer before giving up (default 120).
+        lock_timeout: seconds to wait for another process to release the folder (default 60).
 
     Use as a context manager, or call :meth:`start` / :meth:`stop`.
     """
@@ -77,14 +111,18 @@ class ManagedArcadeDB:
         database: str = DATABASE,
         heap: str = "1g",
         start_timeout: float = 120.0,
+        lock_timeout: float = 60.0,
     ) -> None:
         self.folder = Path(folder).resolve()
         self.database = database
         self.heap = heap
         self.start_timeout = start_timeout
+        self.lock_timeout = lock_timeout
         self.bolt_port: int | None = None
         self.http_port: int | None = None
+        self.exit_code: int | None = None
         self._process: subprocess.Popen | None = None
+        self._lock_fd: int | None = None
 
     @property
     def uri(self) -> str:
@@ -100,15 +138,40 @@ class ManagedArcadeDB:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def password_path(self) -> Path:
+        return self.folder / PASSWORD_FILE
+
+    def recovery(self) -> str:
+        return RECOVERY.format(password=self.password_path, users=self.folder / USERS_FILE)
+
+    def holds_data(self) -> bool:
+        """Whether ArcadeDB has run in the folder (its users file or a database exists)."""
+        databases = self.folder / "databases"
+        return (self.folder / USERS_FILE).exists() or (
+            databases.is_dir() and any(databases.iterdir())
+        )
+
     def password(self) -> str:
-        """The root password, generated once and kept in a 0600 file in the folder."""
-        path = self.folder / PASSWORD_FILE
+        """The root password, from the 0600 file ``root_password``; generated for a new folder."""
+        path = self.password_path
         if not path.exists():
+            if self.holds_data():
+                raise StoreError(
+                    f"the store folder {self.folder} holds data but its root password file "
+                    f"{path} is missing; a new password would not open it. {self.recovery()}"
+                )
             self.folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(secrets.token_urlsafe(24))
-        return path.read_text(encoding="utf-8").strip()
+        password = path.read_text(encoding="utf-8").strip()
+        if len(password) < MIN_PASSWORD or "\n" in password:
+            raise StoreError(
+                f"{path} must hold one line, a password of at least {MIN_PASSWORD} characters "
+                f"(ArcadeDB's minimum). {self.recovery()}"
+            )
+        return password
 
     def command(self) -> list[str]:
         """The Java command line that runs the server."""
@@ -116,7 +179,7 @@ class ManagedArcadeDB:
         settings = {
             "arcadedb.server.rootPath": self.folder,
             "arcadedb.server.databaseDirectory": self.folder / "databases",
-            "arcadedb.server.rootPassword": self.password(),
+            "arcadedb.server.rootPasswordPath": self.password_path,
             "arcadedb.server.defaultDatabases": f"{self.database}[{ROOT_USER}]",
             "arcadedb.server.plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin",
             "arcadedb.server.httpIncomingHost": "127.0.0.1",
@@ -138,31 +201,72 @@ class ManagedArcadeDB:
         """Start the server and return once Bolt accepts the root credentials."""
         if self.running:
             return self
+        self.stop()  # a server that died: release what it held
         self.folder.mkdir(parents=True, exist_ok=True)
-        config = self.folder / "config"
-        config.mkdir(exist_ok=True)
-        (config / "mcp-config.json").write_text(json.dumps(MCP_CONFIG, indent=2), encoding="utf-8")
-        self.bolt_port, self.http_port = free_port(), free_port()
-        log = (self.folder / LOG_FILE).open("ab")
+        self._lock_fd = self._lock()
         try:
-            self._process = subprocess.Popen(
-                self.command(),
-                cwd=self.folder,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+            self.password()  # before Java runs: a missing or short password is our error
+            config = self.folder / "config"
+            config.mkdir(exist_ok=True)
+            (config / "mcp-config.json").write_text(
+                json.dumps(MCP_CONFIG, indent=2), encoding="utf-8"
             )
+            self.bolt_port, self.http_port = free_port(), free_port()
+            self.exit_code = None
+            with (self.folder / LOG_FILE).open("ab") as log_file:
+                self._process = subprocess.Popen(
+                    self.command(),
+                    cwd=self.folder,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=self._environment(),
+                    pass_fds=(self._lock_fd,),  # the lock lives as long as Java does
+                    preexec_fn=_die_with_parent,
+                )
         except OSError as error:
+            self.stop()
             raise StoreError(f"cannot start ArcadeDB's Java runtime: {error}") from error
-        finally:
-            log.close()
+        except BaseException:
+            self.stop()
+            raise
         try:
             self._wait_for_bolt()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _environment(self) -> dict[str, str]:
+        """All the server's environment: no secret of the caller's (NEO4J_PASSWORD...)."""
+        return {"PATH": os.defpath, "LC_ALL": "C.UTF-8", "HOME": str(self.folder)}
+
+    def _lock(self) -> int:
+        """Holds the folder's lock, waiting up to ``lock_timeout`` s for another holder."""
+        fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + self.lock_timeout
+        announced = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _holder(fd)
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise StoreError(
+                        f"the store folder {self.folder} is in use by {holder}; waited "
+                        f"{self.lock_timeout:g} s. Wait for it to finish, stop it, or use "
+                        "another --store"
+                    ) from None
+                if not announced:
+                    announced = True
+                    log.warning("the store folder %s is in use by %s; waiting", self.folder, holder)
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        holder = {"pid": os.getpid(), "command": " ".join(sys.argv)[:300], "since": time.time()}
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        return fd
 
     def _wait_for_bolt(self) -> None:
         import neo4j
@@ -173,7 +277,8 @@ class ManagedArcadeDB:
             if self._process.poll() is not None:
                 raise StoreError(
                     f"ArcadeDB exited with code {self._process.returncode} while starting "
-                    f"(folder {self.folder}); last lines of {LOG_FILE}:\n{self.log_tail()}"
+                    f"(folder {self.folder}); last lines of {self.folder / LOG_FILE}:\n"
+                    f"{self.log_tail()}"
                 )
             try:
                 # Bolt listens before the default database exists: wait for both.
@@ -185,7 +290,8 @@ class ManagedArcadeDB:
                 return
             except AuthError as error:
                 raise StoreError(
-                    f"ArcadeDB in {self.folder} rejected the password in {PASSWORD_FILE}: {error}"
+                    f"ArcadeDB in {self.folder} rejected the root password in "
+                    f"{self.password_path} ({error.message}). {self.recovery()}"
                 ) from error
             except (ServiceUnavailable, ClientError, OSError):
                 pass
@@ -202,19 +308,32 @@ class ManagedArcadeDB:
             return "(no log)"
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
+    def death(self) -> str | None:
+        """Why the server is gone, naming its log; None while it runs (or was never started)."""
+        if self._process is None or self._process.poll() is None:
+            return None
+        return (
+            f"the managed ArcadeDB server of {self.folder} is dead (exit code "
+            f"{self._process.returncode}); see {self.folder / LOG_FILE}, last lines:\n"
+            f"{self.log_tail()}"
+        )
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server: SIGTERM (ArcadeDB flushes and closes), wait, then SIGKILL."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is not None:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            self.exit_code = process.returncode
         self.bolt_port = self.http_port = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def __enter__(self) -> ManagedArcadeDB:
         return self.start()

@@ -12,7 +12,9 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
   only). Displaced edges are deleted.
 
 Old embeddings come from the cache (the store's Task nodes), so only T_E is embedded.
-Observations and predictions are never touched.
+Observations and predictions are never touched. In a store, a build or a growth marks the
+graph complete only once all of it is written (``GraphStore.begin_graph_build``), so an
+interrupted one cannot be read as a valid graph.
 """
 
 from __future__ import annotations
@@ -155,9 +157,10 @@ def build_into_store(
     """
     cache = {text: vector for text, vector in store.read_embeddings().values()}
     built = build(pool, config, embedder=embedder, cache=cache)
+    graph_build = store.begin_graph_build()
     store.write_pool(pool)
     store.write_embeddings({t: (built.abstracts[t], built.embeddings[t]) for t in built.abstracts})
-    store.write_graph(built.graph)
+    store.write_graph(built.graph, build=graph_build)
     return built
 
 
@@ -186,10 +189,11 @@ def add_environment(
         return plan_growth(target, old_embeddings, pool, env_id, config, embedder).graph
 
     cached = target.read_embeddings()
-    graph = target.read_graph()
+    graph = target.read_graph(empty_ok=True)
     old_embeddings = {t: vector for t, (_, vector) in cached.items()}
     cache = {text: vector for text, vector in cached.values()}
     growth = plan_growth(graph, old_embeddings, pool, env_id, config, embedder, cache)
+    graph_build = target.begin_graph_build()
     target.write_environments([pool.envs[env_id]])
     target.write_tasks(growth.tasks)
     target.write_embeddings(
@@ -199,6 +203,7 @@ def add_environment(
     cross = [(s, d, w) for s, d, r, w in growth.added if r == "cross"]
     target.apply_edge_changes("within", within, [])
     target.apply_edge_changes("cross", cross, growth.removed_cross)
+    target.complete_graph_build(graph_build, growth.graph)
     return growth.graph
 
 
@@ -212,7 +217,7 @@ def add_pool(
     """Add every environment of ``pool`` that the store lacks, one by one; returns their ids."""
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)
-    present = set(store.read_graph().env_ids)
+    present = set(store.read_graph(empty_ok=True).env_ids)
     added = [
         env_id for env_id in sorted(pool.envs) if env_id not in present and pool.tasks_of(env_id)
     ]

@@ -10,6 +10,13 @@ Schema (spec sections 3 and 8)::
     (:Observation {key, task_id, step, rewards, m, v, d})-[:OF]->(:Task)
     (:Prediction {key, task_id, step, q, u, ...})-[:FOR]->(:Task)
     (:Prediction)-[:EVIDENCE {relation, sim, W, y_v, y_m, y_d, share}]->(:Task)
+    (:GraphBuild {id: "graph", build, status, started, completed, tasks, within, cross})
+
+A graph is never half there: a build (or a growth) first marks the ``GraphBuild`` node
+``building`` with a new build id, and marks it ``complete``, with the task and edge counts,
+only after every node and edge is written and counted back. :meth:`GraphStore.read_graph`
+refuses a store whose graph is not complete or no longer matches its counts, and says to
+rerun the build.
 
 ``init_config``, ``checks`` and ``reference_solution`` are JSON text; ``embedding`` is
 the cached sentence embedding of ``abstract_text`` (so growth never re-embeds old
@@ -29,6 +36,8 @@ import contextlib
 import json
 import math
 import os
+import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +58,7 @@ CONSTRAINTS = (
     "CREATE CONSTRAINT task_id IF NOT EXISTS FOR (t:Task) REQUIRE t.id IS UNIQUE",
     "CREATE CONSTRAINT observation_key IF NOT EXISTS FOR (o:Observation) REQUIRE o.key IS UNIQUE",
     "CREATE CONSTRAINT prediction_key IF NOT EXISTS FOR (p:Prediction) REQUIRE p.key IS UNIQUE",
+    "CREATE CONSTRAINT graph_build_id IF NOT EXISTS FOR (b:GraphBuild) REQUIRE b.id IS UNIQUE",
 )
 SHOW_CONSTRAINTS = "SHOW CONSTRAINTS"
 PING = "RETURN 1 AS ok"
@@ -75,6 +85,19 @@ MATCH (t:Task) WHERE t.embedding IS NOT NULL
 RETURN t.id AS id, t.abstract_text AS text, t.embedding AS embedding
 """
 READ_TASK_NODES = "MATCH (t:Task) RETURN t.id AS id, t.env AS env ORDER BY id"
+GRAPH_BUILD = "graph"
+START_BUILD_ROWS = """
+UNWIND $rows AS r
+MERGE (b:GraphBuild {id: r.id})
+SET b.build = r.build, b.status = 'building', b.started = r.at
+"""
+COMPLETE_BUILD = """
+MATCH (b:GraphBuild {id: $id, build: $build})
+SET b.status = 'complete', b.completed = $completed, b.tasks = $tasks, b.within = $within,
+    b.cross = $cross
+RETURN count(b) AS n
+"""
+READ_BUILD = "MATCH (b:GraphBuild {id: $id}) RETURN properties(b) AS props"
 READ_TASKS = "MATCH (t:Task) RETURN properties(t) AS props ORDER BY t.id"
 READ_ENVIRONMENTS = "MATCH (e:Environment) RETURN properties(e) AS props ORDER BY e.id"
 MISSING_TASKS = """
@@ -119,6 +142,7 @@ COUNT_EDGES = {
     "cross": "MATCH (:Task)-[e:CROSS]->(:Task) RETURN count(e) AS n",
 }
 COUNT_NODES = {
+    "GraphBuild": "MATCH (n:GraphBuild) RETURN count(n) AS n",
     "Environment": "MATCH (n:Environment) RETURN count(n) AS n",
     "Task": "MATCH (n:Task) RETURN count(n) AS n",
     "Observation": "MATCH (n:Observation) RETURN count(n) AS n",
@@ -187,6 +211,17 @@ PREDICTION_FIELDS = (
     "rank",
 )
 EVIDENCE_FIELDS = ("relation", "sim", "W", "y_v", "y_m", "y_d", "share")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def _edge_counts(graph: TaskGraph) -> dict[str, int]:
+    counts = dict.fromkeys(RELATIONS, 0)
+    for _, _, relation, _ in graph.edge_rows():
+        counts[relation] += 1
+    return counts
 
 
 def record_key(task_id: str, step: int) -> str:
@@ -266,6 +301,8 @@ class GraphStore:
         database: the database every session names.
         server: the managed ArcadeDB server to stop on :meth:`close`, if this store owns one.
         uri: where the driver points, for messages.
+        retry_s: seconds this class retries a transaction whose connection failed (default 0:
+            the driver's own retries only).
     """
 
     def __init__(
@@ -275,11 +312,13 @@ class GraphStore:
         *,
         server: ManagedArcadeDB | None = None,
         uri: str = "",
+        retry_s: float = 0.0,
     ) -> None:
         self.driver = driver
         self.database = database
         self.server = server
         self.uri = uri
+        self.retry_s = retry_s
 
     @classmethod
     def connect(
@@ -289,15 +328,23 @@ class GraphStore:
         database: str,
         *,
         server: ManagedArcadeDB | None = None,
+        retry_time: float = 30.0,
+        retry_s: float = 0.0,
     ) -> GraphStore:
-        """Open a driver, check that ``database`` answers with ``auth``, create the constraints."""
+        """Open a driver, check that ``database`` answers with ``auth``, create the constraints.
+
+        ``retry_time`` bounds the driver's retries of a transaction (seconds) and
+        ``retry_s`` this class's own (see :meth:`_transact`).
+        """
         import neo4j
 
         try:
-            driver = neo4j.GraphDatabase.driver(uri, auth=auth, connection_timeout=10.0)
+            driver = neo4j.GraphDatabase.driver(
+                uri, auth=auth, connection_timeout=10.0, max_transaction_retry_time=retry_time
+            )
         except (ValueError, neo4j.exceptions.ConfigurationError) as error:
             raise StoreError(f"invalid store URI {uri!r}: {error}") from error
-        store = cls(driver, database, server=server, uri=uri)
+        store = cls(driver, database, server=server, uri=uri, retry_s=retry_s)
         try:
             store._check_connection(auth[0])
             store.ensure_constraints()
@@ -347,13 +394,81 @@ class GraphStore:
 
     # -- transactions -------------------------------------------------------------------
 
+    @property
+    def where(self) -> str:
+        """The store as the user named it: the managed folder, or the URI."""
+        return str(self.server.folder) if self.server is not None else self.uri
+
+    def _raise_if_dead(self, patience_s: float = 0.0) -> None:
+        """Raises the managed server's death (naming its log), waiting up to ``patience_s``
+        for a server whose connection just broke to finish dying."""
+        if self.server is None:
+            return
+        end = time.monotonic() + patience_s
+        while True:
+            death = self.server.death()
+            if death is not None:
+                raise StoreError(death)
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.05)
+
+    @contextlib.contextmanager
+    def _loud(self) -> Iterator[None]:
+        """Turns a lost connection into a StoreError that says why (a dead managed server
+        names its log) instead of a driver traceback."""
+        from neo4j.exceptions import DriverError
+
+        self._raise_if_dead()
+        try:
+            yield
+        except (DriverError, OSError) as error:
+            self._raise_if_dead(patience_s=0.5)
+            raise StoreError(
+                f"lost the connection to the store at {self.where}: {error}"
+            ) from error
+
+    def _transact(self, method: str, work: Callable, args: tuple) -> Any:
+        """One transaction function, retried while the server lives.
+
+        A remote server's transient failures are retried by the driver (its default 30 s).
+        The managed server's driver does not retry (``retry_time=0``): this loop does, for
+        :attr:`retry_s`, and stops at once when the server process is dead.
+        """
+        from neo4j.exceptions import AuthError, ServiceUnavailable, SessionExpired, TransientError
+
+        give_up = time.monotonic() + self.retry_s
+        delay = 0.1
+        while True:
+            try:
+                with self._loud(), self.driver.session(database=self.database) as session:
+                    return getattr(session, method)(work, *args)
+            except StoreError as error:
+                cause = error.__cause__
+                if not isinstance(cause, ServiceUnavailable | SessionExpired):
+                    raise
+                if time.monotonic() + delay > give_up:
+                    raise
+            except TransientError:
+                self._raise_if_dead()
+                if time.monotonic() + delay > give_up:
+                    raise
+            except AuthError as error:
+                # ArcadeDB reloads its security files about a second after it starts, and
+                # connections opened before then are refused once ("no longer valid"); the
+                # credentials were checked on connect, so a new connection will do
+                if time.monotonic() + delay > give_up:
+                    raise StoreError(
+                        f"the store at {self.where} refused the credentials: {error.message}"
+                    ) from error
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+
     def read(self, work: Callable, *args: Any) -> Any:
-        with self.driver.session(database=self.database) as session:
-            return session.execute_read(work, *args)
+        return self._transact("execute_read", work, args)
 
     def write(self, work: Callable, *args: Any) -> Any:
-        with self.driver.session(database=self.database) as session:
-            return session.execute_write(work, *args)
+        return self._transact("execute_write", work, args)
 
     def query(self, cypher: str, **params: Any) -> list[dict]:
         """Run one read query in a managed transaction; rows as dicts."""
@@ -374,11 +489,11 @@ class GraphStore:
 
     def ensure_constraints(self) -> None:
         for statement in CONSTRAINTS:
-            with self.driver.session(database=self.database) as session:
+            with self._loud(), self.driver.session(database=self.database) as session:
                 session.run(statement).consume()
 
     def constraints(self) -> list[dict]:
-        with self.driver.session(database=self.database) as session:
+        with self._loud(), self.driver.session(database=self.database) as session:
             return [record.data() for record in session.run(SHOW_CONSTRAINTS)]
 
     # -- pool and graph -------------------------------------------------------------------
@@ -415,12 +530,14 @@ class GraphStore:
             for row in self.query(READ_EMBEDDINGS)
         }
 
-    def write_graph(self, graph: TaskGraph) -> None:
+    def write_graph(self, graph: TaskGraph, *, build: str | None = None) -> None:
         """Make the stored nodes' edges equal ``graph``'s: MERGE its edges, delete the others.
 
         Task nodes missing from the store are created with their environment. Observations
-        and predictions are never touched.
+        and predictions are never touched. The graph is marked complete at the end, under
+        ``build`` (from :meth:`begin_graph_build`) or a build of its own.
         """
+        build = build or self.begin_graph_build()
         self.write_rows(
             MERGE_TASKS,
             [
@@ -428,14 +545,43 @@ class GraphStore:
                 for t, e in zip(graph.task_ids, graph.env_ids, strict=True)
             ],
         )
-        stored = self.read_graph()
+        _, stored = self._read_graph_rows()
         for relation in RELATIONS:
             wanted = {(s, d): w for s, d, r, w in graph.edge_rows() if r == relation}
-            present = {(s, d) for s, d, r, _ in stored.edge_rows() if r == relation}
+            present = {(s, d) for s, d, r, _ in stored if r == relation}
             stale = [{"src": s, "dst": d} for s, d in sorted(present - wanted.keys())]
             self.write_rows(DELETE_EDGES[relation], stale)
             rows = [{"src": s, "dst": d, "sim": w} for (s, d), w in wanted.items()]
             self.write_rows(MERGE_EDGES[relation], rows)
+        self.complete_graph_build(build, graph)
+
+    def begin_graph_build(self) -> str:
+        """Marks the stored graph as being written; returns the new build's id."""
+        build = uuid.uuid4().hex
+        self.write_rows(START_BUILD_ROWS, [{"id": GRAPH_BUILD, "build": build, "at": _now()}])
+        return build
+
+    def complete_graph_build(self, build: str, graph: TaskGraph) -> None:
+        """Marks ``build`` complete once the store holds exactly ``graph``'s tasks and edges."""
+        counts = {"tasks": self.count_tasks(), **{r: self.count_edges(r) for r in RELATIONS}}
+        wanted = {"tasks": graph.num_tasks, **_edge_counts(graph)}
+        if counts != wanted:
+            raise StoreError(
+                f"graph build {build} in {self.where}: the store holds {counts} after writing, "
+                f"the graph has {wanted}; not marked complete. Rerun `envsched-gnn graph build`"
+            )
+
+        def work(tx) -> int:
+            record = tx.run(
+                COMPLETE_BUILD, id=GRAPH_BUILD, build=build, completed=_now(), **counts
+            ).single()
+            return int(record["n"]) if record else 0
+
+        if self.write(work) != 1:
+            raise StoreError(
+                f"graph build {build} in {self.where}: another build started while it ran; "
+                "rerun `envsched-gnn graph build` once it is done"
+            )
 
     def apply_edge_changes(
         self,
@@ -449,20 +595,53 @@ class GraphStore:
             MERGE_EDGES[relation], [{"src": s, "dst": d, "sim": w} for s, d, w in added]
         )
 
-    def read_graph(self) -> TaskGraph:
-        """The whole graph in one query per node set and relation; nodes in task-id order."""
+    def read_graph(self, *, empty_ok: bool = False) -> TaskGraph:
+        """The whole graph in one read transaction; nodes in task-id order.
+
+        Raises :class:`StoreError` unless the store holds a completely written graph (see
+        the module docstring); with ``empty_ok``, a store without tasks gives an empty graph.
+        """
 
         def work(tx):
-            tasks = [(r["id"], r["env"]) for r in tx.run(READ_TASK_NODES)]
-            rows = [
-                (r["src"], r["dst"], relation, r["sim"])
-                for relation in RELATIONS
-                for r in tx.run(READ_EDGES[relation])
-            ]
-            return tasks, rows
+            marker = tx.run(READ_BUILD, id=GRAPH_BUILD).single()
+            tasks, rows = self._graph_rows(tx)
+            return (marker["props"] if marker else None), tasks, rows
 
-        tasks, rows = self.read(work)
-        return TaskGraph.from_edge_rows(tasks, rows)
+        marker, tasks, rows = self.read(work)
+        graph = TaskGraph.from_edge_rows(tasks, rows)
+        if marker is None and not tasks and empty_ok:
+            return graph
+        rebuild = f"rerun `envsched-gnn graph build --pool DIR --store {self.where}`"
+        if marker is None:
+            what = "holds no graph" if not tasks else "holds tasks but no completed graph build"
+            raise StoreError(f"the store {self.where} {what}; {rebuild}")
+        if marker.get("status") != "complete":
+            raise StoreError(
+                f"the graph in the store {self.where} is incomplete: build {marker.get('build')} "
+                f"started at {marker.get('started')} never finished (interrupted?); {rebuild}"
+            )
+        counts = {"tasks": graph.num_tasks, **_edge_counts(graph)}
+        recorded = {name: marker.get(name) for name in counts}
+        if counts != recorded:
+            raise StoreError(
+                f"the graph in the store {self.where} holds {counts}, but its build "
+                f"{marker.get('build')} completed with {recorded} (changed since?); {rebuild}"
+            )
+        return graph
+
+    @staticmethod
+    def _graph_rows(tx) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, float]]]:
+        tasks = [(r["id"], r["env"]) for r in tx.run(READ_TASK_NODES)]
+        rows = [
+            (r["src"], r["dst"], relation, r["sim"])
+            for relation in RELATIONS
+            for r in tx.run(READ_EDGES[relation])
+        ]
+        return tasks, rows
+
+    def _read_graph_rows(self) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, float]]]:
+        """Task nodes and edge rows as stored, complete or not."""
+        return self.read(self._graph_rows)
 
     # -- observations -----------------------------------------------------------------
 
@@ -669,7 +848,10 @@ def open_store(spec: str | Path | None = None) -> Iterator[GraphStore]:
     else:
         server = ManagedArcadeDB(spec).start()
         try:
-            store = GraphStore.connect(server.uri, server.auth, server.database, server=server)
+            # retried here, not by the driver, so that a dead server is reported at once
+            store = GraphStore.connect(
+                server.uri, server.auth, server.database, server=server, retry_time=0.0, retry_s=5.0
+            )
         except BaseException:
             server.stop()
             raise

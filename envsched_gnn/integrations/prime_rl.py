@@ -11,7 +11,9 @@ and is not tested against it; it is tested against the real ``verifiers.v1`` ``T
 How it maps: each scheduler step's B tasks are handed out one ``__next__`` at a time, in
 batch order; when they are used up the next step's batch is chosen. A group's rewards are
 those of its traces that are trainable and error-free (as prime-rl's own
-``DifficultyPoolSampler`` reads them), observed for the step the task was handed out in.
+``DifficultyPoolSampler`` reads them), observed for the step the task was handed out in; a
+group left with fewer than 2 such rewards carries no variance evidence and is not observed
+(the scheduler would reject it: ``ObservationConfig.min_rewards``).
 prime-rl's orchestrator runs ahead asynchronously (off-policy steps, rejected groups are
 sampled again), so step s + 1 may be chosen before every group of step s came back: the
 scheduler then chooses with what has been observed so far, and late groups are still
@@ -28,6 +30,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from envsched_gnn.observations import ObservationConfig
 
 
 def trainable_rewards(group: Sequence[Any]) -> list[float]:
@@ -95,7 +99,7 @@ class EnvSchedTaskSampler(Iterator[Any]):
             raise ValueError(f"a group of task {task_id!r}, but none of it is outstanding")
         step = steps.popleft()
         rewards = trainable_rewards(group)
-        if rewards:
+        if len(rewards) >= ObservationConfig.min_rewards:
             self.scheduler.observe(step, {task_id: rewards})
 
     def state_dict(self) -> dict[str, Any]:

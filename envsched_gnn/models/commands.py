@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from envsched_gnn.observations import add_small_groups_option
+
 
 def register(groups: dict) -> None:
     p = groups[""].add_parser(
@@ -25,6 +27,7 @@ def register(groups: dict) -> None:
     )
     p.add_argument("--graph", required=True, type=Path, help="graph.json snapshot")
     p.add_argument("--history", required=True, type=Path, help="history.jsonl rollout history")
+    add_small_groups_option(p)
     p.add_argument("--step", required=True, type=int, help="scheduling step T (uses s < T)")
     p.add_argument("--out", required=True, type=Path, help="where to write pred.json")
     p.set_defaults(func=_predict)
@@ -39,6 +42,7 @@ def register(groups: dict) -> None:
     e.add_argument("--step", required=True, type=int, help="scheduling step T (uses s < T)")
     e.add_argument("--graph", type=Path, help="graph.json snapshot (with --history)")
     e.add_argument("--history", type=Path, help="history.jsonl (with --graph)")
+    add_small_groups_option(e)
     e.add_argument("--store", help="read graph and history from this store (URI or folder)")
     e.add_argument("--json", action="store_true", help="print the evidence as JSON")
     e.add_argument(
@@ -55,12 +59,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load_files(graph_path: Path, history_path: Path):
+def _load_files(graph_path: Path, history_path: Path, small_groups: str):
     from envsched_gnn.graph_store.snapshot import read_graph
-    from envsched_gnn.observations import ObservationLog, read_history
+    from envsched_gnn.observations import ObservationConfig, ObservationLog, read_history
 
     graph = read_graph(graph_path)
-    log = ObservationLog(graph.task_ids)
+    log = ObservationLog(graph.task_ids, ObservationConfig(small_groups=small_groups))
     try:
         log.extend(read_history(history_path))
     except ValueError as error:
@@ -88,7 +92,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.step < 0:
         return _fail(f"--step must be >= 0, got {args.step}")
     try:
-        graph, log = _load_files(args.graph, args.history)
+        graph, log = _load_files(args.graph, args.history, args.small_groups)
     except (OSError, ValueError) as error:
         return _fail(str(error))
     prediction = AnalyticPredictor().predict(to_hetero_data(graph), log, args.step)
@@ -112,7 +116,7 @@ def _explain(args: argparse.Namespace) -> int:
         return _fail("--store-evidence needs --store")
     try:
         if from_files:
-            graph, log = _load_files(args.graph, args.history)
+            graph, log = _load_files(args.graph, args.history, args.small_groups)
             evidence = _evidence(graph, log, args)
         else:
             evidence = _explain_from_store(args)
@@ -139,10 +143,10 @@ def _evidence(graph, log, args: argparse.Namespace, store=None) -> dict:
 
 def _explain_from_store(args: argparse.Namespace) -> dict:
     from envsched_gnn.graph_store.store import open_store
-    from envsched_gnn.observations import ObservationLog
+    from envsched_gnn.observations import ObservationConfig, ObservationLog
 
     with open_store(args.store) as store:
         graph = store.read_graph()
-        log = ObservationLog(graph.task_ids)
+        log = ObservationLog(graph.task_ids, ObservationConfig(small_groups=args.small_groups))
         log.extend(store.read_observations())
         return _evidence(graph, log, args, store)

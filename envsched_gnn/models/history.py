@@ -9,7 +9,9 @@ w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
     W(i,t)    = sum_{s in H_t(i)} w_h(t,s)
     ybar(i,t) = sum_{s in H_t(i)} w_h(t,s) y~(i,s) / W(i,t)     (undefined when W = 0)
 
-Everything is float64 and O(n_obs + N + t) (bincounts over task and step indices).
+Everything is float64 and O(n_obs log n_obs + N): steps are remapped to dense indices over
+the distinct observed steps, so memory grows with their number, not with their values (a
+step of 2,000,000,000 costs what a step of 3 does).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class ObservedHistory:
 
     ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per name in ``Y_NAMES``;
     ``deviation``: y(i,s) - ybar(s) of each observation, per name, float64 (n,);
-    ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,).
+    ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,);
+    ``step_index``: each observation's position in ``steps``, int64 (n,).
     """
 
     step_now: int
@@ -42,6 +45,7 @@ class ObservedHistory:
     deviation: dict[str, np.ndarray]
     steps: np.ndarray
     means: dict[str, np.ndarray]
+    step_index: np.ndarray
 
     def __len__(self) -> int:
         return int(self.task.shape[0])
@@ -100,18 +104,17 @@ def observed_before(
     if not keep.all():
         task, steps_of = task[keep], steps_of[keep]
         y = {name: column[keep] for name, column in y.items()}
-    length = int(steps_of.max()) + 1 if steps_of.size else 0
-    count = np.bincount(steps_of, minlength=length).astype(np.float64)
-    observed = np.flatnonzero(count)
+    steps, step_index = np.unique(steps_of, return_inverse=True)
+    step_index = step_index.reshape(-1).astype(np.int64)
+    count = np.bincount(step_index, minlength=steps.size).astype(np.float64)
     means, deviation = {}, {}
     for name, column in y.items():
-        per_step = np.zeros(length)
-        per_step[observed] = (
-            np.bincount(steps_of, weights=column, minlength=length)[observed] / count[observed]
-        )
-        means[name] = per_step[observed]
-        deviation[name] = column - per_step[steps_of]
-    return ObservedHistory(step, task, steps_of, y, deviation, observed.astype(np.int64), means)
+        per_step = np.bincount(step_index, weights=column, minlength=steps.size) / count
+        means[name] = per_step
+        deviation[name] = column - per_step[step_index]
+    return ObservedHistory(
+        step, task, steps_of, y, deviation, steps.astype(np.int64), means, step_index
+    )
 
 
 def half_life_stats(
@@ -140,8 +143,7 @@ def half_life_stats(
     # same value and cannot underflow to 0/0 however old the history is.
     relative = np.exp2(-(history.steps[-1] - history.steps) / half_life)
     g = np.array([relative @ history.means[name] / relative.sum() for name in Y_NAMES])
-    length = int(history.steps[-1]) + 1
-    w = np.exp2(-(t - np.arange(length, dtype=np.float64)) / half_life)[history.step]
+    w = np.exp2(-(t - history.steps.astype(np.float64)) / half_life)[history.step_index]
     weight[:] = np.bincount(history.task, weights=w, minlength=num_tasks)
     centred = np.empty_like(w)  # one buffer for the three channels: no per-channel allocation
     for c, name in enumerate(Y_NAMES):

@@ -16,10 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from envsched_gnn.observations import add_small_groups_option
+
 
 def _select(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.snapshot import GraphError, read_graph
-    from envsched_gnn.observations import ObservationError, read_history
+    from envsched_gnn.observations import ObservationConfig, ObservationError, read_history
     from envsched_gnn.scheduler.base import SchedulerError
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.scheduler.selector import SelectionError
@@ -28,6 +30,7 @@ def _select(args: argparse.Namespace) -> int:
         graph = read_graph(args.graph)
         observations = read_history(args.history) if args.history else []
         scheduler = make_scheduler(args.scheduler, graph, batch_size=args.batch, seed=args.seed)
+        scheduler.log.config = ObservationConfig(small_groups=args.small_groups)
         try:
             scheduler.load_history(observations)
         except ObservationError as error:
@@ -83,6 +86,7 @@ def register(groups: dict) -> None:
     )
     p.add_argument("--graph", required=True, help="graph snapshot, graph.json")
     p.add_argument("--history", help="rollout history, history.jsonl (omit: no history)")
+    add_small_groups_option(p)
     p.add_argument("--step", type=_non_negative, required=True, help="scheduling step T")
     p.add_argument("--batch", type=_positive, default=64, help="batch size B (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of tie-breaking / sampling")

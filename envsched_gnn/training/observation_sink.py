@@ -154,6 +154,8 @@ class StoreWriter:
     """``write(observations)`` into the store named by ``spec``, opened on the first write.
 
     Opening lazily means only the process that writes (rank 0 under DDP) opens the store.
+    A failed write closes it, so the sink's retry opens it again: a managed server killed
+    mid-run is restarted on the same folder and the writes go on.
     """
 
     def __init__(self, spec: str) -> None:
@@ -166,7 +168,13 @@ class StoreWriter:
             from envsched_gnn.graph_store.store import open_store
 
             self._store = self._stack.enter_context(open_store(self.spec))
-        return self._store.write_observations(observations)
+        try:
+            return self._store.write_observations(observations)
+        except ObservationError:
+            raise
+        except Exception:
+            self.close()  # the store may be dead (a managed one is restarted by the next write)
+            raise
 
     def close(self) -> None:
         self._stack.close()

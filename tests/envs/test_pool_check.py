@@ -109,3 +109,96 @@ def test_write_effects_records_what_each_tool_did(tmp_path, capsys):
     )
     code, summary, _ = _run_check(tmp_path, capsys)
     assert "tool_effects" not in summary and (tmp_path / TOOL_EFFECTS_FILE).is_file()
+
+
+FRAGILE_CODE = """
+import ctypes
+import os
+
+
+class Fragile:
+    def __init__(self, init_config):
+        self.count = 0
+
+    def bump(self):
+        self.count += 1
+        return {"success": True, "data": self.count}
+
+    def loop(self):
+        while True:
+            pass
+
+    def segfault(self):
+        ctypes.string_at(0)
+
+    def exit(self):
+        os._exit(1)
+
+    def hog(self):
+        return {"success": True, "data": len(bytearray(20 * 1024**3))}
+"""
+
+
+def test_reference_calls_that_crash_hang_or_kill_their_worker_are_errors(tmp_path, capsys):
+    """The checks pass (the last call does the work), yet each broken tool is reported."""
+    directory = write_handmade_pool(tmp_path)
+    envs = json.loads((directory / "envs.json").read_text())
+    tasks = json.loads((directory / "tasks.json").read_text())
+    tools = ["bump", "loop", "segfault", "exit", "hog"]
+    envs["fragile"] = {
+        "env_class_code": FRAGILE_CODE,
+        "tools": [{"type": "function", "function": {"name": name}} for name in tools],
+    }
+    for tool in tools[1:]:
+        tasks.append(
+            {
+                "task_id": f"fragile-{tool}",
+                "env_id": "fragile",
+                "env_class_name": "Fragile",
+                "init_config": {},
+                "task": "bump the counter",
+                "checklist_with_func": [
+                    {
+                        "check_item": "bumped",
+                        "check_func": "def check_func(final_state):\n"
+                        "    return final_state['count'] == 1\n",
+                    }
+                ],
+                "reference_solution": [{"name": tool, "arguments": {}}, {"name": "bump"}],
+            }
+        )
+    (directory / "envs.json").write_text(json.dumps(envs))
+    (directory / "tasks.json").write_text(json.dumps(tasks))
+    parser = argparse.ArgumentParser()
+    groups = {"": parser.add_subparsers()}
+    groups["pool"] = groups[""].add_parser("pool").add_subparsers()
+    groups["bench"] = groups[""].add_parser("bench").add_subparsers()
+    commands.register(groups)
+    args = parser.parse_args(
+        [
+            "pool",
+            "check",
+            str(directory),
+            "--workers",
+            "1",
+            "--call-timeout",
+            "0.5",
+            "--no-progress",
+        ]
+    )
+    code = args.func(args)
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 1
+    assert summary["reference_min_reward"] == 1.0  # only the runtime saw the faults
+    errors = sorted(summary["errors"])
+    prefix = "reference call 0 ({}) failed in the runtime: "
+    expected = {
+        "exit": "the worker process died (exit code 1)",
+        "hog": "MemoryError",
+        "loop": "timed out after 0.5 s",
+        "segfault": "the worker process died (exit code 139: signal 11, SIGSEGV)",
+    }
+    assert len(errors) == 4, errors
+    for error, (tool, reason) in zip(errors, sorted(expected.items()), strict=True):
+        assert error.startswith(f"task 'fragile-{tool}': " + prefix.format(tool)), error
+        assert reason in error, error

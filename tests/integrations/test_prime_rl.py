@@ -81,6 +81,15 @@ def test_errored_traces_are_left_out(runtime):
         sampler.observe(group_of(task, [1.0]))
 
 
+def test_a_group_left_with_one_reward_is_no_evidence_not_an_error(runtime):
+    sampler = make()
+    task = next(sampler)
+    sampler.observe(group_of(task, [1.0, 0.0], broken=(1,)))
+    assert list(sampler.scheduler.log.observations()) == []
+    with pytest.raises(ValueError, match="none of it is outstanding"):  # the group was taken
+        sampler.observe(group_of(task, [1.0, 0.0]))
+
+
 def test_state_round_trip_continues_identically(runtime):
     first = make()
     drive(first, runtime, 2)

@@ -1,11 +1,13 @@
 """Ray on a local instance (``ray.init(num_cpus=2)``, loopback only): the scheduler actor
 shared by two rollout processes, its idempotent observations and its restart from a
-checkpoint, and environment actors replaced after a kill with their episodes replayed."""
+checkpoint, and environment actors (their workers in the runtime's sandbox, which dies with
+them) replaced after a kill with their episodes replayed."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,27 @@ def test_restarted_scheduler_actor_continues_from_its_checkpoint(cluster, tmp_pa
     assert ray.get(actor.pid.remote()) != pid
 
 
+def sandboxed(pid: int) -> bool:
+    """The worker runs in the runtime's sandbox: its own user and network namespaces."""
+    return all(
+        os.readlink(f"/proc/{pid}/ns/{kind}") != os.readlink(f"/proc/self/ns/{kind}")
+        for kind in ("user", "net")
+    )
+
+
+def assert_exit(pids: list[int], within_s: float = 10.0) -> None:
+    def alive(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + within_s
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if alive(pid)] == []
+
+
 def test_killed_environment_actor_is_replaced_and_its_episode_replayed(cluster):
     pool = small_pool()
     task = pool.split("train")[0]
@@ -117,7 +140,10 @@ def test_killed_environment_actor_is_replaced_and_its_episode_replayed(cluster):
         runtime.call([("episode", calls[0])])
         actor = runtime._episodes["episode"].actor
         pids = runtime.actor_pids()
+        for _, workers in pids:
+            assert workers and all(sandboxed(pid) for pid in workers)
         os.kill(pids[actor][0], signal.SIGKILL)
+        assert_exit(pids[actor][1])  # its sandboxes died with it
 
         assert [s.reward for s in runtime.score(["episode"])] == [after_one]
         assert runtime.restarts == 1

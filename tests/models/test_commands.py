@@ -57,6 +57,33 @@ def test_predict_bad_history_writes_nothing(snapshot, capsys):
     assert not out.exists()
 
 
+def test_predict_small_groups_and_huge_steps(snapshot, capsys):
+    folder, graph, _ = snapshot
+    history = (folder / "history.jsonl").read_text()
+    single = json.dumps({"task_id": graph.task_ids[0], "step": 2, "rewards": [1.0]})
+    (folder / "mixed.jsonl").write_text(history + single + "\n")
+    base = ["predict", "--graph", str(folder / "graph.json"), "--step", "3"]
+    mixed = [*base, "--history", str(folder / "mixed.jsonl")]
+    assert main([*mixed, "--out", str(folder / "x.json")]) == 2
+    assert "1 reward(s), fewer than 2" in capsys.readouterr().err
+    assert main([*mixed, "--small-groups", "ignore", "--out", str(folder / "ignored.json")]) == 0
+    plain = [*base, "--history", str(folder / "history.jsonl"), "--out", str(folder / "p.json")]
+    assert main(plain) == 0
+    assert json.loads((folder / "ignored.json").read_text()) == json.loads(
+        (folder / "p.json").read_text()
+    )
+    # a step of 2,000,000,000 once made predict allocate 14.9 GiB
+    far = [json.loads(line) for line in history.splitlines()]
+    for row in far:
+        row["step"] += 2_000_000_000
+    (folder / "far.jsonl").write_text("".join(json.dumps(row) + "\n" for row in far))
+    shifted = ["--history", str(folder / "far.jsonl"), "--out", str(folder / "far.json")]
+    assert main([*base[:-1], "2000000003", *shifted]) == 0
+    assert json.loads((folder / "far.json").read_text()) == json.loads(
+        (folder / "p.json").read_text()
+    )
+
+
 def test_explain_table_and_json(snapshot, capsys):
     folder, _, _ = snapshot
     files = ["--graph", str(folder / "graph.json"), "--history", str(folder / "history.jsonl")]

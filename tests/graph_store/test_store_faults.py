@@ -1,0 +1,207 @@
+"""Store faults are loud and lose nothing: kill -9 of the server during a build and during
+observation writes, a dead server, a second process on a folder, missing or wrong passwords.
+
+Each test runs its own managed ArcadeDB (a real Java server) in its own folder, since it
+kills, locks or breaks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from envsched_gnn.graph_store import commands
+from envsched_gnn.graph_store.arcadedb import USERS_FILE, ManagedArcadeDB
+from envsched_gnn.graph_store.errors import StoreError
+from envsched_gnn.graph_store.growth import build_into_store
+from envsched_gnn.graph_store.store import GraphStore, open_store
+from envsched_gnn.observations import Observation
+from envsched_gnn.training.observation_sink import ObservationSink, StoreWriter
+from tests.envs.handmade_pool import handmade_pool
+
+pytestmark = pytest.mark.store
+
+SECRET = "hunter2-do-not-leak"
+
+
+def kill_server(store: GraphStore) -> None:
+    os.kill(store.server._process.pid, signal.SIGKILL)
+    store.server._process.wait()
+
+
+def test_a_dead_server_is_reported_within_seconds_naming_its_log(tmp_path) -> None:
+    with open_store(tmp_path / "store") as store:
+        store.write_pool(handmade_pool())
+        killed_at = []
+
+        def kill_soon() -> None:
+            time.sleep(0.5)
+            killed_at.append(time.monotonic())
+            os.kill(store.server._process.pid, signal.SIGKILL)  # as the OOM killer would
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        step = 0
+        with pytest.raises(
+            StoreError, match=r"server of .* is dead \(exit code -9\); see .*server\.log"
+        ):
+            while True:  # writes in flight when the server dies
+                store.write_observations([Observation("clinic-move", step, (0.0, 1.0))])
+                step += 1
+        killer.join()
+        assert time.monotonic() - killed_at[0] < 10.0
+
+
+def _export(folder: Path, out: Path, capsys) -> tuple[int, str]:
+    parser = argparse.ArgumentParser()
+    groups = {"graph": parser.add_subparsers()}
+    commands.register(groups)
+    args = parser.parse_args(["export", "--out", str(out), "--store", str(folder)])
+    code = args.func(args)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fault", ["kill -9 of the server", "the builder dies"])
+def test_an_interrupted_build_is_never_read_as_a_graph(tmp_path, embedder, config, capsys, fault):
+    folder, pool = tmp_path / "store", handmade_pool()
+    with open_store(folder) as store:
+        write_rows = store.write_rows
+
+        def interrupted(cypher, rows, **kwargs):
+            if "WITHIN" in cypher and "MERGE" in cypher:
+                if fault.startswith("kill"):
+                    kill_server(store)
+                else:
+                    raise KeyboardInterrupt  # as if the process were killed here
+            return write_rows(cypher, rows, **kwargs)
+
+        store.write_rows = interrupted
+        with pytest.raises((StoreError, KeyboardInterrupt)) as failure:
+            build_into_store(store, pool, config, embedder=embedder)
+        if fault.startswith("kill"):
+            assert "server.log" in str(failure.value)
+    if not fault.startswith("kill"):  # the command line says it too
+        code, stderr = _export(folder, tmp_path / "graph.json", capsys)
+        assert code == 1 and "incomplete" in stderr and "rerun" in stderr
+        assert not (tmp_path / "graph.json").exists()
+        return
+    with open_store(folder) as store:
+        assert store.count_tasks() == len(pool.tasks)  # the nodes are there, the graph is not
+        with pytest.raises(StoreError, match="incomplete.*never finished.*rerun"):
+            store.read_graph()
+        built = build_into_store(store, pool, config, embedder=embedder)
+        assert sorted(store.read_graph().edge_rows()) == sorted(built.graph.edge_rows())
+
+
+def test_a_graph_changed_after_its_build_is_refused(store) -> None:
+    from tests.graph_store.test_store import handmade_graph
+
+    store.write_pool(handmade_pool())
+    store.write_graph(handmade_graph())
+    store.write_rows(
+        "UNWIND $rows AS r MATCH (a:Task {id: r.src})-[e:CROSS]->(b:Task {id: r.dst}) DELETE e",
+        [{"src": "clinic-book", "dst": "library-checkout"}],
+    )
+    with pytest.raises(StoreError, match="completed with"):
+        store.read_graph()
+
+
+def test_kill_9_during_observation_writes_loses_and_duplicates_nothing(tmp_path) -> None:
+    writer = StoreWriter(str(tmp_path / "store"))
+    writer([])  # opens the store
+    writer._store.write_pool(handmade_pool())
+    sink = ObservationSink(writer, max_rows=2, retry_initial_s=0.1, retry_max_s=1.0)
+    tasks = [task.task_id for task in handmade_pool().tasks]
+    sink.put(Observation(task, 0, (0.0, 1.0)) for task in tasks)
+    assert sink.flush(timeout=120)
+    kill_server(writer._store)  # the server dies between two steps' writes
+    sink.put(Observation(task, 1, (1.0, 1.0)) for task in tasks)
+    sink.put(Observation(task, 0, (0.0, 1.0)) for task in tasks[:3])  # a replay
+    assert sink.flush(timeout=120)
+    assert sink.close() == [] and sink.failed_writes >= 1 and not sink.rejected
+    store = writer._store  # the store the writer opened again, on a restarted server
+    assert store.count_observations() == 2 * len(tasks)
+    keys = store.query("MATCH (o:Observation) RETURN count(DISTINCT o.key) AS n")
+    assert keys == [{"n": 2 * len(tasks)}]
+    writer.close()
+
+
+def test_the_password_is_on_no_command_line_and_the_server_has_no_secrets(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("NEO4J_PASSWORD", SECRET)
+    with ManagedArcadeDB(tmp_path / "store") as server:
+        pid = server._process.pid
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        password = server.password().encode()
+    assert password not in cmdline and b"rootPasswordPath" in cmdline
+    assert SECRET.encode() not in environ and password not in environ
+    assert b"NEO4J" not in environ
+    assert (tmp_path / "store" / "root_password").stat().st_mode & 0o777 == 0o600
+
+
+def test_missing_or_wrong_passwords_are_errors_with_recovery_steps_that_work(tmp_path) -> None:
+    folder = tmp_path / "store"
+    password_file = folder / "root_password"
+    with open_store(folder) as store:
+        store.write_pool(handmade_pool())
+        store.write_observations([Observation("clinic-move", 2, (0.0, 1.0))])
+    original = password_file.read_text()
+    password_file.unlink()
+    with pytest.raises(StoreError, match="holds data but its root password file .* is missing"):
+        ManagedArcadeDB(folder).start()
+    assert not password_file.exists()  # never regenerated
+    password_file.write_text("short")
+    with pytest.raises(StoreError, match="at least 8 characters"):
+        ManagedArcadeDB(folder).start()
+    password_file.write_text("a-wrong-password-123")
+    with pytest.raises(StoreError, match="rejected the root password.*To recover") as wrong:
+        ManagedArcadeDB(folder, start_timeout=60).start()
+    assert str(folder / USERS_FILE) in str(wrong.value)
+    # the recovery steps of the message: forget the users, choose a new password
+    (folder / USERS_FILE).unlink()
+    password_file.write_text("a-new-password-456")
+    with open_store(folder) as store:
+        assert store.read_observations() == [Observation("clinic-move", 2, (0.0, 1.0))]
+    assert original.strip() != "a-new-password-456"
+
+
+HOLDER = """
+import sys
+from envsched_gnn.graph_store.store import open_store
+with open_store(sys.argv[1]):
+    print("ready", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_process_waits_for_the_folder_or_names_its_holder(tmp_path) -> None:
+    folder = tmp_path / "store"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=rf"in use by process {holder.pid} .*waited 1 s"):
+            ManagedArcadeDB(folder, lock_timeout=1.0).start()
+        assert time.monotonic() - started < 15.0  # it did not wait for the holder
+        holder.stdin.close()  # the holder finishes while we wait
+        with ManagedArcadeDB(folder, lock_timeout=120.0) as server:
+            assert server.running
+    finally:
+        holder.kill()
+        holder.wait()
