@@ -24,7 +24,7 @@ last update that fits in T x B x K rollouts.
 
 Graphs are built over the train split only (held-out tasks are never scheduled), once per
 (pool, neighbour sizes, shuffle) and cached under ``out/graphs/``; the neighbour-size grid
-reuses one build at the largest sizes, truncated per task to its top k by (sim, task id),
+reuses one build at the largest sizes, truncated per task to its top k by (sim, pair key),
 which is what a build at the smaller k keeps. ``--shuffle-graph`` adds ``envsched_shuffled``:
 EnvSched on a graph built after environment membership and abstract descriptions were
 reassigned at random (spec section 7).
@@ -163,19 +163,21 @@ def shuffled_pool(pool: Pool, seed: int) -> Pool:
 
 
 def truncate_graph(graph: TaskGraph, k_in: int, k_cross: int) -> TaskGraph:
-    """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours by (sim, task id)."""
+    """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours, ranked as the
+    builder ranks them (similarity, then the pair key), so the result equals a build at the
+    smaller sizes."""
+    from envsched_gnn.graph_store.builder import pair_keys, task_hashes
+
+    hashes = task_hashes(graph.task_ids)
     edges = {}
     for relation, k in (("within", k_in), ("cross", k_cross)):
         e = graph.edges[relation]
-        src_id = np.array(graph.task_ids, dtype=object)[e.src] if len(e) else np.zeros(0, object)
-        order = sorted(range(len(e)), key=lambda n: (e.dst[n], -e.sim[n], src_id[n]))
-        keep, seen = [], {}
-        for n in order:
-            d = int(e.dst[n])
-            if seen.get(d, 0) < k:
-                keep.append(n)
-                seen[d] = seen.get(d, 0) + 1
-        keep = np.asarray(sorted(keep), dtype=np.int64)
+        keys = pair_keys(hashes[e.dst], hashes[e.src])
+        order = np.lexsort((keys, -e.sim, e.dst))
+        dst = e.dst[order]
+        starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]]) if len(dst) else dst
+        rank = np.arange(len(dst)) - np.repeat(starts, np.diff(np.r_[starts, len(dst)]))
+        keep = np.sort(order[rank < k])
         edges[relation] = RelationEdges(e.src[keep], e.dst[keep], e.sim[keep])
     return TaskGraph(list(graph.task_ids), list(graph.env_ids), edges)
 

@@ -7,7 +7,9 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
 * the cross edges into each new task: its top ``k_cross`` over all of T (and no task of E);
 * the cross edges into each old task i: its new top ``k_cross`` is the top of
   (its current cross in-neighbours) U T_E, because any task that was not among i's
-  top before still ranks below all of them. Displaced edges are deleted.
+  top before still ranks below all of them (the ranking, by similarity and then by the
+  pair key of :func:`~envsched_gnn.graph_store.builder.pair_keys`, depends on the pair
+  only). Displaced edges are deleted.
 
 Old embeddings come from the cache (the store's Task nodes), so only T_E is embedded.
 Observations and predictions are never touched.
@@ -28,6 +30,8 @@ from envsched_gnn.graph_store.builder import (
     build,
     cross_edges,
     embed_tasks,
+    pair_keys,
+    task_hashes,
     within_edges,
 )
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
@@ -118,6 +122,8 @@ def _displaced_cross(
             current[dst].append((src, sim))
     newcomers = set(new_ids)
     q_new = fixed_point(np.stack([embeddings[t] for t in new_ids]))
+    hash_of = dict(zip(graph.task_ids, task_hashes(graph.task_ids).tolist(), strict=True))
+    hash_of.update(zip(new_ids, task_hashes(new_ids).tolist(), strict=True))
     removed: set[tuple[str, str]] = set()
     added: list[EdgeRow] = []
     for start in range(0, graph.num_tasks, config.block):
@@ -128,7 +134,12 @@ def _displaced_cross(
             candidates = current[target] + [
                 (n, s) for n, s in zip(new_ids, row, strict=True) if s > 0
             ]
-            best = sorted(candidates, key=lambda c: (-c[1], c[0]))[: config.k_cross]
+            keys = pair_keys(
+                np.uint64(hash_of[target]),
+                np.array([hash_of[n] for n, _ in candidates], np.uint64),
+            ).tolist()
+            ranked = sorted(zip(candidates, keys, strict=True), key=lambda c: (-c[0][1], c[1]))
+            best = [c for c, _ in ranked[: config.k_cross]]
             chosen = {n for n, _ in best}
             removed.update((n, target) for n, _ in current[target] if n not in chosen)
             added.extend((n, target, "cross", s) for n, s in best if n in newcomers)

@@ -69,13 +69,26 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     assert "| learned |" in capsys.readouterr().out
 
 
-def test_truncation_keeps_the_top_k_by_similarity_then_task_id():
-    tasks = [(f"t{i}", "e") for i in range(5)]
-    rows = [("t1", "t0", "within", 0.9), ("t2", "t0", "within", 0.5), ("t3", "t0", "within", 0.5)]
-    rows += [("t4", "t0", "within", 0.2), ("t2", "t1", "cross", 0.3)]
-    graph = truncate_graph(TaskGraph.from_edge_rows(tasks, rows), 2, 1)
-    kept = sorted((s, d, r) for s, d, r, _ in graph.edge_rows())
-    assert kept == [("t1", "t0", "within"), ("t2", "t0", "within"), ("t2", "t1", "cross")]
+def test_truncation_equals_a_build_at_the_smaller_sizes(tmp_path):
+    """Tied similarities (repeating abstracts) included: truncating a (12, 24) build to any
+    smaller (k_in, k_cross) keeps exactly the edges a build at those sizes has."""
+    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_store.embeddings import Embedder, EmbeddingConfig
+    from tests.graph_store.small_pool import small_pool
+    from tests.graph_store.test_growth import with_repeating_abstracts
+
+    pool = with_repeating_abstracts(small_pool(4, 10, seed=3))
+    embedder = Embedder(EmbeddingConfig(show_progress=False))
+
+    def built(k_in: int, k_cross: int) -> TaskGraph:
+        config = GraphConfig(k_within=k_in, k_cross=k_cross, show_progress=False)
+        return build_graph(pool, config, embedder=embedder)
+
+    full = built(12, 24)
+    for k_in, k_cross in ((3, 12), (6, 6), (2, 1)):
+        assert sorted(truncate_graph(full, k_in, k_cross).edge_rows()) == sorted(
+            built(k_in, k_cross).edge_rows()
+        )
 
 
 def test_shuffled_pool_keeps_environment_sizes_and_moves_abstracts():

@@ -5,11 +5,14 @@ The store tests here are Bolt/Cypher tests run against ArcadeDB (NEO4J_URI when 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import save_pool
-from envsched_gnn.graph_store.builder import abstracts_of, build
+from envsched_gnn.graph_store.builder import GraphConfig, abstracts_of, build
 from envsched_gnn.graph_store.growth import add_environment, add_pool, build_into_store
 from envsched_gnn.graph_store.snapshot import read_graph, write_graph
 from envsched_gnn.observations import Observation
@@ -36,6 +39,30 @@ def test_add_environment_to_a_graph_equals_rebuild(embedder, config, tmp_path) -
     assert snapshot_text(grown, tmp_path / "a.json") == snapshot_text(rebuilt, tmp_path / "b.json")
     with pytest.raises(ValueError, match="already in the graph"):
         add_environment(grown, POOL, "env3-flight", config, embedder=embedder)
+
+
+def with_repeating_abstracts(pool):
+    """Three abstracts for all tasks: most cross similarities tie at exactly 1.0."""
+    abstracts = (
+        "step 1: lookup",
+        "step 1: lookup; step 2: update using step 1 (gate: state precondition)",
+        "step 1: identifier resolution; step 2: create using step 1",
+    )
+    tasks = [replace(t, abstract=abstracts[n % 3]) for n, t in enumerate(pool.tasks)]
+    return type(pool)(pool.envs, tasks)
+
+
+def test_growth_with_tied_similarities_equals_rebuild(embedder, tmp_path) -> None:
+    """Ties are broken by the pair key, which an addition cannot change: grown == rebuilt."""
+    pool = with_repeating_abstracts(small_pool(5, 6, seed=2))
+    config = GraphConfig(k_within=3, k_cross=4, show_progress=False)
+    first = {e for e in pool.envs if not e.startswith(("env1", "env4"))}
+    graph = build(sub_pool(pool, first), config, embedder=embedder).graph
+    for env_id in ("env4-ticket", "env1-patient"):  # one after, one before the others by id
+        graph = add_environment(graph, pool, env_id, config, embedder=embedder)
+    rebuilt = build(pool, config, embedder=embedder).graph
+    assert np.mean(rebuilt.edges["cross"].sim == 1.0) > 0.9
+    assert snapshot_text(graph, tmp_path / "a.json") == snapshot_text(rebuilt, tmp_path / "b.json")
 
 
 @pytest.mark.store
