@@ -32,6 +32,7 @@ import numpy as np
 
 from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.graph_store.ann import HnswConfig
 from envsched_gnn.graph_store.embeddings import (
     Embedder,
     EmbeddingConfig,
@@ -59,12 +60,18 @@ class GraphConfig:
     """Show progress bars on the long parts."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     """How abstracts are embedded."""
+    ann_threshold: int = 50_000
+    """Pools of at least this many tasks find cross neighbours with the approximate kNN of
+    :mod:`~envsched_gnn.graph_store.ann` (HNSW candidates, exact re-rank); smaller ones
+    with the exact row-block kNN."""
+    hnsw: HnswConfig = field(default_factory=HnswConfig)
+    """The HNSW index of the approximate kNN."""
     llm_extractor: LlmExtractor | None = None
     """Hook deriving a task's abstract (e.g. with an LLM) when the pool gives none; else the
     deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
 
     def __post_init__(self) -> None:
-        for name in ("k_within", "k_cross", "block"):
+        for name in ("k_within", "k_cross", "block", "ann_threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"GraphConfig.{name} must be a positive integer, got {value!r}")
@@ -150,11 +157,7 @@ def _edge_rows(ids: Sequence[str], sims: np.ndarray, valid: np.ndarray, k: int, 
     """Edges neighbour -> target from :func:`top_neighbours` of the rows of ``sims``."""
     hashes = task_hashes(ids)
     rows, cols = top_neighbours(sims, valid, k, hashes, hashes)
-    clipped = np.minimum(sims[rows, cols], 1.0)
-    return [
-        (ids[c], ids[r], relation, s)
-        for r, c, s in zip(rows.tolist(), cols.tolist(), clipped.tolist(), strict=True)
-    ]
+    return _rows(ids, rows, cols, np.minimum(sims[rows, cols], 1.0), relation)
 
 
 def within_edges(tasks: Sequence[Task], k: int) -> list[EdgeRow]:
@@ -163,6 +166,38 @@ def within_edges(tasks: Sequence[Task], k: int) -> list[EdgeRow]:
     ids = [t.task_id for t in tasks]
     sims = within_similarity(tasks)
     return _edge_rows(ids, sims, ~np.eye(len(ids), dtype=bool), k, "within")
+
+
+def cross_neighbours(
+    q: np.ndarray,
+    env_codes: np.ndarray,
+    hashes: np.ndarray,
+    targets: Sequence[int],
+    k: int,
+    *,
+    block: int = 1024,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact cross in-neighbours of the ``targets`` (node indices) among all nodes of other
+    environments: ``(dst, src, sim)`` grouped by target in the order given, best first.
+
+    ``q``: fixed-point embeddings ``(N, 384)``; ``env_codes``: environment index per node;
+    ``hashes``: :func:`task_hashes` of the node ids.
+    """
+    from tqdm.auto import tqdm
+
+    targets = np.asarray(targets, np.int64)
+    dst, src, sim = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    starts = range(0, len(targets), block)
+    for start in tqdm(starts, desc="cross kNN", unit="block", disable=not progress):
+        part = targets[start : start + block]
+        sims = exact_cosines(q[part], q)
+        valid = env_codes[part][:, None] != env_codes[None, :]
+        found_rows, cols = top_neighbours(sims, valid, k, hashes[part], hashes)
+        dst.append(part[found_rows])
+        src.append(cols)
+        sim.append(np.minimum(sims[found_rows, cols], 1.0))
+    return np.concatenate(dst), np.concatenate(src), np.concatenate(sim)
 
 
 def cross_edges(
@@ -175,28 +210,48 @@ def cross_edges(
     block: int = 1024,
     progress: bool = False,
 ) -> list[EdgeRow]:
-    """Cross edges into the ``targets`` (node indices) from all nodes of other environments.
+    """Exact cross edges into the ``targets`` (node indices) from all nodes of other environments.
 
     ``ids`` in task-id order, ``q`` their fixed-point embeddings ``(N, 384)``.
     """
-    from tqdm.auto import tqdm
+    env_codes = np.unique(np.asarray(envs), return_inverse=True)[1]
+    found = cross_neighbours(
+        q, env_codes, task_hashes(ids), targets, k, block=block, progress=progress
+    )
+    return _rows(ids, *found, "cross")
+
+
+def all_cross_edges(
+    ids: Sequence[str], envs: Sequence[str], q: np.ndarray, config: GraphConfig
+) -> list[EdgeRow]:
+    """Cross edges into every node: exact below ``config.ann_threshold`` nodes, else the
+    approximate kNN of :mod:`~envsched_gnn.graph_store.ann` (exact for the nodes it leaves)."""
+    if len(ids) < config.ann_threshold:
+        targets = range(len(ids))
+        return cross_edges(
+            ids, envs, q, targets, config.k_cross, block=config.block, progress=config.show_progress
+        )
+    from envsched_gnn.graph_store.ann import approximate_cross
 
     env_codes = np.unique(np.asarray(envs), return_inverse=True)[1]
     hashes = task_hashes(ids)
-    targets = np.asarray(targets, np.int64)
-    rows: list[EdgeRow] = []
-    starts = range(0, len(targets), block)
-    for start in tqdm(starts, desc="cross kNN", unit="block", disable=not progress):
-        part = targets[start : start + block]
-        sims = exact_cosines(q[part], q)
-        valid = env_codes[part][:, None] != env_codes[None, :]
-        found_rows, cols = top_neighbours(sims, valid, k, hashes[part], hashes)
-        clipped = np.minimum(sims[found_rows, cols], 1.0)
-        rows.extend(
-            (ids[c], ids[part[r]], "cross", s)
-            for r, c, s in zip(found_rows.tolist(), cols.tolist(), clipped.tolist(), strict=True)
-        )
-    return rows
+    *approximate, left = approximate_cross(q, env_codes, hashes, config.k_cross, config.hnsw)
+    exact = cross_neighbours(
+        q, env_codes, hashes, left, config.k_cross, block=config.block, progress=False
+    )
+    dst, src, sim = (np.concatenate(pair) for pair in zip(approximate, exact, strict=True))
+    by_target = np.argsort(dst, kind="stable")
+    return _rows(ids, dst[by_target], src[by_target], sim[by_target], "cross")
+
+
+def _rows(
+    ids: Sequence[str], dst: np.ndarray, src: np.ndarray, sim: np.ndarray, relation: str
+) -> list[EdgeRow]:
+    """Index arrays as ``(src id, dst id, relation, sim)`` rows."""
+    return [
+        (ids[s], ids[d], relation, w)
+        for d, s, w in zip(dst.tolist(), src.tolist(), sim.tolist(), strict=True)
+    ]
 
 
 def abstracts_of(
@@ -248,17 +303,7 @@ def build(
     for env_id in bar:
         rows.extend(within_edges(by_env[env_id], config.k_within))
     texts, vectors = embed_tasks(pool, tasks, embedder, cache, config.llm_extractor)
-    rows.extend(
-        cross_edges(
-            ids,
-            envs,
-            fixed_point(vectors),
-            range(len(ids)),
-            config.k_cross,
-            block=config.block,
-            progress=config.show_progress,
-        )
-    )
+    rows.extend(all_cross_edges(ids, envs, fixed_point(vectors), config))
     graph = TaskGraph.from_edge_rows(list(zip(ids, envs, strict=True)), rows)
     return BuiltGraph(
         graph,
