@@ -24,7 +24,7 @@ edges. The key depends on the two ids only, so incremental growth still equals a
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
@@ -221,27 +221,33 @@ def cross_edges(
     return _rows(ids, *found, "cross")
 
 
-def all_cross_edges(
+def cross_blocks(
     ids: Sequence[str], envs: Sequence[str], q: np.ndarray, config: GraphConfig
-) -> list[EdgeRow]:
-    """Cross edges into every node: exact below ``config.ann_threshold`` nodes, else the
-    approximate kNN of :mod:`~envsched_gnn.graph_store.ann` (exact for the nodes it leaves)."""
-    if len(ids) < config.ann_threshold:
-        targets = range(len(ids))
-        return cross_edges(
-            ids, envs, q, targets, config.k_cross, block=config.block, progress=config.show_progress
-        )
-    from envsched_gnn.graph_store.ann import approximate_cross
-
+) -> Iterator[list[EdgeRow]]:
+    """Cross edges into every node, in node order, one list per block of ``config.block``
+    targets: exact below ``config.ann_threshold`` nodes, else the approximate kNN of
+    :mod:`~envsched_gnn.graph_store.ann` (and the exact one for the nodes it leaves)."""
     env_codes = np.unique(np.asarray(envs), return_inverse=True)[1]
     hashes = task_hashes(ids)
-    *approximate, left = approximate_cross(q, env_codes, hashes, config.k_cross, config.hnsw)
-    exact = cross_neighbours(
-        q, env_codes, hashes, left, config.k_cross, block=config.block, progress=False
-    )
+    k, block = config.k_cross, config.block
+    if len(ids) < config.ann_threshold:
+        from tqdm.auto import tqdm
+
+        starts = range(0, len(ids), block)
+        for start in tqdm(starts, desc="cross kNN", unit="block", disable=not config.show_progress):
+            targets = range(start, min(start + block, len(ids)))
+            yield _rows(ids, *cross_neighbours(q, env_codes, hashes, targets, k), "cross")
+        return
+    from envsched_gnn.graph_store.ann import approximate_cross
+
+    *approximate, left = approximate_cross(q, env_codes, hashes, k, config.hnsw)
+    exact = cross_neighbours(q, env_codes, hashes, left, k, block=block)
     dst, src, sim = (np.concatenate(pair) for pair in zip(approximate, exact, strict=True))
     by_target = np.argsort(dst, kind="stable")
-    return _rows(ids, dst[by_target], src[by_target], sim[by_target], "cross")
+    dst, src, sim = dst[by_target], src[by_target], sim[by_target]
+    for start in range(0, len(dst), block * k):
+        part = slice(start, start + block * k)
+        yield _rows(ids, dst[part], src[part], sim[part], "cross")
 
 
 def _rows(
@@ -277,6 +283,56 @@ def embed_tasks(
     return texts, embed_texts(texts, embedder, cache)
 
 
+class GraphBuild:
+    """The steps of building the graph of a pool, run in order by :func:`build` (in memory) or
+    by :func:`~envsched_gnn.graph_store.stream.stream_build` (written to a store as produced).
+
+    Nodes are the pool's tasks in task-id order; ``cache`` maps abstract text -> embedding.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        config: GraphConfig | None = None,
+        *,
+        embedder: Embedder | None = None,
+        cache: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.config = config or GraphConfig()
+        self.embedder = embedder or Embedder(self.config.embedding)
+        self.cache = cache
+        self.tasks = sorted(pool.tasks, key=lambda t: t.task_id)
+        self.ids = [t.task_id for t in self.tasks]
+        self.envs = [t.env_id for t in self.tasks]
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("the pool has duplicate task ids")
+        self.by_env: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            self.by_env.setdefault(task.env_id, []).append(task)
+
+    def within(self) -> Iterator[list[EdgeRow]]:
+        """Within edges, one list per environment (environments in id order)."""
+        from tqdm.auto import tqdm
+
+        hide = not self.config.show_progress
+        for env_id in tqdm(sorted(self.by_env), desc="within (TF-IDF)", unit="env", disable=hide):
+            yield within_edges(self.by_env[env_id], self.config.k_within)
+
+    def embed(self) -> tuple[list[str], np.ndarray]:
+        """Every task's abstract and its embedding (each distinct abstract not cached, once)."""
+        return embed_tasks(
+            self.pool, self.tasks, self.embedder, self.cache, self.config.llm_extractor
+        )
+
+    def cross(self, vectors: np.ndarray) -> Iterator[list[EdgeRow]]:
+        """Cross edges of the embeddings ``vectors`` (node order), one list per block."""
+        return cross_blocks(self.ids, self.envs, fixed_point(vectors), self.config)
+
+    def graph(self, rows: Iterable[EdgeRow]) -> TaskGraph:
+        return TaskGraph.from_edge_rows(list(zip(self.ids, self.envs, strict=True)), rows)
+
+
 def build(
     pool: Pool,
     config: GraphConfig | None = None,
@@ -285,30 +341,15 @@ def build(
     cache: Mapping[str, np.ndarray] | None = None,
 ) -> BuiltGraph:
     """Build the graph of every task of ``pool``; ``cache`` maps abstract text -> embedding."""
-    from tqdm.auto import tqdm
-
-    config = config or GraphConfig()
-    embedder = embedder or Embedder(config.embedding)
     started = time.perf_counter()
-    tasks = sorted(pool.tasks, key=lambda t: t.task_id)
-    ids = [t.task_id for t in tasks]
-    envs = [t.env_id for t in tasks]
-    if len(set(ids)) != len(ids):
-        raise ValueError("the pool has duplicate task ids")
-    by_env: dict[str, list[Task]] = {}
-    for task in tasks:
-        by_env.setdefault(task.env_id, []).append(task)
-    rows: list[EdgeRow] = []
-    bar = tqdm(sorted(by_env), desc="within (TF-IDF)", unit="env", disable=not config.show_progress)
-    for env_id in bar:
-        rows.extend(within_edges(by_env[env_id], config.k_within))
-    texts, vectors = embed_tasks(pool, tasks, embedder, cache, config.llm_extractor)
-    rows.extend(all_cross_edges(ids, envs, fixed_point(vectors), config))
-    graph = TaskGraph.from_edge_rows(list(zip(ids, envs, strict=True)), rows)
+    steps = GraphBuild(pool, config, embedder=embedder, cache=cache)
+    rows = [row for part in steps.within() for row in part]
+    texts, vectors = steps.embed()
+    rows += [row for part in steps.cross(vectors) for row in part]
     return BuiltGraph(
-        graph,
-        dict(zip(ids, texts, strict=True)),
-        {i: v for i, v in zip(ids, vectors, strict=True)},
+        steps.graph(rows),
+        dict(zip(steps.ids, texts, strict=True)),
+        dict(zip(steps.ids, vectors, strict=True)),
         time.perf_counter() - started,
     )
 

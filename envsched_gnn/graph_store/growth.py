@@ -11,7 +11,8 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
   pair key of :func:`~envsched_gnn.graph_store.builder.pair_keys`, depends on the pair
   only). Displaced edges are deleted.
 
-Old embeddings come from the cache (the store's Task nodes), so only T_E is embedded.
+Old embeddings come from the cache (the store's Abstract nodes), so only T_E's abstracts
+that the store does not know yet are embedded.
 Observations and predictions are never touched.
 """
 
@@ -27,7 +28,6 @@ from envsched_gnn.graph_store.builder import (
     BuiltGraph,
     EdgeRow,
     GraphConfig,
-    build,
     cross_edges,
     embed_tasks,
     pair_keys,
@@ -37,6 +37,7 @@ from envsched_gnn.graph_store.builder import (
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
 from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.graph_store.store import GraphStore
+from envsched_gnn.graph_store.stream import stream_build
 
 
 @dataclass
@@ -149,16 +150,9 @@ def _displaced_cross(
 def build_into_store(
     store: GraphStore, pool: Pool, config: GraphConfig | None = None, *, embedder=None
 ) -> BuiltGraph:
-    """Build the graph of ``pool`` and write pool, embeddings and edges into ``store``.
-
-    Embeddings already cached in the store (same abstract text) are reused.
-    """
-    cache = {text: vector for text, vector in store.read_embeddings().values()}
-    built = build(pool, config, embedder=embedder, cache=cache)
-    store.write_pool(pool)
-    store.write_embeddings({t: (built.abstracts[t], built.embeddings[t]) for t in built.abstracts})
-    store.write_graph(built.graph)
-    return built
+    """Build the graph of ``pool`` into ``store``, streamed (:func:`~.stream.stream_build`):
+    pool, abstracts' embeddings and edges; abstracts already cached in the store are reused."""
+    return stream_build(store, pool, config, embedder=embedder)
 
 
 def add_environment(
@@ -188,7 +182,7 @@ def add_environment(
     cached = target.read_embeddings()
     graph = target.read_graph()
     old_embeddings = {t: vector for t, (_, vector) in cached.items()}
-    cache = {text: vector for text, vector in cached.values()}
+    cache = target.read_abstracts()
     growth = plan_growth(graph, old_embeddings, pool, env_id, config, embedder, cache)
     target.write_environments([pool.envs[env_id]])
     target.write_tasks(growth.tasks)

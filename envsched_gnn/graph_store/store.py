@@ -4,16 +4,18 @@ Schema (spec sections 3 and 8)::
 
     (:Environment {id, introduction, summary, constraints_rules, tool_names})
     (:Task {id, env, env_class_name, instruction, init_config, checks, reference_solution,
-            abstract, split, abstract_text, embedding})-[:IN_ENV]->(:Environment)
+            abstract, split, abstract_text, abstract_key})-[:IN_ENV]->(:Environment)
+    (:Abstract {key, text, embedding})   one per distinct abstract text, key = text_key(text)
     (:Task)-[:WITHIN {sim}]->(:Task)     neighbour j -> target i, same environment
     (:Task)-[:CROSS {sim}]->(:Task)      neighbour j -> target i, other environments
     (:Observation {key, task_id, step, rewards, m, v, d})-[:OF]->(:Task)
     (:Prediction {key, task_id, step, q, u, ...})-[:FOR]->(:Task)
     (:Prediction)-[:EVIDENCE {relation, sim, W, y_v, y_m, y_d, share}]->(:Task)
 
-``init_config``, ``checks`` and ``reference_solution`` are JSON text; ``embedding`` is
-the cached sentence embedding of ``abstract_text`` (so growth never re-embeds old
-tasks). Observation and prediction keys are ``"<step>:<task_id>"``: unique per
+``init_config``, ``checks`` and ``reference_solution`` are JSON text. An Abstract node
+caches the sentence embedding of one abstract text, stored once however many tasks share
+it; a task names its abstract by ``abstract_key`` (so neither a rebuild nor growth re-embeds
+a known abstract). Observation and prediction keys are ``"<step>:<task_id>"``: unique per
 (task, step), so a replay MERGEs onto the same node and never duplicates it.
 
 Every query is a named constant with ``$parameters`` only; bulk writes are
@@ -30,6 +32,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,7 @@ URI_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 CONSTRAINTS = (
     "CREATE CONSTRAINT environment_id IF NOT EXISTS FOR (e:Environment) REQUIRE e.id IS UNIQUE",
     "CREATE CONSTRAINT task_id IF NOT EXISTS FOR (t:Task) REQUIRE t.id IS UNIQUE",
+    "CREATE CONSTRAINT abstract_key IF NOT EXISTS FOR (a:Abstract) REQUIRE a.key IS UNIQUE",
     "CREATE CONSTRAINT observation_key IF NOT EXISTS FOR (o:Observation) REQUIRE o.key IS UNIQUE",
     "CREATE CONSTRAINT prediction_key IF NOT EXISTS FOR (p:Prediction) REQUIRE p.key IS UNIQUE",
 )
@@ -65,14 +69,20 @@ MERGE (t:Task {id: r.id})
 SET t += r.props
 MERGE (t)-[:IN_ENV]->(e)
 """
-SET_EMBEDDINGS = """
+MERGE_ABSTRACTS = """
+UNWIND $rows AS r
+MERGE (a:Abstract {key: r.key})
+SET a.text = r.text, a.embedding = r.embedding
+"""
+SET_TASK_ABSTRACTS = """
 UNWIND $rows AS r
 MATCH (t:Task {id: r.id})
-SET t.abstract_text = r.text, t.embedding = r.embedding
+SET t.abstract_text = r.text, t.abstract_key = r.key
 """
-READ_EMBEDDINGS = """
-MATCH (t:Task) WHERE t.embedding IS NOT NULL
-RETURN t.id AS id, t.abstract_text AS text, t.embedding AS embedding
+READ_ABSTRACTS = "MATCH (a:Abstract) RETURN a.key AS key, a.text AS text, a.embedding AS embedding"
+READ_TASK_ABSTRACT_KEYS = """
+MATCH (t:Task) WHERE t.abstract_key IS NOT NULL
+RETURN t.id AS id, t.abstract_key AS key
 """
 READ_TASK_NODES = "MATCH (t:Task) RETURN t.id AS id, t.env AS env ORDER BY id"
 READ_TASKS = "MATCH (t:Task) RETURN properties(t) AS props ORDER BY t.id"
@@ -110,6 +120,22 @@ MATCH (a:Task {id: r.src})-[e:CROSS]->(b:Task {id: r.dst})
 DELETE e
 """,
 }
+CREATE_EDGES = {
+    "within": """
+UNWIND $rows AS r
+MATCH (a:Task {id: r.src}), (b:Task {id: r.dst})
+CREATE (a)-[:WITHIN {sim: r.sim}]->(b)
+""",
+    "cross": """
+UNWIND $rows AS r
+MATCH (a:Task {id: r.src}), (b:Task {id: r.dst})
+CREATE (a)-[:CROSS {sim: r.sim}]->(b)
+""",
+}
+DELETE_SOME_EDGES = {
+    "within": "MATCH (:Task)-[e:WITHIN]->(:Task) WITH e LIMIT $limit DELETE e RETURN count(*) AS n",
+    "cross": "MATCH (:Task)-[e:CROSS]->(:Task) WITH e LIMIT $limit DELETE e RETURN count(*) AS n",
+}
 READ_EDGES = {
     "within": "MATCH (a:Task)-[e:WITHIN]->(b:Task) RETURN a.id AS src, b.id AS dst, e.sim AS sim",
     "cross": "MATCH (a:Task)-[e:CROSS]->(b:Task) RETURN a.id AS src, b.id AS dst, e.sim AS sim",
@@ -121,6 +147,7 @@ COUNT_EDGES = {
 COUNT_NODES = {
     "Environment": "MATCH (n:Environment) RETURN count(n) AS n",
     "Task": "MATCH (n:Task) RETURN count(n) AS n",
+    "Abstract": "MATCH (n:Abstract) RETURN count(n) AS n",
     "Observation": "MATCH (n:Observation) RETURN count(n) AS n",
     "Prediction": "MATCH (n:Prediction) RETURN count(n) AS n",
 }
@@ -192,6 +219,11 @@ EVIDENCE_FIELDS = ("relation", "sim", "W", "y_v", "y_m", "y_d", "share")
 def record_key(task_id: str, step: int) -> str:
     """Unique key of an observation or prediction of ``task_id`` at ``step``."""
     return f"{step}:{task_id}"
+
+
+def text_key(text: str) -> str:
+    """The Abstract node key of an abstract text: blake2b-128 of its UTF-8 bytes, in hex."""
+    return blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def chunks(rows: Sequence, size: int = CHUNK) -> Iterator[Sequence]:
@@ -401,19 +433,44 @@ class GraphStore:
         return [task_from_properties(row["props"]) for row in self.query(READ_TASKS)]
 
     def write_embeddings(self, embeddings: Mapping[str, tuple[str, np.ndarray]]) -> None:
-        """Cache ``task_id -> (abstract text, embedding)`` on the Task nodes."""
+        """Cache ``task_id -> (abstract text, embedding)``: one Abstract node per distinct text,
+        each task pointed at its abstract."""
+        self.write_abstracts({text: vector for text, vector in embeddings.values()})
+        self.write_task_abstracts({task_id: text for task_id, (text, _) in embeddings.items()})
+
+    def write_abstracts(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """MERGE one Abstract node per ``text -> embedding``."""
         rows = [
-            {"id": task_id, "text": text, "embedding": np.asarray(vector, np.float64).tolist()}
-            for task_id, (text, vector) in embeddings.items()
+            {"key": text_key(text), "text": text, "embedding": np.asarray(v, np.float64).tolist()}
+            for text, v in vectors.items()
         ]
-        self.write_rows(SET_EMBEDDINGS, rows, chunk=500)
+        self.write_rows(MERGE_ABSTRACTS, rows, chunk=500)
+
+    def write_task_abstracts(self, texts: Mapping[str, str]) -> None:
+        """Point each task ``task_id -> abstract text`` at its Abstract node."""
+        rows = [{"id": t, "text": text, "key": text_key(text)} for t, text in texts.items()]
+        self.write_rows(SET_TASK_ABSTRACTS, rows)
+
+    def read_abstracts(self) -> dict[str, np.ndarray]:
+        """The embedding cache: abstract text -> float32 embedding."""
+        return {
+            row["text"]: np.asarray(row["embedding"], np.float32)
+            for row in self.query(READ_ABSTRACTS)
+        }
 
     def read_embeddings(self) -> dict[str, tuple[str, np.ndarray]]:
         """The cached ``task_id -> (abstract text, float32 embedding)``."""
-        return {
-            row["id"]: (row["text"], np.asarray(row["embedding"], np.float32))
-            for row in self.query(READ_EMBEDDINGS)
-        }
+
+        def work(tx):
+            tasks = [(r["id"], r["key"]) for r in tx.run(READ_TASK_ABSTRACT_KEYS)]
+            abstracts = {
+                r["key"]: (r["text"], np.asarray(r["embedding"], np.float32))
+                for r in tx.run(READ_ABSTRACTS)
+            }
+            return tasks, abstracts
+
+        tasks, abstracts = self.read(work)
+        return {task_id: abstracts[key] for task_id, key in tasks if key in abstracts}
 
     def write_graph(self, graph: TaskGraph) -> None:
         """Make the stored nodes' edges equal ``graph``'s: MERGE its edges, delete the others.
@@ -448,6 +505,22 @@ class GraphStore:
         self.write_rows(
             MERGE_EDGES[relation], [{"src": s, "dst": d, "sim": w} for s, d, w in added]
         )
+
+    def delete_edges(self, relation: str, *, batch: int = 50_000) -> None:
+        """Delete every edge of ``relation`` between tasks, in batches (nodes stay)."""
+
+        def work(tx) -> int:
+            return int(tx.run(DELETE_SOME_EDGES[relation], limit=batch).single()["n"])
+
+        while self.write(work) > 0:
+            pass
+
+    def create_edges(
+        self, relation: str, rows: Sequence[tuple[str, str, float]], *, chunk: int = CHUNK
+    ) -> None:
+        """CREATE ``(src, dst, sim)`` edges (no MERGE check: for a relation just emptied)."""
+        rows = [{"src": s, "dst": d, "sim": w} for s, d, w in rows]
+        self.write_rows(CREATE_EDGES[relation], rows, chunk=chunk)
 
     def read_graph(self) -> TaskGraph:
         """The whole graph in one query per node set and relation; nodes in task-id order."""
