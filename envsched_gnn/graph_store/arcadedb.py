@@ -100,6 +100,11 @@ class ManagedArcadeDB:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The server process id while it runs."""
+        return self._process.pid if self.running else None
+
     def password(self) -> str:
         """The root password, generated once and kept in a 0600 file in the folder."""
         path = self.folder / PASSWORD_FILE
