@@ -171,7 +171,8 @@ def add_environment(
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)
     if isinstance(target, TaskGraph):
-        unknown = [t for t in target.task_ids if t not in {task.task_id for task in pool.tasks}]
+        known = {task.task_id for task in pool.tasks}
+        unknown = [t for t in target.task_ids if t not in known]
         if unknown:
             raise ValueError(f"task(s) {unknown[:10]} of the graph are not in the pool")
         old = [pool.task(t) for t in target.task_ids]
