@@ -11,6 +11,14 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
   pair key of :func:`~envsched_gnn.graph_store.builder.pair_keys`, depends on the pair
   only). Displaced edges are deleted.
 
+What holds above ``GraphConfig.ann_threshold`` (where a build uses the approximate kNN of
+:mod:`~envsched_gnn.graph_store.ann`): growth does not query an ANN index; the new tasks'
+cross edges are the exact top over all tasks, and each old task's new top is the exact top
+of its current (possibly approximate) in-neighbours U T_E. So grown == rebuilt exactly below
+the threshold; above it, both equal the exact graph wherever the ANN found each target's
+exact neighbours (recall 1), and otherwise a grown target keeps every neighbour its
+approximate list had unless a newcomer beats it.
+
 Old embeddings come from the cache (the store's Abstract nodes), so only T_E's abstracts
 that the store does not know yet are embedded.
 Observations and predictions are never touched.
