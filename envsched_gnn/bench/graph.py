@@ -36,6 +36,14 @@ def peak_rss_mib(pid: int | str = "self") -> float:
     return float("nan")
 
 
+def reset_peak_rss(pid: int | str = "self") -> None:
+    """Restart a process's ``VmHWM`` from its current RSS (Linux ``clear_refs``; else no-op)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
     """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
     graph has (recall@k; 1.0 for the exact path)."""
@@ -44,7 +52,8 @@ def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
     targets = np.sort(rng.choice(graph.num_tasks, min(sample, graph.num_tasks), replace=False))
     env_codes = graph.env_index()[1]
-    dst, src, _ = cross_neighbours(q, env_codes, task_hashes(graph.task_ids), targets, k)
+    hashes = task_hashes(graph.task_ids)
+    dst, src, _ = cross_neighbours(q, env_codes, hashes, targets, k, block=64)
     cross = graph.edges["cross"]
     have = set(zip(cross.dst.tolist(), cross.src.tolist(), strict=True))
     wanted = list(zip(dst.tolist(), src.tolist(), strict=True))
@@ -73,12 +82,14 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         config = replace(config, ann_threshold=args.ann_threshold)
     phases: dict[str, float] = {}
     with open_store(folder / f"store-{num_tasks}") as store:
+        reset_peak_rss()
         started = time.perf_counter()
         built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
         out["build_store_s"] = time.perf_counter() - started
         started = time.perf_counter()
         graph = store.read_graph()
         out["read_back_s"] = time.perf_counter() - started
+        out["peak_rss_mib"] = peak_rss_mib()  # build, store and read back (pool excluded)
         server = store.server
         out["server_peak_rss_mib"] = peak_rss_mib(server.pid) if server else float("nan")
     out.update({f"{name}_s": seconds for name, seconds in phases.items()})
@@ -89,7 +100,6 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     out["edges_per_s_written"] = edges / max(phases.get("store_write", 0.0), 1e-9)
     q = fixed_point(np.stack([built.embeddings[t] for t in graph.task_ids]))
     out["recall"] = cross_recall(graph, q, config.k_cross, args.recall_sample, args.seed)
-    out["peak_rss_mib"] = peak_rss_mib()
     step = time_steps(graph, repeats=3, history_steps=2, seed=args.seed)
     out["step_s"] = step["step_seconds"]
     return out
