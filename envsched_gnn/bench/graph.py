@@ -13,6 +13,7 @@ peak RSS of this process and of the store's server, and the ingest rates.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import tempfile
@@ -38,10 +39,8 @@ def peak_rss_mib(pid: int | str = "self") -> float:
 
 def reset_peak_rss(pid: int | str = "self") -> None:
     """Restart a process's ``VmHWM`` from its current RSS (Linux ``clear_refs``; else no-op)."""
-    try:
+    with contextlib.suppress(OSError):
         Path(f"/proc/{pid}/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
