@@ -107,10 +107,11 @@ def approximate_cross(
     starts = np.searchsorted(group[order], np.arange(len(distinct) + 1))
     members = [order[starts[g] : starts[g + 1]] for g in range(len(distinct))]
     found = hnsw_neighbours(distinct, config)
-    complete = found.shape[1] == len(distinct)  # every group was retrieved
+    complete = found.shape[1] == len(distinct)  # every search asked for all U groups
     dst, src, sim, exact = [], [], [], []
     for g, row in enumerate(found):
-        chosen = _candidate_groups(g, row[row >= 0], distinct, members, env_codes, k, complete)
+        found_all = complete and bool((row >= 0).all())  # this group's search returned all U
+        chosen = _candidate_groups(g, row[row >= 0], distinct, members, env_codes, k, found_all)
         targets = members[g]
         if chosen is None:
             exact.append(targets)
