@@ -75,7 +75,9 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     pool = type(pool)(pool.envs, pool.tasks[:num_tasks])
     out["pool_s"] = time.perf_counter() - started
     config = GraphConfig(
-        show_progress=args.progress, embedding=EmbeddingConfig(show_progress=args.progress)
+        within_workers=args.within_workers,
+        show_progress=args.progress,
+        embedding=EmbeddingConfig(show_progress=args.progress),
     )
     if args.ann_threshold is not None:
         config = replace(config, ann_threshold=args.ann_threshold)
@@ -148,6 +150,7 @@ def register(groups: dict) -> None:
     p.add_argument("--tasks", type=int, nargs="+", help="pool sizes N (default 10000)")
     p.add_argument("--tasks-per-env", type=int, default=100, help="tasks per environment (100)")
     p.add_argument("--ann-threshold", type=int, default=None, help="GraphConfig.ann_threshold")
+    p.add_argument("--within-workers", type=int, default=1, help="within processes (1)")
     p.add_argument("--chunk", type=int, default=5000, help="edge rows per UNWIND write (5000)")
     p.add_argument("--recall-sample", type=int, default=1000, help="targets checked (1000)")
     p.add_argument("--seed", type=int, default=0, help="pool seed (0)")

@@ -56,6 +56,9 @@ class GraphConfig:
     """In-neighbours per task from other environments (spec: k_cross = 12)."""
     block: int = 1024
     """Rows of the cross-similarity matrix computed at a time."""
+    within_workers: int = 1
+    """Processes computing within edges, environments split among them (results in
+    environment order, identical for any count; 1: in this process)."""
     show_progress: bool = True
     """Show progress bars on the long parts."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
@@ -71,7 +74,7 @@ class GraphConfig:
     deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
 
     def __post_init__(self) -> None:
-        for name in ("k_within", "k_cross", "block", "ann_threshold"):
+        for name in ("k_within", "k_cross", "block", "within_workers", "ann_threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"GraphConfig.{name} must be a positive integer, got {value!r}")
@@ -316,8 +319,22 @@ class GraphBuild:
         from tqdm.auto import tqdm
 
         hide = not self.config.show_progress
-        for env_id in tqdm(sorted(self.by_env), desc="within (TF-IDF)", unit="env", disable=hide):
-            yield within_edges(self.by_env[env_id], self.config.k_within)
+        envs = [self.by_env[env_id] for env_id in sorted(self.by_env)]
+        k, workers = self.config.k_within, min(self.config.within_workers, len(envs))
+        bar = tqdm(total=len(envs), desc="within (TF-IDF)", unit="env", disable=hide)
+        if workers <= 1:
+            for tasks in envs:
+                yield within_edges(tasks, k)
+                bar.update()
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")  # no fork after torch's threads
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            for rows in pool.map(within_edges, envs, [k] * len(envs), chunksize=16):
+                yield rows
+                bar.update()
 
     def embed(self) -> tuple[list[str], np.ndarray]:
         """Every task's abstract and its embedding (each distinct abstract not cached, once)."""

@@ -32,6 +32,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         help="pools of at least this many tasks use the approximate cross kNN "
         "(HNSW candidates, exact re-rank; default 50000)",
     )
+    build.add_argument(
+        "--within-workers",
+        type=int,
+        default=1,
+        help="processes computing the within edges (same graph for any count; default 1)",
+    )
     _store_option(build)
     build.set_defaults(func=build_command)
 
@@ -63,7 +69,11 @@ def _neighbour_options(parser: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace):
     from envsched_gnn.graph_store.builder import GraphConfig
 
-    config = GraphConfig(k_within=args.k_within, k_cross=args.k_cross)
+    config = GraphConfig(
+        k_within=args.k_within,
+        k_cross=args.k_cross,
+        within_workers=getattr(args, "within_workers", 1),
+    )
     threshold = getattr(args, "ann_threshold", None)
     return config if threshold is None else replace(config, ann_threshold=threshold)
 

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from envsched_gnn.graph_store.ann import HnswConfig, approximate_cross, embedding_groups
-from envsched_gnn.graph_store.builder import GraphConfig, build, cross_neighbours, task_hashes
+from envsched_gnn.graph_store.builder import (
+    GraphBuild,
+    GraphConfig,
+    build,
+    cross_neighbours,
+    task_hashes,
+)
 from envsched_gnn.graph_store.embeddings import embed_texts, fixed_point
 from envsched_gnn.graph_store.stream import stream_build
 from tests.graph_store.small_pool import small_pool
@@ -81,3 +87,12 @@ def test_streamed_build_equals_in_memory_build(store, embedder) -> None:
     stream_build(store, pool, config, embedder=embedder)  # rebuilt over the stored graph
     assert embedder.encoded == encoded  # every abstract came from the store's cache
     assert sorted(rows_of(store.read_graph())) == sorted(rows_of(in_memory.graph))
+
+
+def test_within_edges_from_worker_processes_equal_in_process(embedder, config) -> None:
+    pool = small_pool(5, 7, seed=4)
+    steps = GraphBuild(pool, config, embedder=embedder)
+    alone = [row for part in steps.within() for row in part]
+    steps.config = replace(config, within_workers=2)
+    assert [row for part in steps.within() for row in part] == alone
+    assert len(alone) == 35 * 6
