@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "envsched_gnn.eval.commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
+    "envsched_gnn.bench.graph",
     "envsched_gnn.bench.grpo",
 )
 POOL_COMMANDS = (

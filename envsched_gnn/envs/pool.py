@@ -71,6 +71,9 @@ class Pool:
 
     def __post_init__(self) -> None:
         self._by_id = {task.task_id: task for task in self.tasks}
+        self._by_env: dict[str, list[Task]] = {}
+        for task in self.tasks:
+            self._by_env.setdefault(task.env_id, []).append(task)
 
     def task(self, task_id: str) -> Task:
         try:
@@ -79,7 +82,8 @@ class Pool:
             raise KeyError(f"unknown task {task_id!r}") from None
 
     def tasks_of(self, env_id: str) -> list[Task]:
-        return [task for task in self.tasks if task.env_id == env_id]
+        """The tasks of ``env_id``, in file order (indexed: O(1) per call, not O(N))."""
+        return list(self._by_env.get(env_id, ()))
 
     def split(self, name: str) -> list[Task]:
         return [task for task in self.tasks if task.split == name]

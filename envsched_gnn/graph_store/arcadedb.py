@@ -152,6 +152,10 @@ class ManagedArcadeDB:
             databases.is_dir() and any(databases.iterdir())
         )
 
+    def pid(self) -> int | None:
+        """The server process id while it runs."""
+        return self._process.pid if self.running else None
+
     def password(self) -> str:
         """The root password, from the 0600 file ``root_password``; generated for a new folder."""
         path = self.password_path

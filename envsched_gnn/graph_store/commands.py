@@ -11,6 +11,7 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import replace
 
 STORE_HELP = (
     "bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a "
@@ -24,6 +25,19 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     build = graph.add_parser("build", help="build the dual-relation graph of a pool into the store")
     build.add_argument("--pool", required=True, help="pool folder (envs.json + tasks.json)")
     _neighbour_options(build)
+    build.add_argument(
+        "--ann-threshold",
+        type=int,
+        default=None,
+        help="pools of at least this many tasks use the approximate cross kNN "
+        "(HNSW candidates, exact re-rank; default 50000)",
+    )
+    build.add_argument(
+        "--within-workers",
+        type=int,
+        default=1,
+        help="processes computing the within edges (same graph for any count; default 1)",
+    )
     _store_option(build)
     build.set_defaults(func=build_command)
 
@@ -55,7 +69,13 @@ def _neighbour_options(parser: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace):
     from envsched_gnn.graph_store.builder import GraphConfig
 
-    return GraphConfig(k_within=args.k_within, k_cross=args.k_cross)
+    config = GraphConfig(
+        k_within=args.k_within,
+        k_cross=args.k_cross,
+        within_workers=getattr(args, "within_workers", 1),
+    )
+    threshold = getattr(args, "ann_threshold", None)
+    return config if threshold is None else replace(config, ann_threshold=threshold)
 
 
 def _print_stats(graph, seconds: float, what: str) -> None:

@@ -11,7 +11,16 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
   pair key of :func:`~envsched_gnn.graph_store.builder.pair_keys`, depends on the pair
   only). Displaced edges are deleted.
 
-Old embeddings come from the cache (the store's Task nodes), so only T_E is embedded.
+What holds above ``GraphConfig.ann_threshold`` (where a build uses the approximate kNN of
+:mod:`~envsched_gnn.graph_store.ann`): growth does not query an ANN index; the new tasks'
+cross edges are the exact top over all tasks, and each old task's new top is the exact top
+of its current (possibly approximate) in-neighbours U T_E. So grown == rebuilt exactly below
+the threshold; above it, both equal the exact graph wherever the ANN found each target's
+exact neighbours (recall 1), and otherwise a grown target keeps every neighbour its
+approximate list had unless a newcomer beats it.
+
+Old embeddings come from the cache (the store's Abstract nodes), so only T_E's abstracts
+that the store does not know yet are embedded.
 Observations and predictions are never touched. In a store, a build or a growth marks the
 graph complete only once all of it is written (``GraphStore.begin_graph_build``), so an
 interrupted one cannot be read as a valid graph.
@@ -29,7 +38,6 @@ from envsched_gnn.graph_store.builder import (
     BuiltGraph,
     EdgeRow,
     GraphConfig,
-    build,
     cross_edges,
     embed_tasks,
     pair_keys,
@@ -39,6 +47,7 @@ from envsched_gnn.graph_store.builder import (
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
 from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.graph_store.store import GraphStore
+from envsched_gnn.graph_store.stream import stream_build
 
 
 @dataclass
@@ -151,17 +160,9 @@ def _displaced_cross(
 def build_into_store(
     store: GraphStore, pool: Pool, config: GraphConfig | None = None, *, embedder=None
 ) -> BuiltGraph:
-    """Build the graph of ``pool`` and write pool, embeddings and edges into ``store``.
-
-    Embeddings already cached in the store (same abstract text) are reused.
-    """
-    cache = {text: vector for text, vector in store.read_embeddings().values()}
-    built = build(pool, config, embedder=embedder, cache=cache)
-    graph_build = store.begin_graph_build()
-    store.write_pool(pool)
-    store.write_embeddings({t: (built.abstracts[t], built.embeddings[t]) for t in built.abstracts})
-    store.write_graph(built.graph, build=graph_build)
-    return built
+    """Build the graph of ``pool`` into ``store``, streamed (:func:`~.stream.stream_build`):
+    pool, abstracts' embeddings and edges; abstracts already cached in the store are reused."""
+    return stream_build(store, pool, config, embedder=embedder)
 
 
 def add_environment(
@@ -180,7 +181,8 @@ def add_environment(
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)
     if isinstance(target, TaskGraph):
-        unknown = [t for t in target.task_ids if t not in {task.task_id for task in pool.tasks}]
+        known = {task.task_id for task in pool.tasks}
+        unknown = [t for t in target.task_ids if t not in known]
         if unknown:
             raise ValueError(f"task(s) {unknown[:10]} of the graph are not in the pool")
         old = [pool.task(t) for t in target.task_ids]
@@ -191,7 +193,7 @@ def add_environment(
     cached = target.read_embeddings()
     graph = target.read_graph(empty_ok=True)
     old_embeddings = {t: vector for t, (_, vector) in cached.items()}
-    cache = {text: vector for text, vector in cached.values()}
+    cache = target.read_abstracts()
     growth = plan_growth(graph, old_embeddings, pool, env_id, config, embedder, cache)
     graph_build = target.begin_graph_build()
     target.write_environments([pool.envs[env_id]])

@@ -23,6 +23,7 @@ from envsched_gnn.envs.generator import (
 )
 from envsched_gnn.envs.generator.codegen import tool_names
 from envsched_gnn.envs.generator.domains import DOMAINS
+from envsched_gnn.envs.generator.tasks import generate_replicated_pool
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import load_pool, task_to_dict
 
@@ -202,6 +203,20 @@ def test_extra_tasks_are_fresh_and_executable(small_pool):
     foreign = Pool(envs={"x": small_pool.envs["blood_donation"]}, tasks=[])
     with pytest.raises(GeneratorError, match="'x'"):
         generate_extra_tasks(foreign, per_env=1, seed=0)
+
+
+def test_replicated_pool_repeats_domains_with_fresh_executable_tasks():
+    pool = generate_replicated_pool(53, 2, seed=1)  # two domains get a second replica
+    assert len(pool.envs) == 53 and len(pool.tasks) == 106
+    assert len({t.task_id for t in pool.tasks}) == 106
+    first, second = pool.envs[f"{DOMAINS[0].key}-r0000"], pool.envs[f"{DOMAINS[0].key}-r0001"]
+    assert first.env_class_code == second.env_class_code
+    replicas = [pool.tasks_of(env_id) for env_id in (first.env_id, second.env_id)]
+    assert {t.task for t in replicas[0]}.isdisjoint({t.task for t in replicas[1]})
+    for task in pool.tasks[::17]:
+        assert _replay(pool, task, task.reference_solution)[0] == 1.0
+    with pytest.raises(GeneratorError):
+        generate_replicated_pool(0, 2)
 
 
 def test_written_pool_loads_back(tmp_path):

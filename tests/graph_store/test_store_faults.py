@@ -76,7 +76,7 @@ def test_an_interrupted_build_is_never_read_as_a_graph(tmp_path, embedder, confi
         write_rows = store.write_rows
 
         def interrupted(cypher, rows, **kwargs):
-            if "WITHIN" in cypher and "MERGE" in cypher:
+            if "WITHIN" in cypher and ("MERGE" in cypher or "CREATE" in cypher):  # edges
                 if fault.startswith("kill"):
                     kill_server(store)
                 else:

@@ -172,6 +172,28 @@ def generate_pool(
     return Pool(envs=envs, tasks=tasks)
 
 
+def generate_replicated_pool(n_envs: int, tasks_per_env: int = 100, seed: int = 0) -> Pool:
+    """A large pool for benchmarks: ``n_envs`` environments, replicas of the built-in domains.
+
+    Environment ``n`` is replica ``n // 51`` of domain ``n % 51``: the domain's executable
+    class and tools under the id ``<domain>-r<replica>``, with ``tasks_per_env`` fresh tasks
+    (ids ``<env>-<index>``, every draw from ``random.Random(f"{seed}:{domain}:r<replica>:...")``).
+    All tasks are split ``train``. 10,000 x 100 is the issue-15 scale (about 0.6 ms a task).
+    """
+    if n_envs < 1 or tasks_per_env < 1:
+        raise GeneratorError(f"n_envs={n_envs}, tasks_per_env={tasks_per_env}: must be >= 1")
+    envs: dict[str, Environment] = {}
+    tasks: list[Task] = []
+    for n in range(n_envs):
+        domain, replica = DOMAINS[n % len(DOMAINS)], n // len(DOMAINS)
+        env_id = f"{domain.key}-r{replica:04d}"
+        env = Environment(**{**vars(build_environment(domain)), "env_id": env_id})
+        envs[env_id] = env
+        made = _env_tasks(domain, env, tasks_per_env, seed, f"r{replica}", env_id)
+        tasks += [Task(**{**vars(task), "env_id": env_id}) for task in made]
+    return Pool(envs=envs, tasks=tasks)
+
+
 def _with_split(task: Task, split: str) -> Task:
     return Task(**{**vars(task), "split": split})
 

@@ -1,0 +1,159 @@
+"""``envsched-gnn bench graph``: build, store and read back the task graph of a large pool.
+
+Per size N: a replicated generator pool (:func:`generate_replicated_pool`, environments of
+``--tasks-per-env`` tasks, the built-in domains repeated), streamed into a fresh managed
+ArcadeDB store (:func:`~envsched_gnn.graph_store.stream.stream_build`), read back with
+``read_graph``, and one EnvSched scheduling step on the graph read back. Prints the seconds
+of each phase (pool generation, within TF-IDF, embedding of the distinct abstracts, cross
+kNN, all store writes, read back), the distinct abstracts, the cross path (exact or ANN),
+the ANN's recall@k_cross against the exact kNN on ``--recall-sample`` random targets, the
+peak RSS of this process and of the store's server, and the ingest rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import resource
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """Peak resident memory of a process (``VmHWM`` of /proc; NaN where unreadable)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    if pid == "self":
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return float("nan")
+
+
+def reset_peak_rss(pid: int | str = "self") -> None:
+    """Restart a process's ``VmHWM`` from its current RSS (Linux ``clear_refs``; else no-op)."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
+    """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
+    graph has (recall@k; 1.0 for the exact path)."""
+    from envsched_gnn.graph_store.builder import cross_neighbours, task_hashes
+
+    rng = np.random.default_rng(seed)
+    targets = np.sort(rng.choice(graph.num_tasks, min(sample, graph.num_tasks), replace=False))
+    env_codes = graph.env_index()[1]
+    hashes = task_hashes(graph.task_ids)
+    dst, src, _ = cross_neighbours(q, env_codes, hashes, targets, k, block=64)
+    cross = graph.edges["cross"]
+    have = set(zip(cross.dst.tolist(), cross.src.tolist(), strict=True))
+    wanted = list(zip(dst.tolist(), src.tolist(), strict=True))
+    return sum(pair in have for pair in wanted) / max(len(wanted), 1)
+
+
+def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
+    """Every phase at one pool size (see the module docstring)."""
+    from envsched_gnn.bench.scheduler import time_steps
+    from envsched_gnn.envs.generator.tasks import generate_replicated_pool
+    from envsched_gnn.graph_store.builder import GraphConfig
+    from envsched_gnn.graph_store.embeddings import EmbeddingConfig, fixed_point
+    from envsched_gnn.graph_store.store import open_store
+    from envsched_gnn.graph_store.stream import stream_build
+
+    out: dict = {"tasks": num_tasks}
+    started = time.perf_counter()
+    n_envs = -(-num_tasks // args.tasks_per_env)
+    pool = generate_replicated_pool(n_envs, args.tasks_per_env, seed=args.seed)
+    pool = type(pool)(pool.envs, pool.tasks[:num_tasks])
+    out["pool_s"] = time.perf_counter() - started
+    config = GraphConfig(
+        within_workers=args.within_workers,
+        show_progress=args.progress,
+        embedding=EmbeddingConfig(show_progress=args.progress),
+    )
+    if args.ann_threshold is not None:
+        config = replace(config, ann_threshold=args.ann_threshold)
+    phases: dict[str, float] = {}
+    with open_store(folder / f"store-{num_tasks}") as store:
+        reset_peak_rss()
+        started = time.perf_counter()
+        built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
+        out["build_store_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        graph = store.read_graph()
+        out["read_back_s"] = time.perf_counter() - started
+        out["peak_rss_mib"] = peak_rss_mib()  # build, store and read back (pool excluded)
+        server = store.server
+        out["server_peak_rss_mib"] = peak_rss_mib(server.pid) if server else float("nan")
+    out.update({f"{name}_s": seconds for name, seconds in phases.items()})
+    edges = sum(len(e) for e in graph.edges.values())
+    out["edges"] = edges
+    out["distinct_abstracts"] = len(set(built.abstracts.values()))
+    out["cross_path"] = "ann" if num_tasks >= config.ann_threshold else "exact"
+    out["edges_per_s_written"] = edges / max(phases.get("store_write", 0.0), 1e-9)
+    q = fixed_point(np.stack([built.embeddings[t] for t in graph.task_ids]))
+    out["recall"] = cross_recall(graph, q, config.k_cross, args.recall_sample, args.seed)
+    step = time_steps(graph, repeats=3, history_steps=2, seed=args.seed)
+    out["step_s"] = step["step_seconds"]
+    return out
+
+
+COLUMNS = (  # (result key, header, width, format)
+    ("tasks", "tasks", 9, "d"),
+    ("edges", "edges", 10, "d"),
+    ("distinct_abstracts", "distinct", 9, "d"),
+    ("cross_path", "path", 6, "s"),
+    ("pool_s", "pool_s", 7, ".1f"),
+    ("within_s", "within_s", 8, ".1f"),
+    ("embed_s", "embed_s", 8, ".1f"),
+    ("cross_s", "cross_s", 8, ".1f"),
+    ("store_write_s", "write_s", 8, ".1f"),
+    ("read_back_s", "read_s", 7, ".1f"),
+    ("recall", "recall", 7, ".4f"),
+    ("peak_rss_mib", "rss_MiB", 8, ".0f"),
+    ("server_peak_rss_mib", "srv_MiB", 8, ".0f"),
+    ("step_s", "step_s", 7, ".3f"),
+)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    sizes = args.tasks or [10_000]
+    if min(sizes) < 64:
+        print("--tasks: a pool needs at least B = 64 tasks")
+        return 2
+    print(" ".join(f"{header:>{width}}" for _, header, width, _ in COLUMNS))
+    with tempfile.TemporaryDirectory(prefix="bench-graph-") as folder:
+        for n in sizes:
+            r = bench_size(args, n, Path(folder))
+            print(" ".join(f"{r[key]:>{width}{spec}}" for key, _, width, spec in COLUMNS))
+            print(json.dumps(r), flush=True)
+    return 0
+
+
+def register(groups: dict) -> None:
+    p = groups["bench"].add_parser(
+        "graph",
+        help="build, store and read back the graph of a large generated pool",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    p.add_argument("--tasks", type=int, nargs="+", help="pool sizes N (default 10000)")
+    p.add_argument("--tasks-per-env", type=int, default=100, help="tasks per environment (100)")
+    p.add_argument("--ann-threshold", type=int, default=None, help="GraphConfig.ann_threshold")
+    p.add_argument("--within-workers", type=int, default=1, help="within processes (1)")
+    p.add_argument("--chunk", type=int, default=5000, help="edge rows per UNWIND write (5000)")
+    p.add_argument("--recall-sample", type=int, default=1000, help="targets checked (1000)")
+    p.add_argument("--seed", type=int, default=0, help="pool seed (0)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
+    p.add_argument("--progress", action="store_true", help="show progress bars")
+    p.set_defaults(func=_run)

@@ -1,0 +1,173 @@
+"""Approximate cross kNN for large pools: HNSW candidates over distinct embeddings, exact re-rank.
+
+The exact cross relation (:func:`~envsched_gnn.graph_store.builder.cross_edges`) compares
+every target with every task: O(N^2 d). At or above ``GraphConfig.ann_threshold`` tasks the
+builder uses this module instead, in three steps:
+
+1. **groups**: tasks with the same fixed-point embedding ``q`` (in practice, the same
+   abstract text) form one group; only the U distinct vectors are indexed (U << N where
+   abstracts repeat: 3,785 distinct among 10,200 generated tasks).
+2. **candidates**: for each group g, the ``ann_candidates`` groups h with the largest
+   ``cos(e_g, e_h)``, from an HNSW graph (faiss ``IndexHNSWFlat``, inner product on the
+   unit-norm float32 embeddings), g itself always included. The index is built on one
+   thread, vectors added in group order (groups sorted by their fixed-point vector), so the
+   search is deterministic.
+3. **exact re-rank**: the candidate groups are re-sorted by the exact fixed-point cosine
+   (:func:`~envsched_gnn.graph_store.embeddings.exact_cosines`) and taken best first until
+   every environment of g sees at least ``k_cross`` candidate tasks outside itself; groups
+   tied with the last one taken come along. For each target task i of g the top ``k_cross``
+   of those candidate tasks j (other environments) are chosen by
+   :func:`~envsched_gnn.graph_store.builder.top_neighbours`: similarity, then the pair key.
+
+The ANN only decides which groups are looked at; every similarity and every tie-break is
+the exact one. A group whose retrieved candidates cannot settle its top ``k_cross`` (too few
+tasks, or the last similarity taken ties the last one retrieved, so tied groups may lie
+beyond) is done by the exact path over all tasks. Hence: when the HNSW returns each group's
+true nearest groups, the result equals the exact path bit for bit; otherwise a target can
+miss a neighbour (``bench graph`` reports recall@k_cross against the exact path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envsched_gnn.graph_store.embeddings import exact_cosines
+
+CELLS_PER_BLOCK = 4_000_000
+"""Target rows x candidate columns scored at once (bounds the memory of a re-rank block)."""
+
+
+@dataclass(frozen=True)
+class HnswConfig:
+    """The HNSW index of the approximate cross kNN (faiss ``IndexHNSWFlat``)."""
+
+    m: int = 32
+    """Links per node (faiss ``M``)."""
+    ef_construction: int = 200
+    """Candidate list size while building."""
+    ef_search: int = 256
+    """Candidate list size while searching (>= ``candidates``)."""
+    candidates: int = 64
+    """Distinct embeddings retrieved per distinct embedding."""
+
+    def __post_init__(self) -> None:
+        for name in ("m", "ef_construction", "ef_search", "candidates"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"HnswConfig.{name} must be a positive integer, got {value!r}")
+
+
+def embedding_groups(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of ``q`` (sorted) and each row's group: ``(N, D) -> (U, D), (N,)``."""
+    distinct, inverse = np.unique(q, axis=0, return_inverse=True)
+    return distinct, inverse.reshape(-1)
+
+
+def hnsw_neighbours(vectors: np.ndarray, config: HnswConfig) -> np.ndarray:
+    """Indices of the ``config.candidates`` nearest rows of each row (by inner product),
+    ``(U, D) -> (U, min(candidates, U))``; -1 where the search found fewer."""
+    import faiss
+
+    x = np.ascontiguousarray(vectors, np.float32)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30)
+    count = min(config.candidates, len(x))
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # HNSW insertion is deterministic on one thread only
+    try:
+        index = faiss.IndexHNSWFlat(x.shape[1], config.m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = config.ef_construction
+        index.add(x)
+        index.hnsw.efSearch = max(config.ef_search, count)
+        _, found = index.search(x, count)
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return found.astype(np.int64)
+
+
+def approximate_cross(
+    q: np.ndarray,
+    env_codes: np.ndarray,
+    hashes: np.ndarray,
+    k: int,
+    config: HnswConfig,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cross in-neighbours of every node: ``(dst, src, sim)`` grouped by dst in node order,
+    best first, plus the nodes left to the exact path (ascending).
+
+    ``q``: fixed-point embeddings ``(N, D)``; ``env_codes``: environment index per node;
+    ``hashes``: :func:`~envsched_gnn.graph_store.builder.task_hashes` of the node ids.
+    """
+    from envsched_gnn.graph_store.builder import top_neighbours
+
+    distinct, group = embedding_groups(q)
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(len(distinct) + 1))
+    members = [order[starts[g] : starts[g + 1]] for g in range(len(distinct))]
+    found = hnsw_neighbours(distinct, config)
+    complete = found.shape[1] == len(distinct)  # every search asked for all U groups
+    dst, src, sim, exact = [], [], [], []
+    for g, row in enumerate(found):
+        found_all = complete and bool((row >= 0).all())  # this group's search returned all U
+        chosen = _candidate_groups(g, row[row >= 0], distinct, members, env_codes, k, found_all)
+        targets = members[g]
+        if chosen is None:
+            exact.append(targets)
+            continue
+        groups, group_sims = chosen
+        cols = np.concatenate([members[h] for h in groups])
+        col_sims = np.repeat(group_sims, [len(members[h]) for h in groups])
+        step = max(1, CELLS_PER_BLOCK // max(len(cols), 1))
+        for start in range(0, len(targets), step):
+            part = targets[start : start + step]
+            sims = np.broadcast_to(col_sims, (len(part), len(cols)))
+            valid = env_codes[part][:, None] != env_codes[cols][None, :]
+            rows, picked = top_neighbours(sims, valid, k, hashes[part], hashes[cols])
+            dst.append(part[rows])
+            src.append(cols[picked])
+            sim.append(np.minimum(col_sims[picked], 1.0))
+    if dst:
+        dst_all, src_all, sim_all = np.concatenate(dst), np.concatenate(src), np.concatenate(sim)
+    else:
+        dst_all = src_all = np.zeros(0, np.int64)
+        sim_all = np.zeros(0, np.float64)
+    by_target = np.argsort(dst_all, kind="stable")  # keeps best-first within a target
+    left = np.sort(np.concatenate(exact)) if exact else np.zeros(0, np.int64)
+    return dst_all[by_target], src_all[by_target], sim_all[by_target], left
+
+
+def _candidate_groups(
+    g: int,
+    retrieved: np.ndarray,
+    distinct: np.ndarray,
+    members: Sequence[np.ndarray],
+    env_codes: np.ndarray,
+    k: int,
+    complete: bool,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Groups whose tasks hold the top ``k`` cross candidates of every task of group ``g``, with
+    their exact cosines to g (clipped to 1), best first; None when the retrieved groups cannot
+    settle it (then the exact path must)."""
+    groups = np.unique(np.r_[g, retrieved])
+    sims = np.minimum(exact_cosines(distinct[g : g + 1], distinct[groups])[0], 1.0)
+    best = np.lexsort((groups, -sims))
+    groups, sims = groups[best], sims[best]
+    retrieved_count = len(groups)
+    keep = sims > 0
+    groups, sims = groups[keep], sims[keep]
+    target_envs = np.unique(env_codes[members[g]])
+    outside = np.zeros((len(groups), len(target_envs)), np.int64)
+    for position, h in enumerate(groups.tolist()):
+        envs = env_codes[members[h]]
+        at = np.minimum(np.searchsorted(target_envs, envs), len(target_envs) - 1)
+        inside = np.bincount(at[target_envs[at] == envs], minlength=len(target_envs))
+        outside[position] = len(envs) - inside
+    enough = np.flatnonzero((np.cumsum(outside, axis=0) >= k).all(axis=1))
+    if len(enough) == 0:
+        return (groups, sims) if complete else None
+    end = int(np.flatnonzero(sims == sims[enough[0]])[-1]) + 1
+    if end == retrieved_count and not complete:
+        return None  # groups tied with the last one taken may lie beyond the retrieved ones
+    return groups[:end], sims[:end]
