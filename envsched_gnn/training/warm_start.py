@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.training.sft_config import SFTConfig
 
 MANIFEST = "manifest.json"
@@ -41,12 +41,21 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     recipe = {k: v for k, v in asdict(config).items() if k not in _RUN_ONLY_FIELDS}
     inputs = {
         "envs": {env_id: asdict(env) for env_id, env in sorted(pool.envs.items())},
-        "pool_tasks": [asdict(t) for t in sorted(pool.tasks, key=lambda t: t.task_id)],
-        "sft_tasks": [asdict(t) for t in tasks],
+        "pool_tasks": [_sft_view(t) for t in sorted(pool.tasks, key=lambda t: t.task_id)],
+        "sft_tasks": [_sft_view(t) for t in tasks],
         "config": recipe,
     }
     text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sft_view(task: Task) -> dict:
+    """A task as SFT sees it: every field but ``abstract`` (the graph's operation summary,
+    which no prompt or target contains, so a better tool categoriser leaves the policy as
+    it is)."""
+    view = asdict(task)
+    del view["abstract"]
+    return view
 
 
 def packaged_policy(fingerprint: str, package: Path = PACKAGED_DEMO_POLICY) -> Path | None:

@@ -72,3 +72,14 @@ def test_how_sft_runs_is_not_part_of_the_fingerprint():
     pool = handmade_pool()
     faster = replace(CONFIG, threads=1, accelerator="cpu", runtime_workers=4)
     assert sft_fingerprint(pool, faster) == sft_fingerprint(pool, CONFIG)
+
+
+def test_a_tasks_graph_abstract_is_not_an_sft_input():
+    """No prompt or target holds a task's abstract, so a new categoriser keeps the package;
+    its instruction is an input."""
+    pool = handmade_pool()
+    first = pool.tasks[0]
+    relabelled = type(pool)(pool.envs, [replace(first, abstract="step 1: other")] + pool.tasks[1:])
+    reworded = type(pool)(pool.envs, [replace(first, task=first.task + " now")] + pool.tasks[1:])
+    assert sft_fingerprint(relabelled, CONFIG) == sft_fingerprint(pool, CONFIG)
+    assert sft_fingerprint(reworded, CONFIG) != sft_fingerprint(pool, CONFIG)
