@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from envsched_gnn.graph_store.errors import StoreError
@@ -82,6 +83,10 @@ def _holder(fd: int) -> str:
         return f"process {holder['pid']} ({holder['command']!r}, since {since})"
     except (ValueError, KeyError, TypeError, OSError):
         return "another process"
+
+
+_LAUNCHER = ThreadPoolExecutor(1, thread_name_prefix="arcadedb-launcher")
+"""Starts every managed server (see :meth:`ManagedArcadeDB.start`)."""
 
 
 def _die_with_parent() -> None:
@@ -218,7 +223,11 @@ class ManagedArcadeDB:
             self.bolt_port, self.http_port = free_port(), free_port()
             self.exit_code = None
             with (self.folder / LOG_FILE).open("ab") as log_file:
-                self._process = subprocess.Popen(
+                # started from one thread that lives as long as this process: the child's
+                # parent-death signal fires when the *thread* that forked it ends, and a store
+                # reopened from a short-lived thread (StoreWriter) lost its server with it
+                self._process = _LAUNCHER.submit(
+                    subprocess.Popen,
                     self.command(),
                     cwd=self.folder,
                     stdin=subprocess.DEVNULL,
@@ -227,7 +236,7 @@ class ManagedArcadeDB:
                     env=self._environment(),
                     pass_fds=(self._lock_fd,),  # the lock lives as long as Java does
                     preexec_fn=_die_with_parent,
-                )
+                ).result()
         except OSError as error:
             self.stop()
             raise StoreError(f"cannot start ArcadeDB's Java runtime: {error}") from error

@@ -205,3 +205,20 @@ def test_a_second_process_waits_for_the_folder_or_names_its_holder(tmp_path) -> 
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_server_started_from_an_ended_thread_keeps_running(tmp_path):
+    """The managed server outlives the thread that opened the store (a StoreWriter reopens a
+    dead store from its sink thread): Java is forked by one long-lived launcher thread."""
+    context = open_store(tmp_path / "store")
+    opened = []
+    opener = threading.Thread(target=lambda: opened.append(context.__enter__()))
+    opener.start()
+    opener.join()
+    store = opened[0]
+    try:
+        time.sleep(1.0)  # a parent-death signal from the ended thread would have landed
+        assert store.server._process.poll() is None
+        assert store.count_tasks() == 0
+    finally:
+        context.__exit__(None, None, None)
