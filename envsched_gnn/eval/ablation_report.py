@@ -108,8 +108,7 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
     if "random" in results:
         best = max(results["random"]["curve"]["score_mean"])
         for entry in results.values():
-            reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= best - 1e-12)
-            entry["steps_to_random_best"] = int(grid[reached[0]]) if reached.size else None
+            entry["steps_to_random_best"] = _first_step_reaching(entry, best, grid)
             entry["random_best_score"] = best
             entry["rollouts_to_random_final"] = _rollouts_to(
                 entry, results["random"]["curve"]["score_mean"][-1], grid, config
@@ -123,15 +122,20 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
     return results
 
 
+def _first_step_reaching(entry: dict, target: float, grid: np.ndarray) -> int | None:
+    """The first budget step at which the seed-mean curve reaches ``target``; None when it
+    never does."""
+    reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
+    return int(grid[reached[0]]) if reached.size else None
+
+
 def _rollouts_to(
     entry: dict, target: float, grid: np.ndarray, config: AblationConfig
 ) -> int | None:
     """Rollouts (budget step x B x K) at which the seed-mean curve first reaches ``target``;
     None when it never does."""
-    reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
-    if not reached.size:
-        return None
-    return int(grid[reached[0]]) * config.batch_size * config.simulator.rollouts
+    step = _first_step_reaching(entry, target, grid)
+    return None if step is None else step * config.batch_size * config.simulator.rollouts
 
 
 def prediction_summary(group: Sequence[dict]) -> dict:
