@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import RelationEdges, TaskGraph
+from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
 
 DEFAULT_SIZES = (2_550, 100_000, 1_000_000)
 

@@ -75,7 +75,7 @@ from envsched_gnn.eval.simulate import (
     SimulatorWorld,
     build_world,
 )
-from envsched_gnn.graph_store.snapshot import RelationEdges, TaskGraph, read_graph, write_graph
+from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")

@@ -159,7 +159,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 def _compare_predictors(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.compare import compare_predictors, write_comparison
-    from envsched_gnn.graph_store.snapshot import read_graph
+    from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.models.analytic import AnalyticPredictor
     from envsched_gnn.models.learned import LearnedPropagation
     from envsched_gnn.observations import read_history
@@ -323,7 +323,7 @@ def _graph_signal(args: argparse.Namespace) -> int:
             with open_store(args.store) as store:
                 graph, observations = store.read_graph(), store.read_observations()
         elif args.history is not None:
-            from envsched_gnn.graph_store.snapshot import read_graph
+            from envsched_gnn.graph.task_graph import read_graph
 
             graph, observations = read_graph(args.graph), read_history(args.history)
         else:
@@ -348,7 +348,7 @@ def _rollout_source(args: argparse.Namespace):
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
     from envsched_gnn.eval.rollout_rounds import RoundsConfig, rollout_rounds
-    from envsched_gnn.graph_store.snapshot import read_graph, write_graph
+    from envsched_gnn.graph.task_graph import read_graph, write_graph
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import RolloutEngine

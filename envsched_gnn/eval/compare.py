@@ -26,7 +26,8 @@ import numpy as np
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
-from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, ObservationLog
 
 METRICS = ("spearman", "mae", "auc", "precision_top25")

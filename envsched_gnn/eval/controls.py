@@ -37,7 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.graph_store.snapshot import RelationEdges, TaskGraph
+from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
 
 PERMUTED_CONTROLS = ("permuted", "permuted_within", "permuted_cross", "permuted_all")
 PREDICTOR_CONTROL = "permuted_predictor"

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import RELATIONS, TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.calibration import average_rank
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.observations import Observation, ObservationLog

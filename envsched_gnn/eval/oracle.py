@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.graph_store.builder import EdgeRow, task_hashes, top_neighbours
-from envsched_gnn.graph_store.snapshot import TaskGraph
 
 
 def structure_sets(pool: Pool) -> tuple[list[str], np.ndarray]:

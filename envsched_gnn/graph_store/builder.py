@@ -32,6 +32,7 @@ import numpy as np
 
 from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.graph_store.ann import HnswConfig
 from envsched_gnn.graph_store.embeddings import (
     Embedder,
@@ -40,7 +41,6 @@ from envsched_gnn.graph_store.embeddings import (
     exact_cosines,
     fixed_point,
 )
-from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.graph_store.views import within_similarity
 
 EdgeRow = tuple[str, str, str, float]

@@ -118,8 +118,8 @@ def build_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
+    from envsched_gnn.graph.task_graph import write_graph
     from envsched_gnn.graph_store.errors import StoreError
-    from envsched_gnn.graph_store.snapshot import write_graph
     from envsched_gnn.graph_store.store import open_store
 
     try:

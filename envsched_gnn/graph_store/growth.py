@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.graph_store.builder import (
     BuiltGraph,
     EdgeRow,
@@ -45,7 +46,6 @@ from envsched_gnn.graph_store.builder import (
     within_edges,
 )
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
-from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.graph_store.stream import stream_build
 

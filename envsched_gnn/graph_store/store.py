@@ -48,9 +48,9 @@ from typing import Any
 import numpy as np
 
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task, ToolCall
+from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.graph_store.arcadedb import DEFAULT_FOLDER, ManagedArcadeDB
 from envsched_gnn.graph_store.errors import StoreError
-from envsched_gnn.graph_store.snapshot import RELATIONS, TaskGraph
 from envsched_gnn.observations import Observation, ObservationError, reward_stats, validate_rewards
 
 CHUNK = 5000

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.graph.task_graph import RELATIONS, RelationEdges, TaskGraph
 from envsched_gnn.graph_store.builder import BuiltGraph, EdgeRow, GraphBuild, GraphConfig
 from envsched_gnn.graph_store.embeddings import Embedder
-from envsched_gnn.graph_store.snapshot import RELATIONS, RelationEdges, TaskGraph
 from envsched_gnn.graph_store.store import CHUNK, GraphStore
 
 

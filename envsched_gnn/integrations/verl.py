@@ -101,7 +101,7 @@ def register_envsched_trainer(name: str = "envsched") -> type:
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    from envsched_gnn.graph_store.snapshot import read_graph
+    from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.scheduler.registry import make_scheduler
 
     if name in TRAINER_REGISTRY:

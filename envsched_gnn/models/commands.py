@@ -60,7 +60,7 @@ def _fail(message: str) -> int:
 
 
 def _load_files(graph_path: Path, history_path: Path, small_groups: str):
-    from envsched_gnn.graph_store.snapshot import read_graph
+    from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.observations import ObservationConfig, ObservationLog, read_history
 
     graph = read_graph(graph_path)
@@ -86,7 +86,7 @@ def _write_json_atomically(path: Path, payload: dict) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from envsched_gnn.graph_store.snapshot import to_hetero_data
+    from envsched_gnn.graph.hetero import to_hetero_data
     from envsched_gnn.models.analytic import AnalyticPredictor
 
     if args.step < 0:
@@ -128,7 +128,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _evidence(graph, log, args: argparse.Namespace, store=None) -> dict:
     """Explain ``args.task``; with a store and ``--store-evidence``, store all tasks' evidence."""
-    from envsched_gnn.graph_store.snapshot import to_hetero_data
+    from envsched_gnn.graph.hetero import to_hetero_data
     from envsched_gnn.models.analytic import AnalyticPredictor
 
     if args.task not in graph.index:

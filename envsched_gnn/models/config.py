@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.graph.task_graph import RELATIONS
 
 Y_NAMES = ("v", "m", "d")
 """The three per-observation statistics, in the channel order used throughout ``models``."""

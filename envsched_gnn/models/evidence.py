@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.models.analytic import Computation, HalfLifeResult
 from envsched_gnn.models.config import Y_NAMES, PredictorConfig
 from envsched_gnn.models.history import CLIP_UPPER

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.models.config import Y_NAMES
 
 

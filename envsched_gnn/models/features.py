@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.models.config import Y_NAMES, PredictorConfig
 
 SCALE = np.array([4.0, 1.0, 1.0])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.graph.task_graph import RELATIONS
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from torch import nn
 from torch_geometric.data import HeteroData
 from torch_geometric.nn import GraphConv, HeteroConv
 
-from envsched_gnn.graph_store.snapshot import RELATIONS
+from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.models.analytic import AnalyticPredictor, Prediction
 from envsched_gnn.models.calibration import (
     calibrate,

@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
 from envsched_gnn.scheduler.history import SelectionHistory
 from envsched_gnn.scheduler.metrics import batch_metrics

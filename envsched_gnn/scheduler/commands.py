@@ -20,7 +20,7 @@ from envsched_gnn.observations import add_small_groups_option
 
 
 def _select(args: argparse.Namespace) -> int:
-    from envsched_gnn.graph_store.snapshot import GraphError, read_graph
+    from envsched_gnn.graph.task_graph import GraphError, read_graph
     from envsched_gnn.observations import ObservationConfig, ObservationError, read_history
     from envsched_gnn.scheduler.base import SchedulerError
     from envsched_gnn.scheduler.registry import make_scheduler

@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.base import BaseScheduler
 from envsched_gnn.scheduler.config import SelectorConfig
 from envsched_gnn.scheduler.neighbours import SimilarityNeighbours

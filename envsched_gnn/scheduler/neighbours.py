@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 
 
 class SimilarityNeighbours:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import fields, replace
 
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.base import BaseScheduler, Scheduler
 from envsched_gnn.scheduler.baselines.dapo import DapoConfig, DapoScheduler
 from envsched_gnn.scheduler.baselines.dps import DpsConfig, DpsScheduler

@@ -24,7 +24,7 @@ import torch
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime import RuntimeConfig
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig

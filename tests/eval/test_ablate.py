@@ -15,7 +15,7 @@ from envsched_gnn.eval.ablate import (
     truncate_graph,
 )
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 
 EXPECTED = {

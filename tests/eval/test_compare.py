@@ -8,7 +8,7 @@ import pytest
 
 from envsched_gnn.cli import main
 from envsched_gnn.eval.compare import compare_predictors, score_predictions
-from envsched_gnn.graph_store.snapshot import TaskGraph, write_graph
+from envsched_gnn.graph.task_graph import TaskGraph, write_graph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.observations import Observation, write_history
 

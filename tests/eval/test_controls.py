@@ -11,7 +11,8 @@ from envsched_gnn.eval.controls import (
     shuffled_pool,
     within_environment_permutation,
 )
-from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import TaskGraph
 from tests.envs.handmade_pool import handmade_pool
 
 N_ENVS, PER_ENV, K_IN, K_CROSS = 8, 15, 4, 6

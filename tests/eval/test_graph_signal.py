@@ -16,7 +16,7 @@ from envsched_gnn.eval.graph_signal import (
     graph_signal,
     target_sets,
 )
-from envsched_gnn.graph_store.snapshot import TaskGraph, write_graph
+from envsched_gnn.graph.task_graph import TaskGraph, write_graph
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.observations import Observation, write_history
 from tests.models.variance_world import N_ENVS, PER_ENV, world

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from envsched_gnn.envs.pool import Check
+from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph_store.builder import (
     GraphConfig,
     build,
@@ -17,7 +18,6 @@ from envsched_gnn.graph_store.builder import (
     top_neighbours,
 )
 from envsched_gnn.graph_store.embeddings import exact_cosines, fixed_point
-from envsched_gnn.graph_store.snapshot import to_hetero_data
 from envsched_gnn.graph_store.views import VIEW_NAMES, verifier_structure_text, within_similarity
 from tests.envs.handmade_pool import handmade_pool
 from tests.graph_store.small_pool import small_pool

@@ -11,9 +11,9 @@ import math
 
 import pytest
 
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB, free_port
 from envsched_gnn.graph_store.errors import StoreError
-from envsched_gnn.graph_store.snapshot import TaskGraph
 from envsched_gnn.graph_store.store import GraphStore, open_store
 from envsched_gnn.observations import Observation, ObservationError
 from tests.envs.handmade_pool import handmade_pool

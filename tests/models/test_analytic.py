@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from envsched_gnn.graph_store.snapshot import RELATIONS, TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.calibration import TIE_DECIMALS
 from envsched_gnn.models.config import PredictorConfig

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from envsched_gnn.cli import main
-from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data, write_graph
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import TaskGraph, write_graph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.observations import Observation, ObservationLog, write_history
 from tests.models.test_analytic import HAND_EDGES, HAND_HISTORY, HAND_TASKS

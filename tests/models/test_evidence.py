@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from envsched_gnn.graph_store.snapshot import RELATIONS, TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.config import Y_NAMES, PredictorConfig
 from envsched_gnn.models.explain_table import render

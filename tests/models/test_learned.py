@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.models.features import FEATURE_NAMES, node_features

@@ -25,7 +25,8 @@ import math
 
 import pytest
 
-from envsched_gnn.graph_store.snapshot import TaskGraph, to_hetero_data
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.observations import Observation, ObservationLog
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation
 
 N_ENVS, PER_ENV, N_TYPES, K = 16, 20, 5, 8

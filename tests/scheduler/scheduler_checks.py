@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from envsched_gnn.graph_store.snapshot import RelationEdges, TaskGraph
+from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
 from envsched_gnn.scheduler.config import SelectorConfig
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from envsched_gnn.bench.scheduler import random_rewards, synthetic_graph
 from envsched_gnn.cli import main
-from envsched_gnn.graph_store.snapshot import read_graph, write_graph
+from envsched_gnn.graph.task_graph import read_graph, write_graph
 from envsched_gnn.observations import observations_from_rewards, read_history, write_history
 from envsched_gnn.scheduler.registry import make_scheduler
 

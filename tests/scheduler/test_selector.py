@@ -110,7 +110,7 @@ def test_exposure_lowers_exploitation_score_and_penalty_separates_neighbours():
     sel = selector.select(q, counts, np.zeros(4, int), np.zeros(n, bool), 1, np.zeros(n))
     assert sel.indices.tolist() == [n - 2]
     # a strong edge to the first pick demotes the runner-up
-    from envsched_gnn.graph_store.snapshot import RelationEdges
+    from envsched_gnn.graph.task_graph import RelationEdges
 
     graph.edges["cross"] = RelationEdges(np.array([n - 1]), np.array([n - 6]), np.array([0.9]))
     selector, _ = make_selector(graph, rho=0.0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envsched_gnn.envs.runtime import EnvRuntime
-from envsched_gnn.graph_store.snapshot import write_graph
+from envsched_gnn.graph.task_graph import write_graph
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.grpo_train import RESULT_FILE, train_subgraph
 from envsched_gnn.training.module import step_seed

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from envsched_gnn.envs.runtime import RuntimeConfig
-from envsched_gnn.graph_store.snapshot import TaskGraph
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig
 from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo

@@ -5,13 +5,8 @@ import json
 import pytest
 import torch
 
-from envsched_gnn.graph_store.snapshot import (
-    GraphError,
-    TaskGraph,
-    read_graph,
-    to_hetero_data,
-    write_graph,
-)
+from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.task_graph import GraphError, TaskGraph, read_graph, write_graph
 
 TASKS = [("a", "e1"), ("b", "e1"), ("c", "e2")]
 

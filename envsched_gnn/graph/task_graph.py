@@ -1,4 +1,4 @@
-"""The dual-relation task graph in memory, its ``graph.json`` snapshot, and its ``HeteroData`` view.
+"""The dual-relation task graph in memory and its ``graph.json`` snapshot.
 
 Nodes are environment-task pairs; edges are directed neighbour -> target under the
 relations ``within`` (same environment) and ``cross`` (other environments), each
@@ -156,28 +156,3 @@ def write_graph(path: str | Path, graph: TaskGraph) -> None:
     data = graph.to_json()
     data["edges"].sort(key=lambda e: (e["relation"], e["dst"], e["src"]))
     Path(path).write_text(json.dumps(data, indent=None) + "\n", encoding="utf-8")
-
-
-def to_hetero_data(graph: TaskGraph):
-    """Load the graph into a PyTorch Geometric ``HeteroData``, full batch, float64 weights.
-
-    ``data['task'].num_nodes`` is N; ``data['task'].env`` (int64, N) the environment
-    index; ``data['task', r, 'task'].edge_index`` (2, E_r) with row 0 the neighbour j
-    (source) and row 1 the target i, and ``edge_weight`` (E_r,) float64 the similarity.
-    The node order is ``graph.task_ids``; ``data.task_ids`` and ``data.env_names`` keep it.
-    """
-    import torch
-    from torch_geometric.data import HeteroData
-
-    data = HeteroData()
-    env_names, env_codes = graph.env_index()
-    data["task"].num_nodes = graph.num_tasks
-    data["task"].env = torch.from_numpy(env_codes)
-    for relation in RELATIONS:
-        e = graph.edges[relation]
-        store = data["task", relation, "task"]
-        store.edge_index = torch.from_numpy(np.stack([e.src, e.dst])).long()
-        store.edge_weight = torch.from_numpy(e.sim).double()
-    data.task_ids = list(graph.task_ids)
-    data.env_names = env_names
-    return data
