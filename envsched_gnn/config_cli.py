@@ -17,8 +17,8 @@ action records its source in ``action.config_class`` and ``action.config_field``
 
 Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
 ``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
-``--name``, one that defaults to True the switch ``--no-name``, and a ``bool | None`` the pair
-``--name`` / ``--no-name`` (absent: ``None``, the caller decides);
+``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(default: on)"),
+and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent: ``None``, the caller decides);
 ``tuple[X, ...]`` and ``list[X]`` take one or more values (or, when named in ``repeatable``,
 one value per repeated option); ``Literal[...]`` gives ``choices``.
 A field without a default is a required option (or a positional, when named in ``positional``).
@@ -136,6 +136,8 @@ def add_config_flags(
             and kwargs.get("action") in (None, "append")
         ):
             help_text += " (default: %(default)s)"
+        elif kwargs.get("action") == "store_false":
+            help_text += " (default: on)"
         dest = dest_prefix + name
         if name in positional:
             kwargs.pop("required", None)
