@@ -129,6 +129,8 @@ def add_config_flags(
             kwargs["type"] = types[name]
         if metavars and name in metavars:
             kwargs["metavar"] = metavars[name]
+        elif dest_prefix and "choices" not in kwargs and kwargs.get("action") in (None, "append"):
+            kwargs["metavar"] = name.upper()  # argparse would show the prefixed dest
         help_text = docs[name].replace("%", "%%")
         if (
             default is not dataclasses.MISSING

@@ -114,6 +114,7 @@ def test_overrides_selection_flags_positionals_and_prefix():
     assert added == ["lr", "pool"]
     args = parser.parse_args(["somewhere"])
     assert (args.grpo_lr, args.grpo_pool) == (0.25, Path("somewhere"))
+    assert "--learning-rate LR" in parser.format_usage()
     got = config_from_args(_Config, args, dest_prefix="grpo_", base=_Config(seed=7), out="x")
     assert got == _Config(seed=7, lr=0.25, pool=Path("somewhere"), out="x")
 

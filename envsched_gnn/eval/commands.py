@@ -121,7 +121,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices={"learner": ("sim", "policy")},
     )
     add_config_flags(p, SimulatorConfig, fields=["rollouts"], dest_prefix=SIMULATOR)
-    add_config_flags(p, AblateArgs, fields=["schedulers", "k_grid", "controls", "shuffle_graph"])
+    add_config_flags(
+        p,
+        AblateArgs,
+        fields=["schedulers", "k_grid", "controls", "shuffle_graph"],
+        metavars={"controls": "CONTROL"},
+    )
     add_config_flags(p, AblationConfig, fields=["control_seed", "oracle_graph"])
     add_config_flags(
         p.add_argument_group("the learner simulator (--learner sim)"),
