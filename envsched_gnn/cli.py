@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.graph",
+    "envsched_gnn.bench.runtime",
     "envsched_gnn.bench.grpo",
 )
 POOL_COMMANDS = (

@@ -17,8 +17,10 @@ action records its source in ``action.config_class`` and ``action.config_field``
 
 Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
 ``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
-``--name``, one that defaults to True the switch ``--no-name``;
-``tuple[X, ...]`` and ``list[X]`` take one or more values; ``Literal[...]`` gives ``choices``.
+``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(default: on)"),
+and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent: ``None``, the caller decides);
+``tuple[X, ...]`` and ``list[X]`` take one or more values (or, when named in ``repeatable``,
+one value per repeated option); ``Literal[...]`` gives ``choices``.
 A field without a default is a required option (or a positional, when named in ``positional``).
 """
 
@@ -31,7 +33,7 @@ import inspect
 import textwrap
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,6 +79,9 @@ def add_config_flags(
     choices: Mapping[str, Sequence[Any]] | None = None,
     positional: Iterable[str] = (),
     dest_prefix: str = "",
+    types: Mapping[str, Callable[[str], Any]] | None = None,
+    metavars: Mapping[str, str] | None = None,
+    repeatable: Iterable[str] = (),
 ) -> list[str]:
     """Add one option per field of dataclass ``cls``; returns the field names added.
 
@@ -90,10 +95,15 @@ def add_config_flags(
         choices: per-field allowed values.
         positional: fields given as positional arguments instead of options.
         dest_prefix: prefix of the namespace attribute (two configs with a same-named field).
+        types: per-field converters that replace the field's type (a value check, e.g. >= 0).
+        metavars: per-field names of the value in the usage line (``DIR``).
+        repeatable: list-typed fields whose option is repeated, one value each (``--x 1 --x 2``).
     """
     by_name = {f.name: f for f in dataclasses.fields(cls)}
     names = list(fields) if fields is not None else list(by_name)
-    unknown = [n for n in [*names, *exclude, *(defaults or {}), *(flags or {})] if n not in by_name]
+    repeatable = set(repeatable)
+    named = [*names, *exclude, *(defaults or {}), *(flags or {}), *(types or {}), *(metavars or {})]
+    unknown = [n for n in [*named, *repeatable] if n not in by_name]
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
     hints = typing.get_type_hints(cls)
@@ -108,17 +118,35 @@ def add_config_flags(
         field = by_name[name]
         default = _field_default(field, defaults or {})
         kwargs = _value_kwargs(cls, name, hints[name], default)
+        if name in repeatable:
+            if kwargs.pop("nargs", None) != "+" or default is not None:
+                # argparse appends to a default list instead of replacing it
+                raise TypeError(f"{cls.__name__}.{name}: only a list defaulting to None repeats")
+            kwargs["action"] = "append"
         if choices and name in choices:
             kwargs["choices"] = tuple(choices[name])
+        if types and name in types:
+            kwargs["type"] = types[name]
+        if metavars and name in metavars:
+            kwargs["metavar"] = metavars[name]
+        elif dest_prefix and "choices" not in kwargs and kwargs.get("action") in (None, "append"):
+            kwargs["metavar"] = name.upper()  # argparse would show the prefixed dest
         help_text = docs[name].replace("%", "%%")
-        if default is not dataclasses.MISSING and default is not None and "action" not in kwargs:
+        if (
+            default is not dataclasses.MISSING
+            and default is not None
+            and kwargs.get("action") in (None, "append")
+        ):
             help_text += " (default: %(default)s)"
+        elif kwargs.get("action") == "store_false":
+            help_text += " (default: on)"
         dest = dest_prefix + name
         if name in positional:
             kwargs.pop("required", None)
             action = parser.add_argument(dest, help=help_text, **kwargs)
         else:
-            option = (flags or {}).get(name, flag_name(name, negated=default is True))
+            negated = kwargs.get("action") == "store_false"
+            option = (flags or {}).get(name, flag_name(name, negated=negated))
             action = parser.add_argument(option, dest=dest, help=help_text, **kwargs)
         action.config_class, action.config_field = cls, f"{cls.__name__}.{name}"
         added.append(name)
@@ -165,11 +193,14 @@ def _value_kwargs(cls: type, name: str, hint: Any, default: Any) -> dict[str, An
     else:
         kwargs["default"] = list(default) if isinstance(default, tuple) else default
     args = typing.get_args(hint)
-    if _is_optional(hint):
+    optional = _is_optional(hint)
+    if optional:
         hint = next(a for a in args if a is not type(None))
         args = typing.get_args(hint)
     origin = typing.get_origin(hint)
-    if hint is bool:
+    if hint is bool and optional:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif hint is bool:
         kwargs["action"] = "store_false" if default is True else "store_true"
     elif hint in _SCALARS:
         kwargs["type"] = hint

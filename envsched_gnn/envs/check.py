@@ -45,7 +45,10 @@ class CheckConfig:
     progress: bool = True
     """Show a progress bar on stderr."""
     record_effects: bool = False
-    """Snapshot the state around every reference call and collect each tool's effects."""
+    """Snapshot the state around every reference call and collect what each tool's calls did
+    to it (``pool check --write-effects`` writes that as DIR/tool_effects.json, which the
+    abstract extractor uses to categorise tools; the summary lists the tools whose category
+    that changes)."""
 
 
 def check_pool(directory: str | Path, config: CheckConfig) -> dict[str, Any]:
