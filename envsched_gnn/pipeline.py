@@ -369,7 +369,7 @@ def _initial_eval(pool, policy_dir, config, agent, runtime, accelerator) -> dict
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.grpo_train import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
     from envsched_gnn.training.policy import load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 
