@@ -10,7 +10,8 @@ import pytest
 
 from envsched_gnn.envs import commands
 from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
-from envsched_gnn.envs.pool import PoolError, ToolCall, load_pool
+from envsched_gnn.envs.pool import ToolCall
+from envsched_gnn.envs.pool_io import PoolError, load_pool
 from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
 
 CINEMA_CODE = '''
