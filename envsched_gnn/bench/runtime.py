@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from envsched_gnn.envs.pool import Pool, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.sandbox import WorkerProcess, start_all
 
 START_SAMPLES = 5

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:

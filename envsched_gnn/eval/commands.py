@@ -346,7 +346,8 @@ def _rollout_source(args: argparse.Namespace):
     import torch
 
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.rollout_rounds import RoundsConfig, rollout_rounds
     from envsched_gnn.graph.task_graph import read_graph, write_graph
     from envsched_gnn.observations import write_history

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from tests.envs.handmade_pool import handmade_pool
 
 HOSTILE_CODE = """

@@ -12,7 +12,8 @@ from envsched_gnn.envs import commands
 from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
 from envsched_gnn.envs.pool import ToolCall
 from envsched_gnn.envs.pool_io import PoolError, load_pool
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 CINEMA_CODE = '''
 from typing import Dict, TypedDict
