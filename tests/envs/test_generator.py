@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 from collections import Counter
 from importlib import resources
@@ -22,9 +23,9 @@ from envsched_gnn.envs.generator import (
     generate_pool,
     write_pool_files,
 )
-from envsched_gnn.envs.generator.codegen import tool_names
 from envsched_gnn.envs.generator.domains import DOMAINS, DomainDataError, load_domains
 from envsched_gnn.envs.generator.tasks import generate_replicated_pool
+from envsched_gnn.envs.generator.tool_names import TOOLS_IN_CLASS_ORDER, ToolNames, tool_names
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import load_pool, task_to_dict
 
@@ -102,6 +103,11 @@ def test_51_distinct_domains_with_distinct_structure():
         for d in DOMAINS
     }
     assert len(structures) >= 20
+
+
+def test_every_tool_role_has_its_place_in_the_class():
+    roles = [field.name for field in dataclasses.fields(ToolNames)]
+    assert sorted(TOOLS_IN_CLASS_ORDER) == sorted(roles)
 
 
 def _packaged_domains() -> list[dict]:
