@@ -30,7 +30,8 @@ from tqdm import tqdm
 
 from envsched_gnn.envs.episode import EpisodeScore, ToolFault
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.envs.pool_io import PoolError, load_pool
+from envsched_gnn.envs.pool_io import load_pool
+from envsched_gnn.envs.pool_parse import PoolError
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.state_diff import ObservedEffect, state_effects

@@ -119,7 +119,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _import_envscaler(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
-    from envsched_gnn.envs.pool_io import PoolError
+    from envsched_gnn.envs.pool_parse import PoolError
 
     try:
         pool = import_envscaler(args.sources, args.out)

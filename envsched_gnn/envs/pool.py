@@ -2,7 +2,8 @@
 
 A pool is a folder with ``envs.json`` (environments keyed by ``env_id``) and
 ``tasks.json`` (a list of tasks; ``tasks.jsonl`` accepted too). Reading and writing
-(``load_pool``, ``save_pool``, ``PoolError``) live in :mod:`envsched_gnn.envs.pool_io`.
+(``load_pool``, ``save_pool``) live in :mod:`envsched_gnn.envs.pool_io`, validation
+(``parse_pool``, ``PoolError``) in :mod:`envsched_gnn.envs.pool_parse`.
 """
 
 from __future__ import annotations
