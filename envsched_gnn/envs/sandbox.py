@@ -28,8 +28,9 @@ What the sandbox guarantees, for environment, tool and check code:
   its first process (killed on a timeout, or when this process dies);
 - **files**: a read-only root holding the system's ``/usr`` (with ``/bin``, ``/lib``... as
   the host links or binds them), the interpreter's prefix, ``/etc/ld.so.cache``, the
-  packages of :attr:`SandboxConfig.packages` under ``/sandbox/site``, five devices, and a
-  private writable tmpfs ``/tmp`` of :attr:`SandboxConfig.scratch_mb` MiB. Not the home
+  packages of ``SandboxConfig.packages`` (:mod:`~envsched_gnn.envs.runtime_config`) under
+  ``/sandbox/site``, five devices, and a private writable tmpfs ``/tmp`` of
+  ``SandboxConfig.scratch_mb`` MiB. Not the home
   folder, the project, the pool's files, the store (its password file) or ``/etc``;
 - **limits**: address space, processes, open files, file size and CPU time per process
   (``setrlimit``), plus the runtime's wall-clock limit of every op;
