@@ -374,10 +374,3 @@ def test_closed_workers_exit_by_themselves():
         runtime.close()
         codes += [process.returncode for process in processes]
     assert set(codes) == {0}, codes
-
-
-def test_config_rejects_nonsense():
-    with pytest.raises(ValueError, match="workers"):
-        RuntimeConfig(workers=0)
-    with pytest.raises(ValueError, match="call_timeout_s"):
-        RuntimeConfig(call_timeout_s=0)
