@@ -93,7 +93,7 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _export_sandbox_options(args: argparse.Namespace) -> None:
     """Hands the sandbox options to every runtime config the command builds (and its DDP
     ranks), as the defaults they read from the environment."""
-    from envsched_gnn.envs.sandbox import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
+    from envsched_gnn.envs.runtime_config import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
 
     if getattr(args, "trust_pool", False):
         os.environ[TRUST_POOL_VARIABLE] = "1"

@@ -190,7 +190,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     """Run the main job; returns the results written to ``results.json``. ``preset``
     replaces the sizes of ``options.preset`` (custom sizes, tests)."""
     from envsched_gnn.envs.generator import generate_pool, write_pool_files
-    from envsched_gnn.envs.runtime import RuntimeConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.report import summarize, write_report
     from envsched_gnn.graph_store.builder import GraphConfig, build, graph_stats
     from envsched_gnn.graph_store.store import open_store

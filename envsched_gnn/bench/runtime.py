@@ -16,7 +16,8 @@ from typing import Any
 from envsched_gnn.config_cli import add_config_flags
 from envsched_gnn.envs.commands import add_runtime_flags, runtime_config
 from envsched_gnn.envs.pool import Pool, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.sandbox import WorkerProcess, start_all
 
 START_SAMPLES = 5

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.check import CheckConfig
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 RUNTIME_PREFIX = "runtime_"
 """Namespace prefix of the runtime flags: ``RuntimeConfig.trust_pool`` is not one of them, but
@@ -112,7 +112,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _import_envscaler(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
-    from envsched_gnn.envs.pool_io import PoolError
+    from envsched_gnn.envs.pool_parse import PoolError
 
     try:
         pool = import_envscaler(args.sources, args.out)

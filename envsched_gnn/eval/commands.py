@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablate import AblationConfig
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
 from envsched_gnn.eval.policy_learner import PolicyLearnerConfig

@@ -22,7 +22,7 @@ import lightning as L
 import torch
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig

@@ -50,7 +50,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.observations import observations_from_rewards
 from envsched_gnn.scheduler.base import Scheduler
 from envsched_gnn.scheduler.metrics import batch_metrics

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.policy_eval import evaluate_policy
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
 from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
