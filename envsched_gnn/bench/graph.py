@@ -65,8 +65,8 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     from envsched_gnn.bench.scheduler import time_steps
     from envsched_gnn.envs.generator.tasks import generate_replicated_pool
     from envsched_gnn.graph_store.builder import GraphConfig
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.embeddings import EmbeddingConfig, fixed_point
-    from envsched_gnn.graph_store.store import open_store
     from envsched_gnn.graph_store.stream import stream_build
 
     out: dict = {"tasks": num_tasks}

@@ -318,7 +318,7 @@ def _graph_signal(args: argparse.Namespace) -> int:
             permutations=args.permutations, bootstrap=args.bootstrap, seed=args.seed
         )
         if args.store is not None:
-            from envsched_gnn.graph_store.store import open_store
+            from envsched_gnn.graph_store.connect import open_store
 
             with open_store(args.store) as store:
                 graph, observations = store.read_graph(), store.read_observations()
