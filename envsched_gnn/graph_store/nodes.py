@@ -116,8 +116,9 @@ def _number(value: Any, where: str) -> float | None:
 def observation_rows(observations: Iterable[Observation | Mapping]) -> list[dict]:
     """One checked row per distinct (task, step), in first-seen order; a (task, step) given
     twice must have the same rewards."""
+    rows = [observation_row(o) for o in observations]  # each checked before any pair
     by_key: dict[str, dict] = {}
-    for row in map(observation_row, observations):
+    for row in rows:
         previous = by_key.setdefault(row["key"], row)
         if previous["rewards"] != row["rewards"]:
             raise ObservationError(
