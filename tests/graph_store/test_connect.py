@@ -22,6 +22,13 @@ def test_wrong_credentials_give_a_clear_error(store_server) -> None:
         pass
 
 
+def test_unknown_database_gives_a_clear_error(store_server) -> None:
+    """verify_connectivity does not open a database: the constraints, the first work in it, do."""
+    unknown = connect_store(store_server.uri, store_server.auth, "no-such-database")
+    with pytest.raises(StoreError, match="refused database 'no-such-database'"), unknown:
+        pass
+
+
 def test_unreachable_server_gives_a_clear_error() -> None:
     nowhere = connect_store(f"bolt://127.0.0.1:{free_port()}", ("root", "whatever1"), "envsched")
     with pytest.raises(StoreError, match="cannot reach"), nowhere:
