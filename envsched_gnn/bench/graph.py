@@ -69,7 +69,8 @@ def reset_peak_rss(pid: int | str = "self") -> None:
 def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
     """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
     graph has (recall@k; 1.0 for the exact path)."""
-    from envsched_gnn.graph_store.builder import cross_neighbours, task_hashes
+    from envsched_gnn.graph_store.builder import cross_neighbours
+    from envsched_gnn.graph_store.neighbours import task_hashes
 
     rng = np.random.default_rng(seed)
     targets = np.sort(rng.choice(graph.num_tasks, min(sample, graph.num_tasks), replace=False))
@@ -86,8 +87,8 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     """Every phase at one pool size (see the module docstring)."""
     from envsched_gnn.bench.scheduler import time_steps
     from envsched_gnn.envs.generator.tasks import generate_replicated_pool
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.embeddings import EmbeddingConfig, fixed_point
-    from envsched_gnn.graph_store.store import open_store
     from envsched_gnn.graph_store.stream import stream_build
 
     out: dict = {"tasks": num_tasks}

@@ -278,7 +278,7 @@ def _graph_signal(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed)
         if args.store is not None:
-            from envsched_gnn.graph_store.store import open_store
+            from envsched_gnn.graph_store.connect import open_store
 
             with open_store(args.store) as store:
                 graph, observations = store.read_graph(), store.read_observations()

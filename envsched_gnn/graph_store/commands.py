@@ -81,9 +81,9 @@ def _fail(error: Exception) -> int:
 
 def build_command(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import build_into_store
-    from envsched_gnn.graph_store.store import open_store
 
     try:
         config = config_from_args(GraphConfig, args)
@@ -99,8 +99,8 @@ def build_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph.task_graph import write_graph
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
-    from envsched_gnn.graph_store.store import open_store
 
     try:
         started = time.perf_counter()
@@ -115,9 +115,9 @@ def export_command(args: argparse.Namespace) -> int:
 
 def add_env_command(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import add_environment, add_pool
-    from envsched_gnn.graph_store.store import open_store
 
     try:
         config = config_from_args(GraphConfig, args)

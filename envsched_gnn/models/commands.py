@@ -177,7 +177,7 @@ def _evidence(graph, log, args: argparse.Namespace, store=None) -> dict:
 
 
 def _explain_from_store(args: argparse.Namespace) -> dict:
-    from envsched_gnn.graph_store.store import open_store
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import ObservationLog
 
     with open_store(args.store) as store:
