@@ -303,6 +303,8 @@ class GRPOModule(L.LightningModule):
         return list(self.trainer.strategy.broadcast(kept, src=0))
 
     def _update_hooks(self) -> UpdateHooks:
+        """What the update runs through: this module's optimiser, schedule and backward, and the
+        trainer's strategy."""
         strategy = self.trainer.strategy
         return UpdateHooks(
             optimizer=self.optimizers(),
