@@ -8,27 +8,21 @@ One training step ``s``:
    ranks round-robin;
 3. rewards (and tool calls) are gathered on every rank; an over-sampling scheduler
    (DAPO-style ``filter_groups``) keeps some groups, all rollouts still count;
-4. group-relative advantages (``grpo`` or ``dr_grpo``) and ``ppo_epochs`` passes over the kept
-   groups, each pass cut (in a seeded order) into ``mini_batches`` optimiser steps of the
-   clipped token-level loss against the rollout policy's log-probabilities; a mini-batch's
-   gradients accumulate over micro-batches of one task each, whose shared prompt runs once
-   (:mod:`~envsched_gnn.training.grpo_batch`); gradient clipping, AdamW, linear warm-up;
+4. the policy update on the kept groups (:mod:`~envsched_gnn.training.grpo_update`: the
+   objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
+   ``train/*`` metrics), through this module's optimiser, backward and strategy;
 5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
    buffered sink; per-step metrics under the stable names of spec section 6.
 
-Metrics each step: ``batch/*`` (spec section 6, over all groups rolled out; ``tools_used`` =
-distinct (environment, tool) pairs called), ``batch/rollouts`` (every rollout, filtered
-ones included), ``train/loss`` and ``train/kl`` (to the initial policy; means over the step's
-optimiser steps), ``train/clip_fraction`` and ``train/approx_kl`` (k3 estimate of
-KL(pi_old || pi) against the rollout policy, over the policy tokens of every pass; both 0 on
-the first mini-batch), ``train/entropy`` (the rollout policy's mean entropy on its tokens),
-``train/grad_norm`` (before clipping), ``train/lr``, ``train/advantage_abs_mean``,
-``train/advantage_token_mass`` (mean |A| per policy token), ``train/nonzero_advantage_token_share``,
-``train/tokens_per_s`` (sequence tokens through the update per second),
-``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
+Metrics each step, besides the update's ``train/*``: ``batch/*`` (spec section 6, over all
+groups rolled out; ``tools_used`` = distinct (environment, tool) pairs called),
+``batch/rollouts`` (every rollout, filtered ones included), ``batch/kept_groups``,
+``train/rollouts_total``, ``train/tokens_per_s`` (sequence tokens through the update per
+second), ``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
 ``rollout/calls_per_episode``, ``rollout/malformed_per_episode``, ``rollout/answered_share``
 (episodes that ended with a final answer, not a limit), ``time/rollout_s``,
-``time/schedule_s``, ``time/update_s``; ``eval/mean_reward`` at each held-out evaluation.
+``time/schedule_s``, ``time/update_s``, ``store/pending_observations`` (with a sink);
+``eval/mean_reward`` at each held-out evaluation.
 
 Checkpoints carry the scheduler state, the unwritten observations, the RNG states
 (:mod:`~envsched_gnn.training.rng`), the step and the per-step metrics, so a resumed run chooses
@@ -57,22 +51,8 @@ from envsched_gnn.scheduler.base import Scheduler
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.data import ScheduledBatch, ScheduledBatches
-from envsched_gnn.training.grpo import (
-    aggregate_tokens,
-    clip_fraction,
-    get_advantage_estimator,
-    kl_penalty,
-    policy_loss,
-    scale_negative,
-)
-from envsched_gnn.training.grpo_batch import (
-    UpdateItem,
-    collate,
-    pack_micro_batches,
-    policy_log_probs,
-    split_groups,
-)
 from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo_update import GRPOUpdate, UpdateHooks
 from envsched_gnn.training.observation_sink import ObservationSink
 from envsched_gnn.training.rng import capture_rng_state, restore_rng_state, step_seed
 from envsched_gnn.training.rollout import Episode, EpisodeSpec, RolloutEngine
@@ -140,9 +120,14 @@ class GRPOModule(L.LightningModule):
         self.config = config
         self.sink = sink
         self.evaluator = evaluator
-        self.max_response_tokens = self.agent_config.max_turns * self.agent_config.max_new_tokens
-        self.advantage_fn = get_advantage_estimator(config.advantage_estimator)
         self.ref_policy = _frozen_copy(policy) if config.kl_coef > 0 else None
+        self.grpo_update = GRPOUpdate(
+            policy,
+            config,
+            temperature=self.agent_config.temperature,
+            max_response_tokens=self.agent_config.max_turns * self.agent_config.max_new_tokens,
+            ref_policy=self.ref_policy,
+        )
         self.env_of = {task.task_id: task.env_id for task in pool.tasks}
         self.tools_of = {env_id: set(env.tool_names) for env_id, env in pool.envs.items()}
         self.next_step = 0
@@ -215,7 +200,7 @@ class GRPOModule(L.LightningModule):
         kept = self._kept_tasks(step, rewards)
 
         start = time.perf_counter()
-        update = self._update(step, episodes, records, kept)
+        update = self.grpo_update(step, episodes, records, kept, self._update_hooks())
         update_s = time.perf_counter() - start
 
         if self.global_rank == 0:
@@ -317,146 +302,20 @@ class GRPOModule(L.LightningModule):
         kept = list(self.scheduler.filter_groups(step, rewards)) if self.global_rank == 0 else None
         return list(self.trainer.strategy.broadcast(kept, src=0))
 
-    # ----------------------------------------------------------------- the update
-    def _update(
-        self,
-        step: int,
-        episodes: Sequence[tuple[int, Episode]],
-        records: Sequence[EpisodeRecord],
-        kept: Sequence[str],
-    ) -> dict[str, float]:
-        """``ppo_epochs`` passes over the kept groups, each split (in a seeded order) into
-        ``mini_batches`` optimiser steps; every rank takes its episodes of each mini-batch."""
-        config = self.config
-        kept_set = set(kept)
-        kept_records = [r for r in records if r.task_id in kept_set]
-        rewards = torch.tensor([r.reward for r in kept_records], dtype=torch.float64)
-        advantages = self.advantage_fn(rewards, config.group_size) if kept_records else rewards
-        advantages = scale_negative(advantages, config.negative_advantage_scale)
-        advantage_of = {r.index: float(a) for r, a in zip(kept_records, advantages, strict=True)}
-        mine = [
-            UpdateItem(advantage_of[index], episode)
-            for index, episode in episodes
-            if index in advantage_of
-        ]
-        groups = list(dict.fromkeys(r.task_id for r in kept_records))
-        order = torch.Generator().manual_seed(step_seed(config.seed, step))
-        sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
-        for epoch in range(config.ppo_epochs):
-            shuffled = [groups[i] for i in torch.randperm(len(groups), generator=order).tolist()]
-            for part in split_groups(shuffled, config.mini_batches):
-                chosen = set(part)
-                part_records = [r for r in kept_records if r.task_id in chosen]
-                items = [item for item in mine if item.episode.task_id in chosen]
-                done = self._optimizer_step(items, part_records, first_pass=epoch == 0)
-                for name, value in done.items():
-                    sums[name] += value
-        totals = torch.tensor(list(sums.values()), dtype=torch.float64, device=self.device)
-        totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
-        sums = dict(zip(sums, totals.tolist(), strict=True))
-        n = float(config.optimizer_steps_per_step)
-        world = self.trainer.world_size
-        policy_tokens = max(sums["policy_tokens"], 1.0)
-        first_pass_tokens = max(sums["first_pass_policy_tokens"], 1.0)
-        token_advantages = [(r.policy_tokens, abs(advantage_of[r.index])) for r in kept_records]
-        all_tokens = max(sum(t for t, _ in token_advantages), 1)
-        return {
-            "train/loss": sums["loss"] / world / n,
-            "train/kl": sums["kl"] / world / n,
-            "train/clip_fraction": sums["clipped"] / policy_tokens,
-            "train/approx_kl": sums["approx_kl"] / policy_tokens,
-            "train/entropy": sums["entropy"] / first_pass_tokens,
-            "train/grad_norm": sums["grad_norm"] / world / n,
-            "train/lr": sums["lr"] / world / n,
-            "train/advantage_abs_mean": float(advantages.abs().mean()) if kept_records else 0.0,
-            "train/advantage_token_mass": sum(t * a for t, a in token_advantages) / all_tokens,
-            "train/nonzero_advantage_token_share": (
-                sum(t for t, a in token_advantages if a > 0) / all_tokens
-            ),
-            "train/tokens": sums["tokens"],
-            "train/optimizer_steps": n,
-        }
-
-    def _optimizer_step(
-        self,
-        items: Sequence[UpdateItem],
-        part_records: Sequence[EpisodeRecord],
-        first_pass: bool,
-    ) -> dict[str, float]:
-        """One optimiser step on a mini-batch (this rank's ``items`` of the groups of
-        ``part_records``, which cover every rank): gradients accumulated over micro-batches,
-        clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
-        config = self.config
-        world = self.trainer.world_size
-        if config.loss_aggregation == "token_mean":
-            denominator = float(sum(r.policy_tokens for r in part_records))
-        else:
-            denominator = float(len(part_records) * self.max_response_tokens)
-        # DDP averages gradients over ranks; scaling by the world size makes the sum of the
-        # ranks' partial losses the loss of the whole mini-batch.
-        denominator = max(denominator, 1.0) / world
-        sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
-        optimizer = self.optimizers()
-        optimizer.zero_grad(set_to_none=True)
-        micro_batches = pack_micro_batches(
-            items, config.micro_batch_size, config.micro_batch_tokens
-        ) or [[]]  # an idle rank still takes part in the gradient synchronisation
-        for i, micro in enumerate(micro_batches):
-            last = i == len(micro_batches) - 1
-            with nullcontext() if last else self._no_sync():
-                parts = self._micro_loss(micro, denominator, first_pass)
-                self.manual_backward(parts.pop("loss_tensor"))
-            for name, value in parts.items():
-                sums[name] += value
-        trainable = [p for p in self.policy.parameters() if p.requires_grad]
-        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm))
-        sums["lr"] = float(optimizer.param_groups[0]["lr"])
-        # with nothing in the mini-batch every gradient is None and AdamW leaves the weights
-        # (and its moments) alone; the step still counts, so the schedule stays in line
-        optimizer.step()
-        self.lr_schedulers().step()
-        return sums
-
-    def _micro_loss(
-        self, micro: Sequence[UpdateItem], denominator: float, first_pass: bool
-    ) -> dict[str, Any]:
-        """The micro-batch's share of the mini-batch loss (``/ denominator``) and its sums
-        (entropy of the rollout policy: first pass only)."""
-        config = self.config
-        if not micro:
-            zero = sum(p.sum() for p in self.policy.parameters()) * 0.0
-            return {"loss_tensor": zero}
-        batch = collate(micro, self.device)
-        temperature = self.agent_config.temperature
-        logp, entropy = policy_log_probs(self.policy, batch, temperature)
-        ones = torch.ones_like(logp)
-        loss = policy_loss(
-            logp, batch.old_logp, batch.advantages, ones, config.clip, "token_sum_norm",
-            denominator,
-        )  # fmt: skip
-        kl = torch.zeros((), device=self.device)
-        if self.ref_policy is not None:
-            with torch.no_grad():
-                ref_logp, _ = policy_log_probs(self.ref_policy, batch, temperature)
-            kl = aggregate_tokens(kl_penalty(logp, ref_logp), ones, denominator=denominator)
-            loss = loss + config.kl_coef * kl
-        detached = logp.detach()
-        tokens = float(batch.policy_tokens)
-        return {
-            "loss_tensor": loss,
-            "loss": float(loss.detach()),
-            "kl": float(kl.detach()),
-            "clipped": float(clip_fraction(detached, batch.old_logp, ones, config.clip)) * tokens,
-            "approx_kl": float(kl_penalty(batch.old_logp, detached).sum()),
-            "entropy": float(entropy.sum()) if first_pass else 0.0,
-            "policy_tokens": tokens,
-            "first_pass_policy_tokens": tokens if first_pass else 0.0,
-            "tokens": float(batch.tokens),
-        }
-
-    def _no_sync(self):
-        block = getattr(self.trainer.strategy, "block_backward_sync", None)
-        return block() if block is not None else nullcontext()
+    def _update_hooks(self) -> UpdateHooks:
+        """What the update runs through: this module's optimiser, schedule and backward, and the
+        trainer's strategy."""
+        strategy = self.trainer.strategy
+        return UpdateHooks(
+            optimizer=self.optimizers(),
+            lr_scheduler=self.lr_schedulers(),
+            backward=self.manual_backward,
+            # only parallel strategies have it (DDP's ``no_sync``)
+            no_sync=getattr(strategy, "block_backward_sync", nullcontext),
+            reduce_sum=lambda tensor: strategy.reduce(tensor, reduce_op="sum"),
+            world_size=self.trainer.world_size,
+            device=self.device,
+        )
 
     # ------------------------------------------------------------------- evaluation
     def _evaluate(self, step: int) -> None:
@@ -529,17 +388,3 @@ def _frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
     for parameter in ref.parameters():
         parameter.requires_grad_(False)
     return ref
-
-
-_UPDATE_SUMS = (
-    "loss",
-    "kl",
-    "clipped",
-    "approx_kl",
-    "entropy",
-    "grad_norm",
-    "lr",
-    "policy_tokens",
-    "first_pass_policy_tokens",
-    "tokens",
-)

@@ -1,0 +1,295 @@
+"""GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
+
+Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo`: at step ``s`` the kept
+groups are tasks ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
+``A(i,k)`` from the configured estimator (``grpo`` or ``dr_grpo``), negative ones multiplied by
+``c`` (``negative_advantage_scale``). ``T(i,k)`` are the policy's own tokens ``y_t`` of episode
+``(i,k)``, ``pi_old`` the rollout policy (its log-probabilities recorded while sampling),
+``pi_ref`` the initial policy; every distribution is ``softmax(z / temperature)``, the one the
+rollouts sampled from. ``ppo_epochs`` passes each shuffle the groups (a generator seeded by
+the step seed) and cut them into ``mini_batches`` mini-batches ``M``; each mini-batch is one
+optimiser step on
+
+    L(theta) = (1 / D) sum_{(i,k) in M} sum_{t in T(i,k)}
+                   [ max(-A(i,k) rho_t, -A(i,k) clip(rho_t, 1 - eps, 1 + eps)) + beta KL3_t ]
+
+    rho_t = pi_theta(y_t | y_<t) / pi_old(y_t | y_<t)
+    KL3_t = exp(u_t) - u_t - 1,   u_t = log pi_ref(y_t | y_<t) - log pi_theta(y_t | y_<t)
+    D     = sum_{(i,k) in M} |T(i,k)|                           (``token_mean``, DAPO)
+          = |M| * max_turns * max_new_tokens                    (``token_sum_norm``, Dr. GRPO)
+
+with ``eps`` = ``clip`` and ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0). The gradient
+accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo_batch`:
+the shared prompt runs once), each adding its share ``(1 / D) sum ...``; it is clipped to the
+global norm ``max_grad_norm``, then one AdamW step and one learning-rate schedule step. Under
+data parallelism every rank takes its own episodes of each mini-batch and divides by
+``D / world``: DDP averages the ranks' gradients, so their sum is the gradient of ``L``.
+
+Metrics of the step (:meth:`GRPOUpdate.__call__`, summed over the ranks):
+
+- ``train/loss``, ``train/kl``: ``L`` and its ``(1 / D) sum KL3`` (the KL to the initial
+  policy), means over the step's optimiser steps;
+- ``train/clip_fraction``: share of policy tokens whose ``rho_t`` lies outside
+  ``[1 - eps, 1 + eps]``; ``train/approx_kl``: mean k3 estimate of ``KL(pi_old || pi_theta)``
+  per policy token; both over the policy tokens of every pass, before each mini-batch's step
+  (so 0 on the first mini-batch);
+- ``train/entropy``: mean entropy of ``pi_theta`` at the policy tokens of the first pass (the
+  rollout policy's when ``mini_batches`` = 1);
+- ``train/grad_norm`` (before clipping) and ``train/lr``: means over the optimiser steps;
+- ``train/advantage_abs_mean``: mean ``|A(i,k)|`` over the kept episodes;
+  ``train/advantage_token_mass``: mean ``|A|`` per policy token;
+  ``train/nonzero_advantage_token_share``: share of policy tokens with ``A != 0``;
+- ``train/tokens``: sequence tokens through the update (every pass);
+  ``train/optimizer_steps``: ``ppo_epochs x mini_batches``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from envsched_gnn.training.grpo import (
+    aggregate_tokens,
+    clip_fraction,
+    get_advantage_estimator,
+    kl_penalty,
+    policy_loss,
+    scale_negative,
+)
+from envsched_gnn.training.grpo_batch import (
+    UpdateItem,
+    collate,
+    pack_micro_batches,
+    policy_log_probs,
+    split_groups,
+)
+from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.rng import step_seed
+from envsched_gnn.training.rollout import Episode
+
+
+class EpisodeSummary(Protocol):
+    """What the update reads of each episode of the step, this rank's or another's."""
+
+    @property
+    def index(self) -> int:
+        """Position in the step's B x K episodes (task-major)."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def reward(self) -> float: ...
+
+    @property
+    def policy_tokens(self) -> int:
+        """``|T(i,k)|``: tokens the policy sampled."""
+
+
+@dataclass(frozen=True)
+class UpdateHooks:
+    """What the update takes from the training loop that runs it (Lightning's, in
+    :class:`~envsched_gnn.training.module.GRPOModule`)."""
+
+    optimizer: torch.optim.Optimizer
+    """The optimiser; Lightning's wrapper steps it through the strategy (and counts the step)."""
+    lr_scheduler: torch.optim.lr_scheduler.LRScheduler
+    """Stepped once after every optimiser step."""
+    backward: Callable[[Tensor], None]
+    """``loss.backward()`` as the strategy runs it (precision plugin, DDP's gradient sync)."""
+    no_sync: Callable[[], AbstractContextManager[Any]]
+    """A context whose backward passes skip DDP's gradient sync (all micro-batches but the
+    last of an optimiser step)."""
+    reduce_sum: Callable[[Tensor], Tensor]
+    """Sum of a tensor over the ranks."""
+    world_size: int
+    device: torch.device
+
+
+class GRPOUpdate:
+    """The update of one GRPO step (module docstring), on ``policy`` in place.
+
+    Args:
+        policy: the Hugging Face causal LM being trained.
+        config: the run's :class:`GRPOConfig` (estimator, clip, KL weight, passes, batching).
+        temperature: the rollouts' sampling temperature.
+        max_response_tokens: ``max_turns * max_new_tokens``, the per-episode token budget of
+            the ``token_sum_norm`` denominator.
+        ref_policy: the frozen initial policy ``pi_ref`` (needed when ``config.kl_coef > 0``).
+    """
+
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        config: GRPOConfig,
+        *,
+        temperature: float,
+        max_response_tokens: int,
+        ref_policy: torch.nn.Module | None = None,
+    ) -> None:
+        self.policy = policy
+        self.config = config
+        self.temperature = temperature
+        self.max_response_tokens = max_response_tokens
+        self.ref_policy = ref_policy
+        self.advantage_fn = get_advantage_estimator(config.advantage_estimator)
+
+    def __call__(
+        self,
+        step: int,
+        episodes: Sequence[tuple[int, Episode]],
+        records: Sequence[EpisodeSummary],
+        kept: Sequence[str],
+        hooks: UpdateHooks,
+    ) -> dict[str, float]:
+        """``ppo_epochs`` passes over the ``kept`` groups, each split (in a seeded order) into
+        ``mini_batches`` optimiser steps; this rank trains on its ``episodes`` (as (index,
+        episode)) of each mini-batch, ``records`` cover every rank's. Returns the metrics."""
+        config = self.config
+        kept_set = set(kept)
+        kept_records = [r for r in records if r.task_id in kept_set]
+        rewards = torch.tensor([r.reward for r in kept_records], dtype=torch.float64)
+        advantages = self.advantage_fn(rewards, config.group_size) if kept_records else rewards
+        advantages = scale_negative(advantages, config.negative_advantage_scale)
+        advantage_of = {r.index: float(a) for r, a in zip(kept_records, advantages, strict=True)}
+        mine = [
+            UpdateItem(advantage_of[index], episode)
+            for index, episode in episodes
+            if index in advantage_of
+        ]
+        groups = list(dict.fromkeys(r.task_id for r in kept_records))
+        order = torch.Generator().manual_seed(step_seed(config.seed, step))
+        sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
+        for epoch in range(config.ppo_epochs):
+            shuffled = [groups[i] for i in torch.randperm(len(groups), generator=order).tolist()]
+            for part in split_groups(shuffled, config.mini_batches):
+                chosen = set(part)
+                part_records = [r for r in kept_records if r.task_id in chosen]
+                items = [item for item in mine if item.episode.task_id in chosen]
+                done = self._optimizer_step(items, part_records, epoch == 0, hooks)
+                for name, value in done.items():
+                    sums[name] += value
+        totals = torch.tensor(list(sums.values()), dtype=torch.float64, device=hooks.device)
+        totals = hooks.reduce_sum(totals)
+        sums = dict(zip(sums, totals.tolist(), strict=True))
+        n = float(config.optimizer_steps_per_step)
+        world = hooks.world_size
+        policy_tokens = max(sums["policy_tokens"], 1.0)
+        first_pass_tokens = max(sums["first_pass_policy_tokens"], 1.0)
+        token_advantages = [(r.policy_tokens, abs(advantage_of[r.index])) for r in kept_records]
+        all_tokens = max(sum(t for t, _ in token_advantages), 1)
+        return {
+            "train/loss": sums["loss"] / world / n,
+            "train/kl": sums["kl"] / world / n,
+            "train/clip_fraction": sums["clipped"] / policy_tokens,
+            "train/approx_kl": sums["approx_kl"] / policy_tokens,
+            "train/entropy": sums["entropy"] / first_pass_tokens,
+            "train/grad_norm": sums["grad_norm"] / world / n,
+            "train/lr": sums["lr"] / world / n,
+            "train/advantage_abs_mean": float(advantages.abs().mean()) if kept_records else 0.0,
+            "train/advantage_token_mass": sum(t * a for t, a in token_advantages) / all_tokens,
+            "train/nonzero_advantage_token_share": (
+                sum(t for t, a in token_advantages if a > 0) / all_tokens
+            ),
+            "train/tokens": sums["tokens"],
+            "train/optimizer_steps": n,
+        }
+
+    def _optimizer_step(
+        self,
+        items: Sequence[UpdateItem],
+        part_records: Sequence[EpisodeSummary],
+        first_pass: bool,
+        hooks: UpdateHooks,
+    ) -> dict[str, float]:
+        """One optimiser step on a mini-batch (this rank's ``items`` of the groups of
+        ``part_records``, which cover every rank): gradients accumulated over micro-batches,
+        clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
+        config = self.config
+        if config.loss_aggregation == "token_mean":
+            denominator = float(sum(r.policy_tokens for r in part_records))
+        else:
+            denominator = float(len(part_records) * self.max_response_tokens)
+        # DDP averages gradients over ranks; scaling by the world size makes the sum of the
+        # ranks' partial losses the loss of the whole mini-batch.
+        denominator = max(denominator, 1.0) / hooks.world_size
+        sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
+        optimizer = hooks.optimizer
+        optimizer.zero_grad(set_to_none=True)
+        micro_batches = pack_micro_batches(
+            items, config.micro_batch_size, config.micro_batch_tokens
+        ) or [[]]  # an idle rank still takes part in the gradient synchronisation
+        for i, micro in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            with nullcontext() if last else hooks.no_sync():
+                parts = self._micro_loss(micro, denominator, first_pass, hooks.device)
+                hooks.backward(parts.pop("loss_tensor"))
+            for name, value in parts.items():
+                sums[name] += value
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm))
+        sums["lr"] = float(optimizer.param_groups[0]["lr"])
+        # with nothing in the mini-batch every gradient is None and AdamW leaves the weights
+        # (and its moments) alone; the step still counts, so the schedule stays in line
+        optimizer.step()
+        hooks.lr_scheduler.step()
+        return sums
+
+    def _micro_loss(
+        self,
+        micro: Sequence[UpdateItem],
+        denominator: float,
+        first_pass: bool,
+        device: torch.device,
+    ) -> dict[str, Any]:
+        """The micro-batch's share of the mini-batch loss (``/ denominator``) and its sums
+        (entropy: first pass only)."""
+        config = self.config
+        if not micro:
+            zero = sum(p.sum() for p in self.policy.parameters()) * 0.0
+            return {"loss_tensor": zero}
+        batch = collate(micro, device)
+        logp, entropy = policy_log_probs(self.policy, batch, self.temperature)
+        ones = torch.ones_like(logp)
+        loss = policy_loss(
+            logp, batch.old_logp, batch.advantages, ones, config.clip, "token_sum_norm",
+            denominator,
+        )  # fmt: skip
+        kl = torch.zeros((), device=device)
+        if self.ref_policy is not None:
+            with torch.no_grad():
+                ref_logp, _ = policy_log_probs(self.ref_policy, batch, self.temperature)
+            kl = aggregate_tokens(kl_penalty(logp, ref_logp), ones, denominator=denominator)
+            loss = loss + config.kl_coef * kl
+        detached = logp.detach()
+        tokens = float(batch.policy_tokens)
+        return {
+            "loss_tensor": loss,
+            "loss": float(loss.detach()),
+            "kl": float(kl.detach()),
+            "clipped": float(clip_fraction(detached, batch.old_logp, ones, config.clip)) * tokens,
+            "approx_kl": float(kl_penalty(batch.old_logp, detached).sum()),
+            "entropy": float(entropy.sum()) if first_pass else 0.0,
+            "policy_tokens": tokens,
+            "first_pass_policy_tokens": tokens if first_pass else 0.0,
+            "tokens": float(batch.tokens),
+        }
+
+
+_UPDATE_SUMS = (
+    "loss",
+    "kl",
+    "clipped",
+    "approx_kl",
+    "entropy",
+    "grad_norm",
+    "lr",
+    "policy_tokens",
+    "first_pass_policy_tokens",
+    "tokens",
+)
