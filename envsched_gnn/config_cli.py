@@ -18,7 +18,9 @@ action records its source in ``action.config_class`` and ``action.config_field``
 Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
 ``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
 ``--name``, one that defaults to True the switch ``--no-name``;
-``tuple[X, ...]`` and ``list[X]`` take one or more values; ``Literal[...]`` gives ``choices``.
+``tuple[X, ...]`` and ``list[X]`` take one or more values (or, named in ``repeatable``, one value
+per occurrence of the flag); ``Literal[...]`` gives ``choices``. A command whose flag text is not
+the field's value (a comma-separated list) names the conversion in ``types``.
 A field without a default is a required option (or a positional, when named in ``positional``).
 """
 
@@ -31,7 +33,7 @@ import inspect
 import textwrap
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,6 +79,9 @@ def add_config_flags(
     choices: Mapping[str, Sequence[Any]] | None = None,
     positional: Iterable[str] = (),
     dest_prefix: str = "",
+    metavars: Mapping[str, str] | None = None,
+    repeatable: Iterable[str] = (),
+    types: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> list[str]:
     """Add one option per field of dataclass ``cls``; returns the field names added.
 
@@ -90,15 +95,22 @@ def add_config_flags(
         choices: per-field allowed values.
         positional: fields given as positional arguments instead of options.
         dest_prefix: prefix of the namespace attribute (two configs with a same-named field).
+        metavars: per-field names of the value in the usage line (``CKPT``).
+        repeatable: ``tuple`` / ``list`` fields whose flag takes one value and may be repeated
+            (``--package a --package b``) instead of taking several values at once.
+        types: per-field conversions of the flag's one value (its text) into the field's value,
+            replacing the one the field's type gives (``"a,b"`` -> ``["a", "b"]``).
     """
     by_name = {f.name: f for f in dataclasses.fields(cls)}
     names = list(fields) if fields is not None else list(by_name)
-    unknown = [n for n in [*names, *exclude, *(defaults or {}), *(flags or {})] if n not in by_name]
+    positional, repeatable = set(positional), set(repeatable)
+    named = [*names, *exclude, *(defaults or {}), *(flags or {}), *(choices or {}), *positional]
+    named += [*(metavars or {}), *repeatable, *(types or {})]
+    unknown = [n for n in named if n not in by_name]
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
-    positional = set(positional)
     added = []
     for name in names:
         if name in exclude:
@@ -107,11 +119,17 @@ def add_config_flags(
             raise ValueError(f"{cls.__name__}.{name} has no docstring to use as its help")
         field = by_name[name]
         default = _field_default(field, defaults or {})
-        kwargs = _value_kwargs(cls, name, hints[name], default)
+        kwargs = _value_kwargs(
+            cls, name, hints[name], default, (types or {}).get(name), name in repeatable
+        )
         if choices and name in choices:
             kwargs["choices"] = tuple(choices[name])
+        if metavars and name in metavars:
+            kwargs["metavar"] = metavars[name]
         help_text = docs[name].replace("%", "%%")
-        if default is not dataclasses.MISSING and default is not None and "action" not in kwargs:
+        if name in repeatable:
+            help_text += " (repeatable)"
+        elif default is not dataclasses.MISSING and default is not None and "action" not in kwargs:
             help_text += " (default: %(default)s)"
         dest = dest_prefix + name
         if name in positional:
@@ -157,13 +175,23 @@ def _field_default(field: dataclasses.Field, defaults: Mapping[str, Any]) -> Any
     return dataclasses.MISSING
 
 
-def _value_kwargs(cls: type, name: str, hint: Any, default: Any) -> dict[str, Any]:
+def _value_kwargs(
+    cls: type,
+    name: str,
+    hint: Any,
+    default: Any,
+    parse: Callable[[str], Any] | None = None,
+    repeatable: bool = False,
+) -> dict[str, Any]:
     """``type`` / ``nargs`` / ``action`` / ``choices`` / ``default`` for a field's type."""
     kwargs: dict[str, Any] = {}
     if default is dataclasses.MISSING:
         kwargs["required"] = True
     else:
         kwargs["default"] = list(default) if isinstance(default, tuple) else default
+    if parse is not None:
+        kwargs["type"] = parse
+        return kwargs
     args = typing.get_args(hint)
     if _is_optional(hint):
         hint = next(a for a in args if a is not type(None))
@@ -180,9 +208,14 @@ def _value_kwargs(cls: type, name: str, hint: Any, default: Any) -> dict[str, An
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             raise TypeError(f"{cls.__name__}.{name}: only tuple[X, ...] becomes a flag")
         kwargs["type"] = args[0]
-        kwargs["nargs"] = "+"
+        if repeatable:
+            kwargs["action"] = "append"
+        else:
+            kwargs["nargs"] = "+"
     else:
         raise TypeError(f"{cls.__name__}.{name}: type {hint!r} has no flag form; exclude it")
+    if repeatable and kwargs.get("action") != "append":
+        raise TypeError(f"{cls.__name__}.{name}: only tuple or list fields are repeatable")
     return kwargs
 
 

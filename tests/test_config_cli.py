@@ -130,3 +130,30 @@ def test_mistakes_are_clear_errors():
         add_config_flags(argparse.ArgumentParser(), _Undocumented)
     with pytest.raises(ValueError, match="no field"):
         add_config_flags(argparse.ArgumentParser(), _Config, fields=["nope"])
+
+
+def test_repeatable_metavar_and_text_conversion():
+    parser = argparse.ArgumentParser()
+    add_config_flags(
+        parser,
+        _Config,
+        fields=["halves", "names", "out"],
+        defaults={"halves": (), "names": "x,y"},
+        flags={"halves": "--half"},
+        repeatable=["halves"],
+        types={"names": lambda text: [n.strip() for n in text.split(",") if n.strip()]},
+        metavars={"halves": "H", "out": "DIR"},
+    )
+    actions = {a.dest: a for a in parser._actions}
+    assert actions["halves"].help == "Half-lives. (repeatable)"
+    assert (actions["halves"].metavar, actions["out"].metavar) == ("H", "DIR")
+    assert actions["names"].help == "Names. (default: %(default)s)"
+    args = parser.parse_args([])
+    assert (args.halves, args.names) == ([], ["x", "y"])  # a text default is converted too
+    args = parser.parse_args(["--half", "2", "--half", "4", "--names", " p, q,"])
+    assert config_from_args(_Config, args) == _Config(halves=(2.0, 4.0), names=["p", "q"])
+    assert parser.parse_args([]).halves == []  # the default list is not the one appended to
+    with pytest.raises(TypeError, match="repeatable"):
+        add_config_flags(argparse.ArgumentParser(), _Config, fields=["lr"], repeatable=["lr"])
+    with pytest.raises(ValueError, match="no field"):
+        add_config_flags(argparse.ArgumentParser(), _Config, metavars={"nope": "N"})
