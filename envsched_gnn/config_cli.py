@@ -17,7 +17,8 @@ action records its source in ``action.config_class`` and ``action.config_field``
 
 Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
 ``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
-``--name``, one that defaults to True the switch ``--no-name``;
+``--name``, one that defaults to True the switch ``--no-name`` (its help says that it turns the
+field off);
 ``tuple[X, ...]`` and ``list[X]`` take one or more values (or, named in ``repeatable``, one value
 per occurrence of the flag); ``Literal[...]`` gives ``choices``. A command whose flag text is not
 the field's value (a comma-separated list) names the conversion in ``types``.
@@ -91,7 +92,8 @@ def add_config_flags(
         fields: the fields to add, in this order (default: all fields, in class order).
         exclude: fields left out (nested configs, values the command sets itself).
         defaults: per-field defaults that replace the dataclass's (a preset's values).
-        flags: per-field option strings that replace ``--field-name`` (kept names of old flags).
+        flags: per-field option strings that replace ``--field-name`` (kept names of old flags);
+            the value's name in the usage line follows the option (``--lr LR``).
         choices: per-field allowed values.
         positional: fields given as positional arguments instead of options.
         dest_prefix: prefix of the namespace attribute (two configs with a same-named field).
@@ -129,6 +131,8 @@ def add_config_flags(
         help_text = docs[name].replace("%", "%%")
         if name in repeatable:
             help_text += " (repeatable)"
+        elif default is True and kwargs.get("action") == "store_false":
+            help_text += " (default: on; this flag turns it off)"
         elif default is not dataclasses.MISSING and default is not None and "action" not in kwargs:
             help_text += " (default: %(default)s)"
         dest = dest_prefix + name
@@ -137,6 +141,10 @@ def add_config_flags(
             action = parser.add_argument(dest, help=help_text, **kwargs)
         else:
             option = (flags or {}).get(name, flag_name(name, negated=default is True))
+            metavar = option.lstrip("-").replace("-", "_").upper()
+            takes_value = kwargs.get("action") in (None, "append")
+            if takes_value and metavar != dest.upper() and not {"metavar", "choices"} & set(kwargs):
+                kwargs["metavar"] = metavar
             action = parser.add_argument(option, dest=dest, help=help_text, **kwargs)
         action.config_class, action.config_field = cls, f"{cls.__name__}.{name}"
         added.append(name)

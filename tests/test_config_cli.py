@@ -94,6 +94,8 @@ def test_help_is_the_docstring_with_the_default():
     assert actions["out"].help == "Run folder."
     assert "100%%" in actions["pool"].help
     assert actions["k_grid"].option_strings == ["--no-k-grid"]
+    assert actions["k_grid"].help == "Sweep K. (default: on; this flag turns it off)"
+    assert actions["freeze"].help == "Freeze the embeddings."
     help_text = " ".join(_parser().format_help().split())
     assert "(default: 0.0001)" in help_text and "100% of it" in help_text
 
@@ -113,6 +115,8 @@ def test_overrides_selection_flags_positionals_and_prefix():
     assert added == ["lr", "pool"]
     args = parser.parse_args(["somewhere"])
     assert (args.grpo_lr, args.grpo_pool) == (0.25, Path("somewhere"))
+    assert "--learning-rate LEARNING_RATE" in parser.format_usage()
+    assert "--mode {a,b}" in _parser().format_usage()
     got = config_from_args(_Config, args, dest_prefix="grpo_", base=_Config(seed=7), out="x")
     assert got == _Config(seed=7, lr=0.25, pool=Path("somewhere"), out="x")
 
