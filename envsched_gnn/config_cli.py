@@ -17,11 +17,11 @@ action records its source in ``action.config_class`` and ``action.config_field``
 
 Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
 ``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
-``--name``, one that defaults to True the switch ``--no-name`` (its help says that it turns the
-field off);
-``tuple[X, ...]`` and ``list[X]`` take one or more values (or, named in ``repeatable``, one value
-per occurrence of the flag); ``Literal[...]`` gives ``choices``. A command whose flag text is not
-the field's value (a comma-separated list) names the conversion in ``types``.
+``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(default: on)"),
+and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent: ``None``, the caller decides);
+``tuple[X, ...]`` and ``list[X]`` take one or more values (or, when named in ``repeatable``,
+one value per repeated option, or, given a function in ``parsers``, one text that it turns into
+the whole list: ``"a,b"`` -> ``["a", "b"]``); ``Literal[...]`` gives ``choices``.
 A field without a default is a required option (or a positional, when named in ``positional``).
 """
 
@@ -80,9 +80,10 @@ def add_config_flags(
     choices: Mapping[str, Sequence[Any]] | None = None,
     positional: Iterable[str] = (),
     dest_prefix: str = "",
+    types: Mapping[str, Callable[[str], Any]] | None = None,
     metavars: Mapping[str, str] | None = None,
     repeatable: Iterable[str] = (),
-    types: Mapping[str, Callable[[str], Any]] | None = None,
+    parsers: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> list[str]:
     """Add one option per field of dataclass ``cls``; returns the field names added.
 
@@ -92,27 +93,26 @@ def add_config_flags(
         fields: the fields to add, in this order (default: all fields, in class order).
         exclude: fields left out (nested configs, values the command sets itself).
         defaults: per-field defaults that replace the dataclass's (a preset's values).
-        flags: per-field option strings that replace ``--field-name`` (kept names of old flags);
-            the value's name in the usage line follows the option (``--lr LR``).
+        flags: per-field option strings that replace ``--field-name`` (kept names of old flags).
         choices: per-field allowed values.
         positional: fields given as positional arguments instead of options.
         dest_prefix: prefix of the namespace attribute (two configs with a same-named field).
-        metavars: per-field names of the value in the usage line (``CKPT``).
-        repeatable: ``tuple`` / ``list`` fields whose flag takes one value and may be repeated
-            (``--package a --package b``) instead of taking several values at once.
-        types: per-field conversions of the flag's one value (its text) into the field's value,
-            replacing the one the field's type gives (``"a,b"`` -> ``["a", "b"]``).
+        types: per-field converters that replace the field's type (a value check, e.g. >= 0).
+        metavars: per-field names of the value in the usage line (``DIR``).
+        repeatable: list-typed fields whose option is repeated, one value each (``--x 1 --x 2``).
+        parsers: per-field functions from the option's one text to the field's whole value (a
+            comma-separated list, kept as users' scripts write it).
     """
     by_name = {f.name: f for f in dataclasses.fields(cls)}
     names = list(fields) if fields is not None else list(by_name)
-    positional, repeatable = set(positional), set(repeatable)
-    named = [*names, *exclude, *(defaults or {}), *(flags or {}), *(choices or {}), *positional]
-    named += [*(metavars or {}), *repeatable, *(types or {})]
-    unknown = [n for n in named if n not in by_name]
+    repeatable = set(repeatable)
+    named = [*names, *exclude, *(defaults or {}), *(flags or {}), *(types or {}), *(metavars or {})]
+    unknown = [n for n in [*named, *repeatable, *(parsers or {})] if n not in by_name]
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
+    positional = set(positional)
     added = []
     for name in names:
         if name in exclude:
@@ -121,30 +121,39 @@ def add_config_flags(
             raise ValueError(f"{cls.__name__}.{name} has no docstring to use as its help")
         field = by_name[name]
         default = _field_default(field, defaults or {})
-        kwargs = _value_kwargs(
-            cls, name, hints[name], default, (types or {}).get(name), name in repeatable
-        )
+        kwargs = _value_kwargs(cls, name, hints[name], default)
+        if name in repeatable:
+            if kwargs.pop("nargs", None) != "+" or default is not None:
+                # argparse appends to a default list instead of replacing it
+                raise TypeError(f"{cls.__name__}.{name}: only a list defaulting to None repeats")
+            kwargs["action"] = "append"
         if choices and name in choices:
             kwargs["choices"] = tuple(choices[name])
+        if types and name in types:
+            kwargs["type"] = types[name]
+        if parsers and name in parsers:
+            kwargs.pop("nargs", None)
+            kwargs["type"] = parsers[name]
         if metavars and name in metavars:
             kwargs["metavar"] = metavars[name]
+        elif dest_prefix and "choices" not in kwargs and kwargs.get("action") in (None, "append"):
+            kwargs["metavar"] = name.upper()  # argparse would show the prefixed dest
         help_text = docs[name].replace("%", "%%")
-        if name in repeatable:
-            help_text += " (repeatable)"
-        elif default is True and kwargs.get("action") == "store_false":
-            help_text += " (default: on; this flag turns it off)"
-        elif default is not dataclasses.MISSING and default is not None and "action" not in kwargs:
+        if (
+            default is not dataclasses.MISSING
+            and default is not None
+            and kwargs.get("action") in (None, "append")
+        ):
             help_text += " (default: %(default)s)"
+        elif kwargs.get("action") == "store_false":
+            help_text += " (default: on)"
         dest = dest_prefix + name
         if name in positional:
             kwargs.pop("required", None)
             action = parser.add_argument(dest, help=help_text, **kwargs)
         else:
-            option = (flags or {}).get(name, flag_name(name, negated=default is True))
-            metavar = option.lstrip("-").replace("-", "_").upper()
-            takes_value = kwargs.get("action") in (None, "append")
-            if takes_value and metavar != dest.upper() and not {"metavar", "choices"} & set(kwargs):
-                kwargs["metavar"] = metavar
+            negated = kwargs.get("action") == "store_false"
+            option = (flags or {}).get(name, flag_name(name, negated=negated))
             action = parser.add_argument(option, dest=dest, help=help_text, **kwargs)
         action.config_class, action.config_field = cls, f"{cls.__name__}.{name}"
         added.append(name)
@@ -183,29 +192,22 @@ def _field_default(field: dataclasses.Field, defaults: Mapping[str, Any]) -> Any
     return dataclasses.MISSING
 
 
-def _value_kwargs(
-    cls: type,
-    name: str,
-    hint: Any,
-    default: Any,
-    parse: Callable[[str], Any] | None = None,
-    repeatable: bool = False,
-) -> dict[str, Any]:
+def _value_kwargs(cls: type, name: str, hint: Any, default: Any) -> dict[str, Any]:
     """``type`` / ``nargs`` / ``action`` / ``choices`` / ``default`` for a field's type."""
     kwargs: dict[str, Any] = {}
     if default is dataclasses.MISSING:
         kwargs["required"] = True
     else:
         kwargs["default"] = list(default) if isinstance(default, tuple) else default
-    if parse is not None:
-        kwargs["type"] = parse
-        return kwargs
     args = typing.get_args(hint)
-    if _is_optional(hint):
+    optional = _is_optional(hint)
+    if optional:
         hint = next(a for a in args if a is not type(None))
         args = typing.get_args(hint)
     origin = typing.get_origin(hint)
-    if hint is bool:
+    if hint is bool and optional:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif hint is bool:
         kwargs["action"] = "store_false" if default is True else "store_true"
     elif hint in _SCALARS:
         kwargs["type"] = hint
@@ -216,14 +218,9 @@ def _value_kwargs(
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             raise TypeError(f"{cls.__name__}.{name}: only tuple[X, ...] becomes a flag")
         kwargs["type"] = args[0]
-        if repeatable:
-            kwargs["action"] = "append"
-        else:
-            kwargs["nargs"] = "+"
+        kwargs["nargs"] = "+"
     else:
         raise TypeError(f"{cls.__name__}.{name}: type {hint!r} has no flag form; exclude it")
-    if repeatable and kwargs.get("action") != "append":
-        raise TypeError(f"{cls.__name__}.{name}: only tuple or list fields are repeatable")
     return kwargs
 
 
