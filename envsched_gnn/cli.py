@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "envsched_gnn.training.commands",
     "envsched_gnn.training.grpo_commands",
     "envsched_gnn.pipeline.commands",
+    "envsched_gnn.eval.policy_commands",
     "envsched_gnn.eval.commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
