@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.graph",
+    "envsched_gnn.bench.runtime",
     "envsched_gnn.bench.grpo",
 )
 POOL_COMMANDS = (
@@ -80,8 +81,7 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
     from the namespace does not take them for its own fields (they reach it through the
     environment, see :func:`_export_sandbox_options`)."""
     from envsched_gnn.config_cli import add_config_flags
-    from envsched_gnn.envs.runtime import RuntimeConfig
-    from envsched_gnn.envs.sandbox import SandboxConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig, SandboxConfig
 
     add_config_flags(
         parser,
@@ -105,7 +105,7 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _export_sandbox_options(args: argparse.Namespace) -> None:
     """Hands the sandbox options to every runtime config the command builds (and its DDP
     ranks), as the defaults they read from the environment."""
-    from envsched_gnn.envs.sandbox import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
+    from envsched_gnn.envs.runtime_config import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
 
     if getattr(args, "sandbox_trust_pool", False):
         os.environ[TRUST_POOL_VARIABLE] = "1"

@@ -40,7 +40,7 @@ class EvalPolicyArgs:
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
-    from envsched_gnn.envs.runtime import RuntimeConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.training.agent_format import TOOL_FORMATS, AgentConfig
 
     p = groups["eval"].add_parser(
@@ -69,7 +69,8 @@ def _eval_policy(args: argparse.Namespace) -> int:
     import torch
 
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.policy_eval import evaluate_policy
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import RolloutEngine

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
@@ -208,7 +208,7 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.grpo_train import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
     from envsched_gnn.training.policy import load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 
