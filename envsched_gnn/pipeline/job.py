@@ -32,8 +32,8 @@ class RunOptions:
     """What ``envsched-gnn run`` was asked for."""
 
     preset: str = "demo"
-    """Sizes of the run (a key of :data:`~envsched_gnn.pipeline.presets.PRESETS`): ``demo``
-    ends in under 20 minutes on 2 CPU cores, ``paper`` is the paper's setting, for a GPU."""
+    """Sizes of the run (a preset of ``pipeline/presets.py``): ``demo`` ends in under 20
+    minutes on 2 CPU cores, ``paper`` is the paper's setting, for a GPU."""
     seed: int = 0
     """Seed of the pool, SFT, schedulers, rollouts and evaluation subset."""
     out: str | None = None
