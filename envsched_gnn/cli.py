@@ -34,6 +34,8 @@ COMMAND_MODULES = (
     "envsched_gnn.scheduler.commands",
     "envsched_gnn.training.commands",
     "envsched_gnn.training.grpo_commands",
+    "envsched_gnn.pipeline.commands",
+    "envsched_gnn.eval.policy_commands",
     "envsched_gnn.eval.commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
@@ -74,19 +76,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sandbox_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--trust-pool",
-        action="store_true",
-        help="the pool's code is trusted: where the kernel refuses the sandbox (no user "
-        "namespaces), run it unsandboxed instead of refusing (ENVSCHED_TRUST_POOL=1)",
+    """``--trust-pool`` and ``--sandbox-package``, from the runtime's and the sandbox's config
+    fields; their destinations are prefixed so that a command building its ``RuntimeConfig``
+    from the namespace does not take them for its own fields (they reach it through the
+    environment, see :func:`_export_sandbox_options`)."""
+    from envsched_gnn.config_cli import add_config_flags
+    from envsched_gnn.envs.runtime_config import RuntimeConfig, SandboxConfig
+
+    add_config_flags(
+        parser,
+        RuntimeConfig,
+        fields=["trust_pool"],
+        defaults={"trust_pool": False},
+        dest_prefix="sandbox_",
     )
-    parser.add_argument(
-        "--sandbox-package",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="an installed package environment code may import besides the standard library "
-        "and mpmath (repeatable; ENVSCHED_SANDBOX_PACKAGES)",
+    add_config_flags(
+        parser,
+        SandboxConfig,
+        fields=["packages"],
+        defaults={"packages": None},
+        flags={"packages": "--sandbox-package"},
+        repeatable=["packages"],
+        metavars={"packages": "NAME"},
+        dest_prefix="sandbox_",
     )
 
 
@@ -95,9 +107,9 @@ def _export_sandbox_options(args: argparse.Namespace) -> None:
     ranks), as the defaults they read from the environment."""
     from envsched_gnn.envs.runtime_config import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
 
-    if getattr(args, "trust_pool", False):
+    if getattr(args, "sandbox_trust_pool", False):
         os.environ[TRUST_POOL_VARIABLE] = "1"
-    packages = getattr(args, "sandbox_package", [])
+    packages = getattr(args, "sandbox_packages", None)
     if packages:
         known = [name for name in os.environ.get(PACKAGES_VARIABLE, "").split(",") if name]
         os.environ[PACKAGES_VARIABLE] = ",".join(dict.fromkeys([*known, *packages]))

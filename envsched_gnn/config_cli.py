@@ -20,7 +20,8 @@ Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` ta
 ``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(default: on)"),
 and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent: ``None``, the caller decides);
 ``tuple[X, ...]`` and ``list[X]`` take one or more values (or, when named in ``repeatable``,
-one value per repeated option); ``Literal[...]`` gives ``choices``.
+one value per repeated option, or, given a function in ``parsers``, one text that it turns into
+the whole list: ``"a,b"`` -> ``["a", "b"]``); ``Literal[...]`` gives ``choices``.
 A field without a default is a required option (or a positional, when named in ``positional``).
 """
 
@@ -82,6 +83,7 @@ def add_config_flags(
     types: Mapping[str, Callable[[str], Any]] | None = None,
     metavars: Mapping[str, str] | None = None,
     repeatable: Iterable[str] = (),
+    parsers: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> list[str]:
     """Add one option per field of dataclass ``cls``; returns the field names added.
 
@@ -98,12 +100,14 @@ def add_config_flags(
         types: per-field converters that replace the field's type (a value check, e.g. >= 0).
         metavars: per-field names of the value in the usage line (``DIR``).
         repeatable: list-typed fields whose option is repeated, one value each (``--x 1 --x 2``).
+        parsers: per-field functions from the option's one text to the field's whole value (a
+            comma-separated list, kept as users' scripts write it).
     """
     by_name = {f.name: f for f in dataclasses.fields(cls)}
     names = list(fields) if fields is not None else list(by_name)
     repeatable = set(repeatable)
     named = [*names, *exclude, *(defaults or {}), *(flags or {}), *(types or {}), *(metavars or {})]
-    unknown = [n for n in [*named, *repeatable] if n not in by_name]
+    unknown = [n for n in [*named, *repeatable, *(parsers or {})] if n not in by_name]
     if unknown:
         raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
     hints = typing.get_type_hints(cls)
@@ -127,6 +131,9 @@ def add_config_flags(
             kwargs["choices"] = tuple(choices[name])
         if types and name in types:
             kwargs["type"] = types[name]
+        if parsers and name in parsers:
+            kwargs.pop("nargs", None)
+            kwargs["type"] = parsers[name]
         if metavars and name in metavars:
             kwargs["metavar"] = metavars[name]
         elif dest_prefix and "choices" not in kwargs and kwargs.get("action") in (None, "append"):

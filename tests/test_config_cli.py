@@ -182,3 +182,37 @@ def test_only_a_list_defaulting_to_none_repeats():
         add_config_flags(argparse.ArgumentParser(), _Config, fields=["names"], repeatable=["names"])
     with pytest.raises(ValueError, match="no field"):
         add_config_flags(argparse.ArgumentParser(), _Extras, types={"nope": int})
+
+
+def test_a_parser_turns_one_text_into_the_whole_list():
+    parser = argparse.ArgumentParser()
+    add_config_flags(
+        parser,
+        _Config,
+        fields=["names"],
+        defaults={"names": "x,y"},  # a text default goes through the parser too
+        parsers={"names": lambda text: [n.strip() for n in text.split(",") if n.strip()]},
+    )
+    assert parser.parse_args([]).names == ["x", "y"]
+    args = parser.parse_args(["--names", " p, q,"])
+    assert config_from_args(_Config, args) == _Config(names=["p", "q"])
+    assert "Names. (default: x,y)" in " ".join(parser.format_help().split())
+    with pytest.raises(ValueError, match="no field"):
+        add_config_flags(argparse.ArgumentParser(), _Config, parsers={"nope": str})
+
+
+def test_a_repeatable_tuple_collects_one_value_per_option():
+    parser = argparse.ArgumentParser()
+    add_config_flags(
+        parser,
+        _Config,
+        fields=["halves"],
+        defaults={"halves": None},
+        flags={"halves": "--half"},
+        repeatable=["halves"],
+        metavars={"halves": "H"},
+    )
+    assert parser.parse_args([]).halves is None
+    args = parser.parse_args(["--half", "2", "--half", "4"])
+    assert config_from_args(_Config, args).halves == (2.0, 4.0)
+    assert "--half H" in parser.format_usage()

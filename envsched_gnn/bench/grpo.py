@@ -18,12 +18,36 @@ import copy
 import json
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.training.grpo_batch import UpdateItem, collate, pack_micro_batches
+
+
+@dataclass
+class BenchGRPOArgs:
+    """What ``bench grpo`` measures."""
+
+    model: str
+    """The policy: a local Hugging Face causal LM folder (e.g. the demo's SFT policy)."""
+    pool: str | None = None
+    """Pool folder (default: generate the demo preset's pool of --seed)."""
+    batch_size: int = 8
+    """B: train tasks per measured step (a seeded random choice)."""
+    group_size: int = 8
+    """K: samples per task."""
+    steps: int = 4
+    """Measured steps (after one warm-up rollout)."""
+    micro_batch_size: int = 32
+    """Most episodes per forward/backward pass of both updates."""
+    threads: int = 0
+    """torch threads (0: torch's default)."""
+    seed: int = 0
+    """Seed of the generated pool, the batches and the rollouts."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -32,24 +56,18 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         help="rollout vs update time of a GRPO step (prefix-shared and plain update)",
         description=__doc__.split("\n\n", 1)[1].replace("\n", " "),
     )
-    p.add_argument("--model", required=True, help="policy folder (e.g. the demo's SFT policy)")
-    p.add_argument("--pool", help="pool folder (default: generate the demo pool of --seed)")
-    p.add_argument("--batch-size", type=int, default=8, help="B (8)")
-    p.add_argument("--group-size", type=int, default=8, help="K (8)")
-    p.add_argument("--steps", type=int, default=4, help="measured steps (4)")
-    p.add_argument("--micro-batch-size", type=int, default=32, help="episodes per pass (32)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--seed", type=int, default=0)
+    add_config_flags(p, BenchGRPOArgs)
     p.set_defaults(func=_bench)
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench(namespace: argparse.Namespace) -> int:
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.training.grpo import get_advantage_estimator
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 
+    args = config_from_args(BenchGRPOArgs, namespace)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     pool = _pool(args)
@@ -110,13 +128,13 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pool(args: argparse.Namespace):
+def _pool(args: BenchGRPOArgs):
     if args.pool:
         from envsched_gnn.envs.pool_io import load_pool
 
         return load_pool(Path(args.pool))
     from envsched_gnn.envs.generator import generate_pool
-    from envsched_gnn.pipeline import PRESETS
+    from envsched_gnn.pipeline.presets import PRESETS
 
     demo = PRESETS["demo"]
     return generate_pool(
@@ -128,7 +146,7 @@ def _timed_update(
     model: torch.nn.Module,
     items: list[UpdateItem],
     temperature: float,
-    args: argparse.Namespace,
+    args: BenchGRPOArgs,
     shared: bool,
 ) -> tuple[float, int]:
     """Seconds of one update (forward, backward, clip, AdamW step) on a copy of ``model``,

@@ -257,7 +257,8 @@ def _init_policy_worker(context: _PolicyContext) -> None:
 
 
 def _train_run(spec: _RunSpec, context: _PolicyContext | None = None) -> dict:
-    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
+    from envsched_gnn.training.grpo_config import LaunchConfig
+    from envsched_gnn.training.grpo_train import train_grpo
 
     ctx = context if context is not None else _WORKER_CONTEXT
     learner = ctx.learner

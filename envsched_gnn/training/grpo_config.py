@@ -1,4 +1,5 @@
-"""The configuration of a GRPO run with a scheduler in the loop (one object flows through it)."""
+"""The configuration of a GRPO run with a scheduler in the loop (one object flows through it),
+and where its Lightning trainer runs (kept apart from the trainer so the CLI loads fast)."""
 
 from __future__ import annotations
 
@@ -112,6 +113,24 @@ class GRPOConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class LaunchConfig:
+    """Where and how the Lightning trainer runs."""
+
+    accelerator: str = "auto"
+    """Lightning accelerator: ``auto`` (a GPU when there is one), ``cpu`` or ``gpu``."""
+    devices: int = 1
+    """Processes (one per device); more than 1 trains data-parallel."""
+    strategy: str = "auto"
+    """Lightning strategy, e.g. ``ddp`` (CPU: gloo backend)."""
+    checkpoint_every: int = 0
+    """Also keep a checkpoint every this many steps (0: only ``last.ckpt`` at the end)."""
+    progress_bar: bool = True
+    """Show Lightning's progress bar (with the step's reward and reward variance)."""
+    print_steps: bool = False
+    """Print one line per step (reward, variance, environments, times) instead."""
 
 
 def small_policy_recipe() -> GRPOConfig:

@@ -21,8 +21,8 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig
-from envsched_gnn.training.grpo_train import GRPOResult, LaunchConfig
+from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo_train import GRPOResult
 
 
 @dataclass

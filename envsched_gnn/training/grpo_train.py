@@ -26,28 +26,10 @@ from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
 
 RESULT_FILE = "grpo_result.json"
-
-
-@dataclass
-class LaunchConfig:
-    """Where and how the Lightning trainer runs."""
-
-    accelerator: str = "auto"
-    """``auto``, ``cpu`` or ``gpu``."""
-    devices: int = 1
-    """Processes (one per device); more than 1 trains data-parallel."""
-    strategy: str = "auto"
-    """Lightning strategy, e.g. ``ddp`` (CPU: gloo backend)."""
-    checkpoint_every: int = 0
-    """Also keep a checkpoint every this many steps (0: only ``last.ckpt`` at the end)."""
-    progress_bar: bool = True
-    """Lightning's progress bar (reward and variance shown)."""
-    print_steps: bool = False
-    """Print one line per step (reward, variance, environments, times) instead."""
 
 
 @dataclass

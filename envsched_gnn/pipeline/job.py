@@ -10,135 +10,21 @@
    the same held-out tasks every ``eval_every`` steps;
 6. the report: ``results.json``, ``report.md``, PNG plots, in ``reports/<run>/``.
 
-The ``demo`` preset is sized to finish in under 20 minutes on 2 CPU cores (budget: pool +
-graph under 1 min, SFT 12 min, the step-0 evaluation ~10 s, each GRPO run ~2 min); the
-``paper`` preset is the paper's setting (51 x 50 tasks, B = 64, K = 8, 200 steps) for a GPU.
+The sizes are a preset's (:mod:`~envsched_gnn.pipeline.presets`).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.pipeline.demo_policy import demo_sft_config
+from envsched_gnn.pipeline.presets import PRESETS, Preset
 
 DEFAULT_STORE = ".envsched/store"
-
-
-@dataclass(frozen=True)
-class Preset:
-    """Sizes of one main-job configuration."""
-
-    envs: int
-    """Environments of the generated pool."""
-    tasks_per_env: int
-    """Tasks per environment."""
-    test_per_env: int
-    """Held-out tasks per environment (split ``test``)."""
-    sft_steps: int
-    """Optimiser steps of the SFT warm start."""
-    sft_extra_tasks_per_env: int
-    """Fresh generated tasks per environment added to SFT's train split."""
-    sft_include_train_split: bool
-    """SFT imitates the pool's train split too (off: only fresh tasks, so GRPO's train tasks
-    are as new to the policy as the held-out ones)."""
-    batch_size: int
-    """B."""
-    group_size: int
-    """K."""
-    steps: int
-    """GRPO steps per scheduler."""
-    lr: float
-    """GRPO learning rate."""
-    eval_every: int
-    """Held-out evaluation every this many steps (and at step 0)."""
-    eval_tasks: int
-    """Held-out tasks evaluated (a seeded subset of the test split; 0: all)."""
-    eval_samples: int
-    """Samples per held-out task."""
-    micro_batch_size: int = 32
-    """Episodes per forward/backward pass."""
-    max_calls: int | None = None
-    """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
-    lr_warmup_steps: int = 0
-    """GRPO's linear learning-rate warm-up, in optimiser steps."""
-    ppo_epochs: int = 1
-    """GRPO passes over each step's episodes."""
-    mini_batches: int = 1
-    """GRPO optimiser steps per pass."""
-    advantage_estimator: str = "grpo"
-    """``grpo`` or ``dr_grpo``."""
-    kl_coef: float = 0.0
-    """Weight of the KL penalty to the SFT policy."""
-
-    def grpo_config(
-        self, scheduler: str, steps: int, seed: int, lr: float | None = None
-    ) -> GRPOConfig:
-        """The GRPO run of one scheduler under this preset (every scheduler gets the same)."""
-        return GRPOConfig(
-            scheduler=scheduler,
-            batch_size=self.batch_size,
-            group_size=self.group_size,
-            steps=steps,
-            lr=self.lr if lr is None else lr,
-            lr_warmup_steps=self.lr_warmup_steps,
-            ppo_epochs=self.ppo_epochs,
-            mini_batches=self.mini_batches,
-            advantage_estimator=self.advantage_estimator,
-            kl_coef=self.kl_coef,
-            micro_batch_size=self.micro_batch_size,
-            eval_every=self.eval_every,
-            eval_tasks=self.eval_tasks,
-            eval_samples=self.eval_samples,
-            seed=seed,
-        )
-
-
-PRESETS: dict[str, Preset] = {
-    # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
-    # shared/notes/tiny-policy-probe.md); the SFT warm start is the packaged policy
-    # (envsched_gnn/data/demo_sft, rebuilt when its inputs differ: ~30 min at one thread);
-    # the two schedulers train side by side, 50 steps of 8 x 8 each (~10 s a step at one
-    # thread); every held-out task x 4 at steps 0, 25 and 50 (~95 s each)
-    "demo": Preset(
-        envs=51,
-        tasks_per_env=20,
-        test_per_env=5,
-        sft_steps=4400,
-        sft_extra_tasks_per_env=200,
-        sft_include_train_split=False,
-        batch_size=8,
-        group_size=8,
-        steps=50,
-        lr=1e-4,
-        eval_every=25,
-        eval_tasks=0,
-        eval_samples=4,
-        micro_batch_size=32,
-        max_calls=3,
-    ),
-    # the paper's setting (spec section 1), for a GPU machine
-    "paper": Preset(
-        envs=51,
-        tasks_per_env=50,
-        test_per_env=10,
-        sft_steps=8000,
-        sft_extra_tasks_per_env=200,
-        sft_include_train_split=True,
-        batch_size=64,
-        group_size=8,
-        steps=200,
-        lr=1e-6,
-        eval_every=20,
-        eval_tasks=0,
-        eval_samples=8,
-        micro_batch_size=16,
-    ),
-}
 
 
 @dataclass
@@ -146,7 +32,8 @@ class RunOptions:
     """What ``envsched-gnn run`` was asked for."""
 
     preset: str = "demo"
-    """A key of :data:`PRESETS`."""
+    """Sizes of the run (a preset of ``pipeline/presets.py``): ``demo`` ends in under 20
+    minutes on 2 CPU cores, ``paper`` is the paper's setting, for a GPU."""
     seed: int = 0
     """Seed of the pool, SFT, schedulers, rollouts and evaluation subset."""
     out: str | None = None
@@ -158,11 +45,13 @@ class RunOptions:
     steps: int | None = None
     """GRPO steps per scheduler (default: the preset's)."""
     schedulers: list[str] = field(default_factory=lambda: ["envsched", "random"])
-    """Schedulers compared; the first one's observations go to the store."""
+    """Schedulers compared at equal rollouts (names of the scheduler registry; on the command
+    line comma-separated); the first one's observations go to the store."""
     model: str | None = None
     """A local HF causal LM folder to train instead of the built-in policy."""
     accelerator: str = "auto"
-    """``auto``, ``cpu`` or ``gpu``."""
+    """Where SFT, evaluation and GRPO run: ``auto`` (a GPU when there is one), ``cpu`` or
+    ``gpu``."""
     lr: float | None = None
     """GRPO learning rate (default: the preset's)."""
     workers: int = 0
@@ -197,8 +86,8 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.agent_format import AgentConfig
+    from envsched_gnn.training.grpo_config import LaunchConfig
     from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
-    from envsched_gnn.training.grpo_train import LaunchConfig
     from envsched_gnn.training.warm_start import warm_start
 
     if preset is None:
@@ -319,38 +208,6 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     return report
 
 
-def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> Any:
-    """The SFT warm start of a preset (what the packaged demo policy was built with)."""
-    from envsched_gnn.training.sft_config import SFTConfig
-
-    return SFTConfig(
-        max_steps=preset.sft_steps,
-        extra_tasks_per_env=preset.sft_extra_tasks_per_env,
-        include_train_split=preset.sft_include_train_split,
-        seed=seed,
-        accelerator=accelerator,
-        agent=agent,
-    )
-
-
-def package_demo_policy(
-    out: str | Path, preset_name: str = "demo", seed: int = 0, threads: int = 0
-) -> Path:
-    """SFT of the built-in policy on the preset's pool, written to ``out`` with the manifest
-    the main job checks (:mod:`~envsched_gnn.training.warm_start`)."""
-    from envsched_gnn.envs.generator import generate_pool
-    from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.warm_start import package_policy
-
-    preset = PRESETS[preset_name]
-    pool = generate_pool(
-        preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=preset.max_calls
-    )
-    config = replace(demo_sft_config(preset, seed, "cpu", AgentConfig()), threads=threads)
-    command = f"envsched-gnn train demo-policy --preset {preset_name} --seed {seed} --out {out}"
-    return package_policy(pool, config, out, command)
-
-
 def _prepare_store(store: Any, options: RunOptions) -> None:
     """The main job rebuilds its store: the default one is cleared; another one must be
     empty of observations unless ``--reset-store`` (observations are keyed by (task, step),
@@ -399,54 +256,3 @@ def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial) -> li
         f"observations of `{options.schedulers[0]}` are written to the store "
         f"({options.store}); the others' are in grpo/<name>/history.jsonl",
     ]
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = RunOptions()
-    parser.add_argument("--preset", choices=sorted(PRESETS), default=defaults.preset)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--out", help="report folder (default reports/<run>)")
-    parser.add_argument("--store", default=defaults.store, help="store folder or Bolt URI")
-    parser.add_argument(
-        "--reset-store", action="store_true", help="clear a non-default store before writing"
-    )
-    parser.add_argument("--steps", type=int, help="GRPO steps per scheduler (preset's)")
-    parser.add_argument("--lr", type=float, help="GRPO learning rate (preset's)")
-    parser.add_argument(
-        "--schedulers",
-        default=",".join(defaults.schedulers),
-        help="comma-separated scheduler names compared at equal rollouts",
-    )
-    parser.add_argument("--model", help="local HF causal LM folder (default: built-in policy)")
-    parser.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=defaults.workers,
-        help="schedulers trained at once, one process each (0: one per CPU core; 1 on a GPU)",
-    )
-
-
-def run_from_args(args: argparse.Namespace) -> int:
-    schedulers = [name.strip() for name in args.schedulers.split(",") if name.strip()]
-    from envsched_gnn.scheduler.registry import SCHEDULERS
-
-    unknown = [name for name in schedulers if name not in SCHEDULERS]
-    if unknown or not schedulers:
-        print(f"error: unknown scheduler(s) {unknown}; expected names of {sorted(SCHEDULERS)}")
-        return 2
-    options = RunOptions(
-        preset=args.preset,
-        seed=args.seed,
-        out=args.out,
-        store=args.store,
-        reset_store=args.reset_store,
-        steps=args.steps,
-        schedulers=schedulers,
-        model=args.model,
-        accelerator=args.accelerator,
-        lr=args.lr,
-        workers=args.workers,
-    )
-    run_pipeline(options)
-    return 0

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from envsched_gnn.pipeline import Preset, RunOptions, run_pipeline
+from envsched_gnn.pipeline.job import RunOptions, run_pipeline
+from envsched_gnn.pipeline.presets import Preset
 
 pytestmark = [pytest.mark.slow, pytest.mark.store]
 
