@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,13 +25,10 @@ from envsched_gnn.models.calibration import (
     shrink,
 )
 from envsched_gnn.models.config import PredictorConfig
+from envsched_gnn.models.evidence import evidence_row, explain_task
 from envsched_gnn.models.graph_view import GraphView, GraphViewCache
-from envsched_gnn.models.history import (
-    HistoryStats,
-    ObservedHistory,
-    half_life_stats,
-    observed_before,
-)
+from envsched_gnn.models.history import half_life_stats, observed_before
+from envsched_gnn.models.prediction import Computation, HalfLifeResult, Prediction
 from envsched_gnn.models.propagation import EnvSchedPropagation
 from envsched_gnn.observations import ObservationLog
 
@@ -60,70 +56,6 @@ def intra_op_threads(work: int) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-@dataclass
-class Prediction:
-    """Per-task outputs, float64 NumPy arrays of shape (N,) in the graph's node order."""
-
-    q: np.ndarray
-    u: np.ndarray
-    u_long: np.ndarray
-    u_short: np.ndarray
-    E_v: np.ndarray
-    E_m: np.ndarray
-    E_d: np.ndarray
-
-    FIELDS = ("q", "u", "u_long", "u_short", "E_v", "E_m", "E_d")
-
-    def to_json(self, task_ids: list[str]) -> dict[str, dict[str, float]]:
-        """``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}``."""
-        columns = {name: getattr(self, name).tolist() for name in self.FIELDS}
-        return {
-            task_id: {name: columns[name][i] for name in self.FIELDS}
-            for i, task_id in enumerate(task_ids)
-        }
-
-
-@dataclass
-class HalfLifeResult:
-    """Everything computed at one half-life: shapes (N, 3) in (v, m, d) order, or (N,)."""
-
-    stats: HistoryStats
-    relation: dict[str, np.ndarray]
-    prior: np.ndarray
-    estimate: np.ndarray
-    f: np.ndarray
-    pr_E_v: np.ndarray
-    pr_f: np.ndarray
-    percentile: np.ndarray
-    u: np.ndarray
-
-
-@dataclass
-class Computation:
-    """One full prediction with its intermediate values (the raw material of the evidence)."""
-
-    step: int
-    view: GraphView
-    history: ObservedHistory
-    long: HalfLifeResult
-    short: HalfLifeResult
-    u: np.ndarray
-    rank: np.ndarray
-    q: np.ndarray
-
-    def prediction(self) -> Prediction:
-        e = self.long.estimate
-        return Prediction(
-            q=self.q,
-            u=self.u,
-            u_long=self.long.u,
-            u_short=self.short.u,
-            E_v=np.ascontiguousarray(e[:, 0]),
-            E_m=np.ascontiguousarray(e[:, 1]),
-            E_d=np.ascontiguousarray(e[:, 2]),
-        )
-
-
 class AnalyticPredictor:
     """The fixed EnvSched predictor (spec section 4) over a ``HeteroData`` task graph.
 
@@ -142,8 +74,6 @@ class AnalyticPredictor:
 
     def explain(self, data, log: HistoryInput, step: int, task_id: str) -> dict:
         """The evidence behind ``task_id``'s prediction at ``step`` (see :mod:`.evidence`)."""
-        from envsched_gnn.models.evidence import explain_task
-
         computation = self.compute(data, log, step)
         return explain_task(computation, self.config, self._node_of(computation.view, task_id))
 
@@ -151,8 +81,6 @@ class AnalyticPredictor:
         self, data, log: HistoryInput, step: int, task_ids: list[str] | None = None
     ) -> list[dict]:
         """Evidence of ``task_ids`` (default: all) as rows for the store's ``write_predictions``."""
-        from envsched_gnn.models.evidence import evidence_row
-
         computation = self.compute(data, log, step)
         view = computation.view
         if task_ids is None:

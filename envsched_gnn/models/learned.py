@@ -55,7 +55,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GraphConv, HeteroConv
 
 from envsched_gnn.graph.task_graph import RELATIONS
-from envsched_gnn.models.analytic import AnalyticPredictor, Prediction
+from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.calibration import (
     calibrate,
     decline_penalty,
@@ -64,6 +64,7 @@ from envsched_gnn.models.calibration import (
 )
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.models.features import FEATURE_NAMES, SCALE, node_features
+from envsched_gnn.models.prediction import Prediction
 from envsched_gnn.observations import ObservationLog
 
 EDGE_TYPES = tuple(("task", relation, "task") for relation in RELATIONS)
