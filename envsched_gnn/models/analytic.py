@@ -26,7 +26,7 @@ from envsched_gnn.models.calibration import (
 )
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.models.evidence import evidence_row, explain_task
-from envsched_gnn.models.graph_view import GraphView, GraphViewCache
+from envsched_gnn.models.graph_view import GraphView
 from envsched_gnn.models.history import half_life_stats, observed_before
 from envsched_gnn.models.prediction import Computation, HalfLifeResult, Prediction
 from envsched_gnn.models.propagation import EnvSchedPropagation
@@ -61,9 +61,10 @@ class AnalyticPredictor:
 
     ``predict(data, log, step)`` uses the observations with s < ``step`` only. ``log`` is an
     :class:`ObservationLog` whose task order is the graph's node order, or the mapping of
-    arrays ``log.arrays()`` returns. What depends only on the graph (the sorted CSR adjacency
-    of each relation) is computed once per ``data`` object and reused; ``E_v``, ``E_m``,
-    ``E_d`` of the :class:`Prediction` are those of the long half-life.
+    arrays ``log.arrays()`` returns. ``data`` carries each relation's sparse adjacency
+    ``adj_t``, built once with the graph (:func:`envsched_gnn.graph.hetero.to_hetero_data`);
+    the predictor caches nothing about the graph. ``E_v``, ``E_m``, ``E_d`` of the
+    :class:`Prediction` are those of the long half-life.
     """
 
     def __init__(self, config: PredictorConfig | None = None) -> None:
@@ -98,7 +99,7 @@ class AnalyticPredictor:
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
             raise ValueError(f"step must be a non-negative integer, got {step!r}")
         step = int(step)
-        view = self._view(data)
+        view = GraphView.of(data)
         if (
             isinstance(log, ObservationLog)
             and view.task_ids is not None
@@ -141,12 +142,6 @@ class AnalyticPredictor:
         u = decline_penalty(long.u, short.u, config.eta)
         rank = average_rank(u)
         return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
-
-    def _view(self, data) -> GraphView:
-        cache = self.__dict__.get("_graph_cache")
-        if cache is None:
-            cache = self.__dict__["_graph_cache"] = GraphViewCache()
-        return cache.get(data)
 
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray

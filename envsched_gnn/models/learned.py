@@ -44,7 +44,6 @@ then predicted one constant. See ``LearnedConfig`` for the measured schedule.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -54,6 +53,7 @@ from torch import nn
 from torch_geometric.data import HeteroData
 from torch_geometric.nn import GraphConv, HeteroConv
 
+from envsched_gnn.graph.hetero import csr_tensor
 from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.calibration import (
@@ -64,6 +64,7 @@ from envsched_gnn.models.calibration import (
 )
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.models.features import FEATURE_NAMES, SCALE, node_features
+from envsched_gnn.models.graph_view import GraphView
 from envsched_gnn.models.prediction import Prediction
 from envsched_gnn.observations import ObservationLog
 
@@ -208,6 +209,7 @@ class LearnedPropagation:
             "examples_",
             "last_step_",
             "rng_",
+            "_graph_source",
             "_graph_cache",
             "_analytic",
             "_rebuild",
@@ -234,7 +236,6 @@ class LearnedPropagation:
         self.examples_: list[_Example] = []
         self.last_step_ = -1
         self.rng_ = np.random.default_rng(c.seed)
-        self._graph_cache: dict[int, dict] = {}
 
     @staticmethod
     def _text(data: HeteroData) -> torch.Tensor:
@@ -254,11 +255,22 @@ class LearnedPropagation:
         return x, base_logits(features.base)
 
     def _graph(self, data: HeteroData, copies: int) -> dict:
-        """Per edge type, the sparse CSR adjacency (rows = targets) of ``copies`` disjoint
-        copies of the graph (cached). A CSR product aggregates 3-4x faster on CPU than the
-        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes)."""
+        """Per edge type, the float32 sparse CSR adjacency (rows = targets) of ``copies``
+        disjoint copies of the graph. A CSR product aggregates 3-4x faster on CPU than the
+        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes).
+
+        Cached, the one graph cache of ``models``: ``_graph_cache`` maps ``copies`` (2 per
+        example: 2 to predict, 2 x the examples of a training batch) to the adjacency, for
+        the ``adj_t`` tensors of one graph, held in ``_graph_source`` and compared by
+        identity. Another graph (a grown pool is a new ``HeteroData``, with new ``adj_t``)
+        empties it, and so do ``reset_parameters`` and ``load_state_dict``.
+        """
+        view = GraphView.of(data)
+        source = tuple(data[et].adj_t for et in EDGE_TYPES)
+        held = self.__dict__.get("_graph_source")
+        if held is None or any(a is not b for a, b in zip(held, source, strict=True)):
+            self._graph_source, self._graph_cache = source, {}
         if copies not in self._graph_cache:
-            view = self._analytic_predictor()._view(data)
             n = view.num_nodes
             adjacency = {}
             for relation, et in zip(RELATIONS, EDGE_TYPES, strict=True):
@@ -269,19 +281,12 @@ class LearnedPropagation:
                 ).astype(np.int64)
                 col = np.concatenate([csr.col + k * n for k in range(copies)])
                 values = np.tile(csr.sim, copies).astype(np.float32)
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
-                    adjacency[et] = torch.sparse_csr_tensor(
-                        torch.from_numpy(crow),
-                        torch.from_numpy(col),
-                        torch.from_numpy(values),
-                        size=(copies * n, copies * n),
-                    )
+                adjacency[et] = csr_tensor(crow, col, values, (copies * n, copies * n))
             self._graph_cache[copies] = adjacency
         return self._graph_cache[copies]
 
     def _analytic_predictor(self) -> AnalyticPredictor:
-        """The analytic predictor of the features (it caches the graph's CSR view)."""
+        """The analytic predictor of the features (kept for its propagation layer)."""
         if "_analytic" not in self.__dict__:
             self._analytic = AnalyticPredictor(self.config.predictor)
         return self._analytic
@@ -386,7 +391,6 @@ class LearnedPropagation:
         self.rng_.bit_generator.state = state["rng"]
         self.last_step_ = int(state["last_step"])
         self.examples_ = []
-        self._graph_cache = {}
         self._rebuild = True
 
     # -- prediction -----------------------------------------------------------------------

@@ -232,3 +232,16 @@ def test_the_csr_adjacency_aggregates_as_the_weighted_edge_list():
         weight[et] = torch.cat([w, w])
     listed = model.model_(x, index, weight)
     assert torch.allclose(model.model_(x, model._graph(data, 2)), listed, atol=1e-5)
+
+
+def test_the_adjacency_cache_holds_one_graph():
+    graph, _ = synthetic_world()
+    data = to_hetero_data(graph)
+    model = LearnedPropagation(LearnedConfig(seed=0))
+    model._ensure_model(data)
+    two = model._graph(data, 2)
+    assert model._graph(data, 2) is two
+    grown = to_hetero_data(graph)  # another HeteroData: new adj_t, the cache starts over
+    assert model._graph(grown, 2) is not two
+    assert model._graph(grown, 2) is model._graph(grown, 2)
+    assert list(model._graph_cache) == [2]
