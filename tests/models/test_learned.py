@@ -9,7 +9,7 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.models.features import FEATURE_NAMES, node_features
-from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation, VarianceGNN
+from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation
 from envsched_gnn.observations import Observation, ObservationLog
 
 N_ENVS, PER_ENV, N_TYPES, K = 6, 20, 4, 8
@@ -121,18 +121,12 @@ def test_prediction_is_calibrated_seeded_and_resettable():
     assert np.array_equal(a.predict(data, log, 6).E_v, fresh.E_v)
 
 
-def test_repr_and_layer_shapes():
+def test_repr():
     model = LearnedPropagation(LearnedConfig(hidden_channels=16, num_layers=3, seed=7))
     assert repr(model) == (
         "LearnedPropagation(hidden_channels=16, num_layers=3, relations=('within', 'cross'), "
         "use_text=False, seed=7)"
     )
-    layer = VarianceGNN(5, 16, 3)
-    assert repr(layer) == "VarianceGNN(5, 16, num_layers=3, relations=('within', 'cross'))"
-    x = torch.randn(4, 5)
-    edges = {("task", r, "task"): torch.tensor([[0, 1], [1, 2]]) for r in ("within", "cross")}
-    weights = {("task", r, "task"): torch.tensor([0.5, 1.0]) for r in ("within", "cross")}
-    assert layer(x, edges, weights).shape == (4, 3)
 
 
 def test_text_features_are_required_when_asked_for():
