@@ -1,6 +1,19 @@
-"""The task graph as a PyTorch Geometric ``HeteroData`` (the form the propagation layers read)."""
+"""The task graph as a PyTorch Geometric ``HeteroData``, with its sparse adjacency built once.
+
+Per relation r the edge list (``edge_index``, ``edge_weight``) and, as PyG's
+``ToSparseTensor(remove_edge_index=False, layout=torch.sparse_csr)`` would store it, the
+transposed adjacency ``adj_t``: the float64 (N, N) ``torch.sparse_csr_tensor`` whose row i
+holds sim_r(i, j) for each in-neighbour j of target i. It is the one form of the graph a
+scheduling step uses, built here once per graph: the analytic predictor reads it (and NumPy
+views of its arrays) every step; the learned one keeps float32 block copies of it, the one
+graph cache of ``models`` (``LearnedPropagation._graph``). A grown graph is a new
+``HeteroData``: edit the edges of a loaded one in place and its ``adj_t`` no longer
+describes them (call :func:`add_adjacency` again).
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -12,8 +25,9 @@ def to_hetero_data(graph: TaskGraph):
 
     ``data['task'].num_nodes`` is N; ``data['task'].env`` (int64, N) the environment
     index; ``data['task', r, 'task'].edge_index`` (2, E_r) with row 0 the neighbour j
-    (source) and row 1 the target i, and ``edge_weight`` (E_r,) float64 the similarity.
-    The node order is ``graph.task_ids``; ``data.task_ids`` and ``data.env_names`` keep it.
+    (source) and row 1 the target i, ``edge_weight`` (E_r,) float64 the similarity, and
+    ``adj_t`` their sparse adjacency (:func:`add_adjacency`). The node order is
+    ``graph.task_ids``; ``data.task_ids`` and ``data.env_names`` keep it.
     """
     import torch
     from torch_geometric.data import HeteroData
@@ -29,4 +43,69 @@ def to_hetero_data(graph: TaskGraph):
         store.edge_weight = torch.from_numpy(e.sim).double()
     data.task_ids = list(graph.task_ids)
     data.env_names = env_names
+    return add_adjacency(data)
+
+
+def add_adjacency(data):
+    """Store ``adj_t`` on each relation's ``('task', r, 'task')`` edges of ``data``; returns it.
+
+    For a ``HeteroData`` built by hand (``to_hetero_data`` calls it); a relation without an
+    ``edge_index`` keeps the ``adj_t`` it has, or gets an empty one. Row i of ``adj_t`` lists
+    the in-neighbours j of target i in edge-list order (a stable sort by target, not PyG's
+    sort by (target, neighbour)), so that float64 sums over a row keep one fixed order.
+    Checks that the edges fit the nodes and the similarities are finite and > 0. O(E log E).
+    """
+    num_nodes = int(data["task"].num_nodes)
+    for relation in RELATIONS:
+        store = data["task", relation, "task"]
+        if "edge_index" in store:
+            crow, col, sim = _sorted_by_target(store, relation, num_nodes)
+        elif "adj_t" in store:
+            continue
+        else:
+            crow, col, sim = np.zeros(num_nodes + 1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        store.adj_t = csr_tensor(crow, col, sim, (num_nodes, num_nodes))
     return data
+
+
+def _sorted_by_target(store, relation: str, num_nodes: int):
+    """(crow, col, sim) of one relation's edges: ``col[crow[i]:crow[i+1]]`` are i's sources."""
+    edge_index = store.edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
+    weight = getattr(store, "edge_weight", None)
+    if weight is None:
+        raise ValueError(f"relation {relation!r}: edge_weight (the similarities) is missing")
+    sim = weight.detach().cpu().numpy().astype(np.float64, copy=False)
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2 or sim.shape != (edge_index.shape[1],):
+        raise ValueError(
+            f"relation {relation!r}: edge_index must be (2, E) and edge_weight (E,), got "
+            f"{tuple(edge_index.shape)} and {tuple(sim.shape)}"
+        )
+    if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
+        raise ValueError(
+            f"relation {relation!r}: edge_index refers to node {int(edge_index.max())}, "
+            f"the graph has {num_nodes} task nodes"
+        )
+    if sim.size and not (np.isfinite(sim).all() and sim.min() > 0):
+        raise ValueError(f"relation {relation!r}: similarities must be finite and > 0")
+    src, dst = edge_index
+    order = np.argsort(dst, kind="stable")
+    col, sim = np.ascontiguousarray(src[order]), np.ascontiguousarray(sim[order])
+    crow = np.zeros(num_nodes + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=num_nodes), out=crow[1:])
+    return crow, col, sim
+
+
+def csr_tensor(crow: np.ndarray, col: np.ndarray, values: np.ndarray, size: tuple[int, int]):
+    """The ``torch.sparse_csr_tensor`` of ``size`` sharing the memory of its three arrays."""
+    import torch
+
+    with warnings.catch_warnings():
+        # torch flags sparse CSR as "beta" on every first use; the layout is what PyG fuses on
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(crow),
+            torch.from_numpy(col),
+            torch.from_numpy(values),
+            size=size,
+            check_invariants=False,
+        )

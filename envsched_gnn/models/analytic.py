@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,13 +25,10 @@ from envsched_gnn.models.calibration import (
     shrink,
 )
 from envsched_gnn.models.config import PredictorConfig
-from envsched_gnn.models.graph_view import GraphView, GraphViewCache
-from envsched_gnn.models.history import (
-    HistoryStats,
-    ObservedHistory,
-    half_life_stats,
-    observed_before,
-)
+from envsched_gnn.models.evidence import evidence_row, explain_task
+from envsched_gnn.models.graph_view import GraphView
+from envsched_gnn.models.history import half_life_stats, observed_before
+from envsched_gnn.models.prediction import Computation, HalfLifeResult, Prediction
 from envsched_gnn.models.propagation import EnvSchedPropagation
 from envsched_gnn.observations import ObservationLog
 
@@ -60,78 +56,15 @@ def intra_op_threads(work: int) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-@dataclass
-class Prediction:
-    """Per-task outputs, float64 NumPy arrays of shape (N,) in the graph's node order."""
-
-    q: np.ndarray
-    u: np.ndarray
-    u_long: np.ndarray
-    u_short: np.ndarray
-    E_v: np.ndarray
-    E_m: np.ndarray
-    E_d: np.ndarray
-
-    FIELDS = ("q", "u", "u_long", "u_short", "E_v", "E_m", "E_d")
-
-    def to_json(self, task_ids: list[str]) -> dict[str, dict[str, float]]:
-        """``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}``."""
-        columns = {name: getattr(self, name).tolist() for name in self.FIELDS}
-        return {
-            task_id: {name: columns[name][i] for name in self.FIELDS}
-            for i, task_id in enumerate(task_ids)
-        }
-
-
-@dataclass
-class HalfLifeResult:
-    """Everything computed at one half-life: shapes (N, 3) in (v, m, d) order, or (N,)."""
-
-    stats: HistoryStats
-    relation: dict[str, np.ndarray]
-    prior: np.ndarray
-    estimate: np.ndarray
-    f: np.ndarray
-    pr_E_v: np.ndarray
-    pr_f: np.ndarray
-    percentile: np.ndarray
-    u: np.ndarray
-
-
-@dataclass
-class Computation:
-    """One full prediction with its intermediate values (the raw material of the evidence)."""
-
-    step: int
-    view: GraphView
-    history: ObservedHistory
-    long: HalfLifeResult
-    short: HalfLifeResult
-    u: np.ndarray
-    rank: np.ndarray
-    q: np.ndarray
-
-    def prediction(self) -> Prediction:
-        e = self.long.estimate
-        return Prediction(
-            q=self.q,
-            u=self.u,
-            u_long=self.long.u,
-            u_short=self.short.u,
-            E_v=np.ascontiguousarray(e[:, 0]),
-            E_m=np.ascontiguousarray(e[:, 1]),
-            E_d=np.ascontiguousarray(e[:, 2]),
-        )
-
-
 class AnalyticPredictor:
     """The fixed EnvSched predictor (spec section 4) over a ``HeteroData`` task graph.
 
     ``predict(data, log, step)`` uses the observations with s < ``step`` only. ``log`` is an
     :class:`ObservationLog` whose task order is the graph's node order, or the mapping of
-    arrays ``log.arrays()`` returns. What depends only on the graph (the sorted CSR adjacency
-    of each relation) is computed once per ``data`` object and reused; ``E_v``, ``E_m``,
-    ``E_d`` of the :class:`Prediction` are those of the long half-life.
+    arrays ``log.arrays()`` returns. ``data`` carries each relation's sparse adjacency
+    ``adj_t``, built once with the graph (:func:`envsched_gnn.graph.hetero.to_hetero_data`);
+    the predictor caches nothing about the graph. ``E_v``, ``E_m``, ``E_d`` of the
+    :class:`Prediction` are those of the long half-life.
     """
 
     def __init__(self, config: PredictorConfig | None = None) -> None:
@@ -142,8 +75,6 @@ class AnalyticPredictor:
 
     def explain(self, data, log: HistoryInput, step: int, task_id: str) -> dict:
         """The evidence behind ``task_id``'s prediction at ``step`` (see :mod:`.evidence`)."""
-        from envsched_gnn.models.evidence import explain_task
-
         computation = self.compute(data, log, step)
         return explain_task(computation, self.config, self._node_of(computation.view, task_id))
 
@@ -151,8 +82,6 @@ class AnalyticPredictor:
         self, data, log: HistoryInput, step: int, task_ids: list[str] | None = None
     ) -> list[dict]:
         """Evidence of ``task_ids`` (default: all) as rows for the store's ``write_predictions``."""
-        from envsched_gnn.models.evidence import evidence_row
-
         computation = self.compute(data, log, step)
         view = computation.view
         if task_ids is None:
@@ -170,7 +99,7 @@ class AnalyticPredictor:
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
             raise ValueError(f"step must be a non-negative integer, got {step!r}")
         step = int(step)
-        view = self._view(data)
+        view = GraphView.of(data)
         if (
             isinstance(log, ObservationLog)
             and view.task_ids is not None
@@ -213,12 +142,6 @@ class AnalyticPredictor:
         u = decline_penalty(long.u, short.u, config.eta)
         rank = average_rank(u)
         return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
-
-    def _view(self, data) -> GraphView:
-        cache = self.__dict__.get("_graph_cache")
-        if cache is None:
-            cache = self.__dict__["_graph_cache"] = GraphViewCache()
-        return cache.get(data)
 
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray

@@ -13,9 +13,9 @@ from dataclasses import asdict
 import numpy as np
 
 from envsched_gnn.graph.task_graph import RELATIONS
-from envsched_gnn.models.analytic import Computation, HalfLifeResult
 from envsched_gnn.models.config import Y_NAMES, PredictorConfig
 from envsched_gnn.models.history import CLIP_UPPER
+from envsched_gnn.models.prediction import Computation, HalfLifeResult
 
 
 def _by_name(values: np.ndarray) -> dict[str, float]:

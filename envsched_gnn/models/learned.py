@@ -4,19 +4,10 @@ Same inputs and output as the analytic predictor. For each half-life h, node fea
 x_h(i,t) (``models.features``: the task's own history statistics, evidence weights,
 counts, environment-level statistics, the global reference, the relation estimates G_r of
 spec 4.4 and the analytic estimate E_y of 4.5; optionally a text embedding
-``data['task'].x``) pass through L heterogeneous layers that average over neighbours with
-edge weights
-
-.. math::
-    \\mathbf{x}^{(0)}_i = \\mathrm{ReLU}(\\mathbf{W}_{in} \\mathbf{x}_h(i,t))
-
-    \\mathbf{x}^{(l+1)}_i = \\mathbf{x}^{(l)}_i + \\mathrm{ReLU}\\Big(\\sum_{r \\in
-    \\{within, cross\\}} \\mathbf{W}^{(l)}_{r,root} \\mathbf{x}^{(l)}_i +
-    \\mathbf{W}^{(l)}_{r,rel} \\sum_{j \\in N^r(i)} \\mathrm{sim}_r(i,j)\\,
-    \\mathbf{x}^{(l)}_j\\Big)
-
-(PyG ``HeteroConv`` of ``GraphConv(aggr="mean")`` with ``edge_weight``), and a head gives
-corrections o = (o_v, o_m, o_d) of the analytic estimate in logit space,
+``data['task'].x``) pass through the heterogeneous GNN of ``models.variance_gnn`` (L
+``GraphConv(aggr="mean")`` layers over ``within`` and ``cross``, the similarities as edge
+weights), whose head gives corrections o = (o_v, o_m, o_d) of the analytic estimate in
+logit space,
 
 .. math::
     E_v = 0.25\\,\\sigma(\\mathrm{logit}(E^{a}_v / 0.25) + o_v), \\quad
@@ -44,18 +35,15 @@ then predicted one constant. See ``LearnedConfig`` for the measured schedule.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 from torch_geometric.data import HeteroData
-from torch_geometric.nn import GraphConv, HeteroConv
 
+from envsched_gnn.graph.hetero import csr_tensor
 from envsched_gnn.graph.task_graph import RELATIONS
-from envsched_gnn.models.analytic import AnalyticPredictor, Prediction
+from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.calibration import (
     calibrate,
     decline_penalty,
@@ -64,73 +52,10 @@ from envsched_gnn.models.calibration import (
 )
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.models.features import FEATURE_NAMES, SCALE, node_features
+from envsched_gnn.models.graph_view import GraphView
+from envsched_gnn.models.prediction import Prediction
+from envsched_gnn.models.variance_gnn import EDGE_TYPES, VarianceGNN
 from envsched_gnn.observations import ObservationLog
-
-EDGE_TYPES = tuple(("task", relation, "task") for relation in RELATIONS)
-
-
-class VarianceGNN(nn.Module):
-    """Heterogeneous edge-weighted GNN: features (N, F) -> logits of (E_v, E_m, E_d) (N, 3).
-
-    Args:
-        in_channels: F, the node feature size.
-        hidden_channels: hidden width (default 32).
-        num_layers: message-passing layers over ``within`` and ``cross`` (default 2).
-        zero_head: start the head at zero, so the logits start at 0 (default False).
-    """
-
-    def __init__(
-        self,
-        in_channels: int,
-        hidden_channels: int = 32,
-        num_layers: int = 2,
-        zero_head: bool = False,
-    ) -> None:
-        super().__init__()
-        self.in_channels = in_channels
-        self.hidden_channels = hidden_channels
-        self.num_layers = num_layers
-        self.zero_head = zero_head
-        self.input = nn.Linear(in_channels, hidden_channels)
-        self.convs = nn.ModuleList(
-            HeteroConv(
-                {et: GraphConv(hidden_channels, hidden_channels, aggr="mean") for et in EDGE_TYPES},
-                aggr="sum",
-            )
-            for _ in range(num_layers)
-        )
-        self.head = nn.Linear(2 * hidden_channels, 3)
-
-    def reset_parameters(self) -> None:
-        self.input.reset_parameters()
-        for conv in self.convs:
-            conv.reset_parameters()
-        self.head.reset_parameters()
-        if self.zero_head:
-            nn.init.zeros_(self.head.weight)
-            nn.init.zeros_(self.head.bias)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        edge_index: Mapping[tuple, torch.Tensor],
-        edge_weight: Mapping[tuple, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """``edge_index``: per edge type (2, E) indices with ``edge_weight`` (E,), or a sparse
-        (N, N) adjacency whose row i holds sim(i, .) (``adj_t``; then no ``edge_weight``)."""
-        h0 = torch.relu(self.input(x))
-        h = h0
-        weights = {} if edge_weight is None else {"edge_weight_dict": dict(edge_weight)}
-        for conv in self.convs:
-            out = conv({"task": h}, dict(edge_index), **weights)["task"]
-            h = h + torch.relu(out)
-        return self.head(torch.cat([h0, h], dim=1))
-
-    def __repr__(self) -> str:
-        return (
-            f"{self.__class__.__name__}({self.in_channels}, {self.hidden_channels}, "
-            f"num_layers={self.num_layers}, relations={RELATIONS})"
-        )
 
 
 def _to_json(value):
@@ -207,6 +132,7 @@ class LearnedPropagation:
             "examples_",
             "last_step_",
             "rng_",
+            "_graph_source",
             "_graph_cache",
             "_analytic",
             "_rebuild",
@@ -233,7 +159,6 @@ class LearnedPropagation:
         self.examples_: list[_Example] = []
         self.last_step_ = -1
         self.rng_ = np.random.default_rng(c.seed)
-        self._graph_cache: dict[int, dict] = {}
 
     @staticmethod
     def _text(data: HeteroData) -> torch.Tensor:
@@ -253,11 +178,22 @@ class LearnedPropagation:
         return x, base_logits(features.base)
 
     def _graph(self, data: HeteroData, copies: int) -> dict:
-        """Per edge type, the sparse CSR adjacency (rows = targets) of ``copies`` disjoint
-        copies of the graph (cached). A CSR product aggregates 3-4x faster on CPU than the
-        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes)."""
+        """Per edge type, the float32 sparse CSR adjacency (rows = targets) of ``copies``
+        disjoint copies of the graph. A CSR product aggregates 3-4x faster on CPU than the
+        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes).
+
+        Cached, the one graph cache of ``models``: ``_graph_cache`` maps ``copies`` (2 per
+        example: 2 to predict, 2 x the examples of a training batch) to the adjacency, for
+        the ``adj_t`` tensors of one graph, held in ``_graph_source`` and compared by
+        identity. Another graph (a grown pool is a new ``HeteroData``, with new ``adj_t``)
+        empties it, and so do ``reset_parameters`` and ``load_state_dict``.
+        """
+        view = GraphView.of(data)
+        source = tuple(data[et].adj_t for et in EDGE_TYPES)
+        held = self.__dict__.get("_graph_source")
+        if held is None or any(a is not b for a, b in zip(held, source, strict=True)):
+            self._graph_source, self._graph_cache = source, {}
         if copies not in self._graph_cache:
-            view = self._analytic_predictor()._view(data)
             n = view.num_nodes
             adjacency = {}
             for relation, et in zip(RELATIONS, EDGE_TYPES, strict=True):
@@ -268,19 +204,12 @@ class LearnedPropagation:
                 ).astype(np.int64)
                 col = np.concatenate([csr.col + k * n for k in range(copies)])
                 values = np.tile(csr.sim, copies).astype(np.float32)
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
-                    adjacency[et] = torch.sparse_csr_tensor(
-                        torch.from_numpy(crow),
-                        torch.from_numpy(col),
-                        torch.from_numpy(values),
-                        size=(copies * n, copies * n),
-                    )
+                adjacency[et] = csr_tensor(crow, col, values, (copies * n, copies * n))
             self._graph_cache[copies] = adjacency
         return self._graph_cache[copies]
 
     def _analytic_predictor(self) -> AnalyticPredictor:
-        """The analytic predictor of the features (it caches the graph's CSR view)."""
+        """The analytic predictor of the features (kept for its propagation layer)."""
         if "_analytic" not in self.__dict__:
             self._analytic = AnalyticPredictor(self.config.predictor)
         return self._analytic
@@ -385,7 +314,6 @@ class LearnedPropagation:
         self.rng_.bit_generator.state = state["rng"]
         self.last_step_ = int(state["last_step"])
         self.examples_ = []
-        self._graph_cache = {}
         self._rebuild = True
 
     # -- prediction -----------------------------------------------------------------------

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from envsched_gnn.graph.hetero import to_hetero_data
+from envsched_gnn.graph.hetero import add_adjacency, to_hetero_data
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.calibration import TIE_DECIMALS
 from envsched_gnn.models.config import PredictorConfig
+from envsched_gnn.models.graph_view import GraphView
 from envsched_gnn.observations import Observation, ObservationLog, reward_stats
 
 NAMES = ("v", "m", "d")
@@ -249,19 +250,38 @@ def test_bit_reproducible():
         assert np.array_equal(getattr(first, field), getattr(second, field))
 
 
-def test_graph_view_is_cached_and_rebuilt_when_edges_change():
+def test_the_adjacency_is_the_graphs_and_rebuilt_only_with_the_graph():
     graph = TaskGraph.from_edge_rows(HAND_TASKS, HAND_EDGES)
     data = to_hetero_data(graph)
     log = ObservationLog(graph.task_ids)
     log.extend(Observation(t, s, r) for t, s, r in HAND_HISTORY)
     predictor = AnalyticPredictor()
     first = predictor.predict(data, log, 3)
-    view = predictor._graph_cache.get(data)
-    assert predictor._graph_cache.get(data) is view
+    # each step reads the adj_t built with the HeteroData, without a copy
+    within = GraphView.of(data).relations["within"]
+    assert within.adj_t is data["task", "within", "task"].adj_t
+    assert np.shares_memory(within.sim, data["task", "within", "task"].adj_t.values().numpy())
     data["task", "within", "task"].edge_weight.mul_(0.5)
+    add_adjacency(data)
     second = predictor.predict(data, log, 3)
-    assert predictor._graph_cache.get(data) is not view
+    assert GraphView.of(data).relations["within"].adj_t is not within.adj_t
     assert not np.array_equal(first.E_v, second.E_v)
+    halved = TaskGraph.from_edge_rows(
+        HAND_TASKS, [(j, i, r, sim * 0.5 if r == "within" else sim) for j, i, r, sim in HAND_EDGES]
+    )
+    assert np.array_equal(predictor.predict(to_hetero_data(halved), log, 3).E_v, second.E_v)
+
+
+def test_a_hand_built_hetero_data_needs_its_adjacency():
+    graph = TaskGraph.from_edge_rows(HAND_TASKS, HAND_EDGES)
+    data = to_hetero_data(graph)
+    log = ObservationLog(graph.task_ids)
+    log.extend(Observation(t, s, r) for t, s, r in HAND_HISTORY)
+    expected = AnalyticPredictor().predict(data, log, 3)
+    del data["task", "cross", "task"].adj_t
+    with pytest.raises(ValueError, match="'cross'.*no adj_t.*add_adjacency"):
+        AnalyticPredictor().predict(data, log, 3)
+    assert np.array_equal(AnalyticPredictor().predict(add_adjacency(data), log, 3).q, expected.q)
 
 
 def test_empty_graph_and_bad_inputs():

@@ -9,7 +9,7 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.models.analytic import AnalyticPredictor
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.models.features import FEATURE_NAMES, node_features
-from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation, VarianceGNN
+from envsched_gnn.models.learned import LearnedConfig, LearnedPropagation
 from envsched_gnn.observations import Observation, ObservationLog
 
 N_ENVS, PER_ENV, N_TYPES, K = 6, 20, 4, 8
@@ -121,18 +121,12 @@ def test_prediction_is_calibrated_seeded_and_resettable():
     assert np.array_equal(a.predict(data, log, 6).E_v, fresh.E_v)
 
 
-def test_repr_and_layer_shapes():
+def test_repr():
     model = LearnedPropagation(LearnedConfig(hidden_channels=16, num_layers=3, seed=7))
     assert repr(model) == (
         "LearnedPropagation(hidden_channels=16, num_layers=3, relations=('within', 'cross'), "
         "use_text=False, seed=7)"
     )
-    layer = VarianceGNN(5, 16, 3)
-    assert repr(layer) == "VarianceGNN(5, 16, num_layers=3, relations=('within', 'cross'))"
-    x = torch.randn(4, 5)
-    edges = {("task", r, "task"): torch.tensor([[0, 1], [1, 2]]) for r in ("within", "cross")}
-    weights = {("task", r, "task"): torch.tensor([0.5, 1.0]) for r in ("within", "cross")}
-    assert layer(x, edges, weights).shape == (4, 3)
 
 
 def test_text_features_are_required_when_asked_for():
@@ -232,3 +226,16 @@ def test_the_csr_adjacency_aggregates_as_the_weighted_edge_list():
         weight[et] = torch.cat([w, w])
     listed = model.model_(x, index, weight)
     assert torch.allclose(model.model_(x, model._graph(data, 2)), listed, atol=1e-5)
+
+
+def test_the_adjacency_cache_holds_one_graph():
+    graph, _ = synthetic_world()
+    data = to_hetero_data(graph)
+    model = LearnedPropagation(LearnedConfig(seed=0))
+    model._ensure_model(data)
+    two = model._graph(data, 2)
+    assert model._graph(data, 2) is two
+    grown = to_hetero_data(graph)  # another HeteroData: new adj_t, the cache starts over
+    assert model._graph(grown, 2) is not two
+    assert model._graph(grown, 2) is model._graph(grown, 2)
+    assert list(model._graph_cache) == [2]
