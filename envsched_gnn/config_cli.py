@@ -31,6 +31,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import re
 import textwrap
 import types
 import typing
@@ -41,12 +42,15 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 _SCALARS = (str, int, float, Path)
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
 
 
 @cache
 def field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstring of each field of dataclass ``cls`` (base classes first),
-    whitespace collapsed to single spaces."""
+    """The attribute docstring of each field of dataclass ``cls`` (base classes first), as
+    terminal text: whitespace collapsed to single spaces, reST roles (``:class:`X```) and
+    literals (````x````) reduced to their text."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
@@ -60,7 +64,8 @@ def field_docs(cls: type) -> dict[str, str]:
                 and isinstance(following.value, ast.Constant)
                 and isinstance(following.value.value, str)
             ):
-                docs[node.target.id] = " ".join(following.value.value.split())
+                text = " ".join(following.value.value.split())
+                docs[node.target.id] = _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
     return docs
 
 

@@ -25,6 +25,8 @@ class _Config(_Base):
     lr: float = 1e-4
     """AdamW learning rate, spread over
     two lines."""
+    store: str = "s"
+    """Like :class:`~envsched_gnn.graph_store.store.GraphStore` or :attr:`Runtime.x`: ``s``."""
     out: str | None = None
     """Run folder."""
     k_grid: bool = True
@@ -60,6 +62,7 @@ def test_field_docs_come_from_attribute_docstrings_including_base_classes():
     docs = field_docs(_Config)
     assert docs["seed"] == "Seed of everything random."
     assert docs["lr"] == "AdamW learning rate, spread over two lines."
+    assert docs["store"] == "Like envsched_gnn.graph_store.store.GraphStore or Runtime.x: s."
 
 
 def test_defaults_types_and_round_trip():
