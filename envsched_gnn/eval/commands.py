@@ -6,7 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
+from envsched_gnn.eval.ablation_config import PolicyLearnerConfig
 from envsched_gnn.eval.simulate import WORLDS, SimulatorConfig
 from envsched_gnn.models.config import LearnedConfig
 
@@ -194,7 +194,8 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 
 def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.eval.ablate import AblationConfig, run_ablation
+    from envsched_gnn.eval.ablate import run_ablation
+    from envsched_gnn.eval.ablation_config import AblationConfig
     from envsched_gnn.eval.ablation_report import render_margins, render_table
     from envsched_gnn.eval.controls import CONTROLS
 

@@ -12,7 +12,7 @@ Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of t
 (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
 (seeded by ``eval_seed``, the same for every run) with k samples each, the same sampling
 seed every time. Evaluations come every e = ceil(S / 5) GRPO steps and after the last one
-(:func:`~envsched_gnn.eval.ablate.eval_every_for`), so the report's columns score@e,
+(:func:`~envsched_gnn.eval.ablation_config.eval_every_for`), so the report's columns score@e,
 score@3e and score@S are the paper's 40 / 120 / 200 for S = 200. The step-0 evaluation of
 the starting policy is made once, in the first run, and shared by all the others.
 
@@ -27,60 +27,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.eval.ablation_config import (
+    STEP_METRICS,
+    AblationConfig,
+    Job,
+    PolicyLearnerConfig,
+    eval_every_for,
+)
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.training.grpo_config import GRPOConfig
 from envsched_gnn.training.sft_config import SFTConfig
-
-if TYPE_CHECKING:
-    from envsched_gnn.eval.ablate import AblationConfig, Job
-
-
-@dataclass
-class PolicyLearnerConfig:
-    """The policy, its warm start and its GRPO settings (B, K, S and seeds are the harness's)."""
-
-    model: str | None = None
-    """Local HF causal LM folder to start from; None: the built-in policy."""
-    sft_steps: int = SFTConfig.max_steps
-    """SFT warm-start budget in optimiser steps (default: the SFT default); 0: no SFT,
-    ``model`` is the starting policy as is."""
-    sft_extra_tasks_per_env: int = SFTConfig.extra_tasks_per_env
-    """Fresh generated tasks per environment added to SFT's train split."""
-    recipe: GRPOConfig = field(default_factory=small_policy_recipe)
-    """GRPO's optimisation settings (learning rate, passes, advantages, KL); its scheduler,
-    B, K, steps, seed and evaluation fields are replaced by the harness's. Default: the main
-    job's recipe for the built-in policy."""
-    workers: int = 1
-    """Runs trained at once, each in its own process with one torch thread (2 on 2 cores:
-    the rollouts wait on tool calls and tokens, so two runs share the machine well)."""
-    eval_tasks: int = 0
-    """Held-out tasks scored (a fixed seeded subset of the test split; 0: all)."""
-    eval_samples: int = 4
-    """Samples per held-out task."""
-    eval_seed: int = 0
-    """Seed of the held-out subset and its sampling, the same for every run."""
-    accelerator: str = "auto"
-    """``auto``, ``cpu`` or ``gpu``."""
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    """Agent format, turn and token limits, temperature (SFT and GRPO alike)."""
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    """Worker processes of the environment runtime."""
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"--policy-workers = {self.workers}, expected >= 1")
-        if self.sft_steps < 0:
-            raise ValueError(f"--sft-steps = {self.sft_steps}, expected >= 0")
-        if self.sft_steps == 0 and self.model is None:
-            raise ValueError("--sft-steps 0 needs --model (the policy to start from as is)")
 
 
 def check_model(config: PolicyLearnerConfig) -> None:
@@ -114,8 +77,6 @@ def starting_policy(
 
 def steps_within_budget(scheduler: str, graph: TaskGraph, config: AblationConfig) -> int:
     """floor(S B / G): the GRPO steps whose batches of G tasks fit the budget of S B groups."""
-    from envsched_gnn.scheduler.registry import make_scheduler
-
     probe = make_scheduler(scheduler, graph, batch_size=config.batch_size, seed=0)
     per_step = len(probe.next_batch(0))
     return max(1, config.steps * config.batch_size // per_step)
@@ -132,8 +93,6 @@ def run_policy_jobs(
     """Train every job from one starting policy (``config.policy.workers`` at a time); returns
     the run records and what the report says about the learner (starting policy, evaluation
     set, step-0 score). The starting policy is evaluated once, before any run."""
-    from envsched_gnn.eval.ablate import eval_every_for
-
     learner = config.policy
     start_dir = starting_policy(pool, learner, out / "policy", log)
     tick = time.perf_counter()
@@ -278,8 +237,6 @@ def _train_run(spec: _RunSpec, context: _PolicyContext | None = None) -> dict:
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
     """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s)."""
-    from envsched_gnn.eval.ablate import STEP_METRICS
-
     per_budget_step = config.batch_size * config.simulator.rollouts
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
     records: list[dict] = [{"step": -1, "budget_step": 0.0, "score": scores[0]}]
