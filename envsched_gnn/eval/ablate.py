@@ -80,7 +80,8 @@ from envsched_gnn.eval.controls import (
     shuffled_pool,
 )
 from envsched_gnn.eval.policy_learner import check_model, run_policy_jobs
-from envsched_gnn.eval.simulate import LearnerSimulator, SimulatorWorld, build_world
+from envsched_gnn.eval.simulate import LearnerSimulator, build_world
+from envsched_gnn.eval.simulator_world import SimulatorWorld
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.registry import make_scheduler

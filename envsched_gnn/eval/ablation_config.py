@@ -20,7 +20,7 @@ import numpy as np
 
 from envsched_gnn.envs.runtime import RuntimeConfig
 from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROL
-from envsched_gnn.eval.simulate import SimulatorConfig
+from envsched_gnn.eval.simulator_config import SimulatorConfig
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 from envsched_gnn.scheduler.registry import SCHEDULERS
 from envsched_gnn.training.agent_format import AgentConfig

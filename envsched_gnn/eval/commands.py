@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from envsched_gnn.eval.ablation_config import PolicyLearnerConfig
-from envsched_gnn.eval.simulate import WORLDS, SimulatorConfig
+from envsched_gnn.eval.simulator_config import WORLDS, SimulatorConfig
 from envsched_gnn.models.config import LearnedConfig
 
 

@@ -127,7 +127,8 @@ def test_runs_record_the_predictors_spearman_against_realised_and_true_variance(
     from envsched_gnn.envs.generator import generate_pool
     from envsched_gnn.eval.ablate import JobContext, build_pool_graph, run_job, train_pool
     from envsched_gnn.eval.ablation_config import Job
-    from envsched_gnn.eval.simulate import SimulatorConfig, build_world
+    from envsched_gnn.eval.simulate import build_world
+    from envsched_gnn.eval.simulator_config import SimulatorConfig
 
     pool = generate_pool(n_envs=4, tasks_per_env=16, seed=0, test_per_env=4)
     config = AblationConfig(steps=5, batch_size=16, simulator=SimulatorConfig(kappa=1.0))
