@@ -4,7 +4,8 @@ Every run starts from the same policy: the SFT warm start of the built-in policy
 ``model``; the packaged demo policy when SFT's inputs match it, see
 :mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
 for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo`
-trains it with B, K, seed s and the scheduler on the ablation's train-split graph. Budget:
+trains it with B, K, seed s and the scheduler on the ablation's train-split graph
+(:func:`~envsched_gnn.training.grpo_runs.train_runs`, ``workers`` runs at a time). Budget:
 S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
 batch) runs floor(S B / G) steps.
 
@@ -26,9 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
-from multiprocessing import get_context
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,6 @@ from envsched_gnn.eval.ablation_config import (
 )
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.registry import make_scheduler
-from envsched_gnn.training.grpo_config import GRPOConfig
 from envsched_gnn.training.sft_config import SFTConfig
 
 
@@ -101,7 +99,12 @@ def run_policy_jobs(
         f"policy: held-out {initial['mean_reward']:.4f} at step 0 ({initial['tasks']} tasks x "
         f"{initial['k']}, {time.perf_counter() - tick:.0f} s)"
     )
-    specs = []
+    # imported here: grpo_runs loads Lightning (seconds), which the simulator's ablation
+    # never needs
+    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, train_runs
+    from envsched_gnn.training.grpo_train import LaunchConfig
+
+    grpo_runs = []
     for job in jobs:
         graph = graphs[job.graph]
         grpo = replace(
@@ -115,36 +118,31 @@ def run_policy_jobs(
             eval_samples=learner.eval_samples,
             seed=job.seed,
         )
-        specs.append(_RunSpec(job, graph, grpo, out / "runs" / job.name / f"seed{job.seed}"))
-    context = _PolicyContext(pool, start_dir, learner, initial, config)
+        grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
+    start = SharedStart(
+        pool,
+        start_dir,
+        learner.agent,
+        learner.runtime,
+        LaunchConfig(accelerator=learner.accelerator),
+        initial,
+        eval_seed=learner.eval_seed,
+    )
     runs: list[dict] = []
     started = time.perf_counter()
-
-    def report(n: int, record: dict) -> None:
+    if learner.workers > 1:
+        log(f"policy: {len(jobs)} runs, {learner.workers} at a time")
+    trained = train_runs(start, grpo_runs, learner.workers)
+    for n, (job, run, result) in enumerate(zip(jobs, grpo_runs, trained, strict=True), 1):
+        runs.append(run_record(job, result, config, run.out_dir))
         elapsed = time.perf_counter() - started
-        evals = record["extra"]["evals"]
+        evals = result.evals
         log(
-            f"[{n}/{len(specs)}] {record['name']} seed {record['seed']}: held-out "
+            f"[{n}/{len(jobs)}] {job.name} seed {job.seed}: held-out "
             f"{evals[0]['mean_reward']:.4f} -> {evals[-1]['mean_reward']:.4f}, "
-            f"{record['rollouts']} rollouts, {record['wall_s']:.0f} s; elapsed {elapsed:.0f} s, "
-            f"eta {elapsed / n * (len(specs) - n):.0f} s"
+            f"{result.rollouts} rollouts, {result.wall_s:.0f} s; elapsed {elapsed:.0f} s, "
+            f"eta {elapsed / n * (len(jobs) - n):.0f} s"
         )
-
-    if learner.workers == 1:
-        for n, spec in enumerate(specs, 1):
-            runs.append(_train_run(spec, context))
-            report(n, runs[-1])
-    else:
-        log(f"policy: {len(specs)} runs, {learner.workers} at a time")
-        with ProcessPoolExecutor(
-            learner.workers,
-            mp_context=get_context("spawn"),
-            initializer=_init_policy_worker,
-            initargs=(context,),
-        ) as executor:
-            for n, record in enumerate(executor.map(_train_run, specs), 1):
-                runs.append(record)
-                report(n, record)
     info = {
         "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
         "starting_policy": str(start_dir),
@@ -181,58 +179,6 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     with EnvRuntime(pool, learner.runtime) as runtime:
         engine = RolloutEngine(model, tokenizer, runtime, learner.agent, device, pool)
         return evaluate(engine, 0)
-
-
-@dataclass
-class _RunSpec:
-    """One GRPO run of the harness."""
-
-    job: Job
-    graph: TaskGraph
-    grpo: GRPOConfig
-    run_dir: Path
-
-
-@dataclass
-class _PolicyContext:
-    """What every run shares (handed to worker processes once, by their initializer)."""
-
-    pool: Pool
-    start_dir: Path
-    learner: PolicyLearnerConfig
-    initial: dict[str, Any]
-    config: AblationConfig
-
-
-_WORKER_CONTEXT: _PolicyContext | None = None
-
-
-def _init_policy_worker(context: _PolicyContext) -> None:
-    import torch
-
-    global _WORKER_CONTEXT
-    torch.set_num_threads(1)
-    _WORKER_CONTEXT = context
-
-
-def _train_run(spec: _RunSpec, context: _PolicyContext | None = None) -> dict:
-    from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
-
-    ctx = context if context is not None else _WORKER_CONTEXT
-    learner = ctx.learner
-    result = train_grpo(
-        ctx.pool,
-        spec.graph,
-        ctx.start_dir,
-        spec.grpo,
-        spec.run_dir,
-        agent_config=learner.agent,
-        runtime_config=learner.runtime,
-        launch=LaunchConfig(accelerator=learner.accelerator, progress_bar=False),
-        initial_eval=ctx.initial,
-        eval_seed=learner.eval_seed,
-    )
-    return run_record(spec.job, result, ctx.config, spec.run_dir)
 
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
