@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.graph",
+    "envsched_gnn.bench.runtime",
     "envsched_gnn.bench.grpo",
 )
 POOL_COMMANDS = (
@@ -92,7 +93,7 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _export_sandbox_options(args: argparse.Namespace) -> None:
     """Hands the sandbox options to every runtime config the command builds (and its DDP
     ranks), as the defaults they read from the environment."""
-    from envsched_gnn.envs.sandbox import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
+    from envsched_gnn.envs.runtime_config import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
 
     if getattr(args, "trust_pool", False):
         os.environ[TRUST_POOL_VARIABLE] = "1"

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from envsched_gnn.config_cli import add_config_flags
+
 DISPERSION_FLOOR = 0.01
 SMALL_GROUPS = ("reject", "ignore")
 
@@ -110,13 +112,10 @@ def observations_from_rewards(
 
 
 def add_small_groups_option(parser) -> None:
-    """``--small-groups``: the :attr:`ObservationConfig.small_groups` of a command's history."""
-    parser.add_argument(
-        "--small-groups",
-        choices=SMALL_GROUPS,
-        default=ObservationConfig.small_groups,
-        help="a history group of fewer than 2 rewards carries no variance evidence: reject it "
-        "with an error (default) or ignore it",
+    """``--small-groups``: the :attr:`ObservationConfig.small_groups` of a command's history
+    (build the config back with ``config_from_args(ObservationConfig, args)``)."""
+    add_config_flags(
+        parser, ObservationConfig, fields=["small_groups"], choices={"small_groups": SMALL_GROUPS}
     )
 
 
@@ -167,9 +166,10 @@ class ObservationConfig:
     min_rewards: int = 2
     """Fewest rewards a group needs to count: variance needs at least 2 (spec section 2)."""
     small_groups: str = "reject"
-    """A smaller group: ``"reject"`` (an :class:`ObservationError` naming task, step and K)
-    or ``"ignore"`` (recorded, kept in the log's state, but left out of :meth:`ObservationLog.
-    arrays`, the statistics every predictor and scheduler reads: no evidence at all)."""
+    """A history group of fewer than ``min_rewards`` rewards carries no variance evidence:
+    ``"reject"`` it (an :class:`ObservationError` naming task, step and K) or ``"ignore"`` it
+    (recorded, kept in the log's state, but left out of :meth:`ObservationLog.arrays`, the
+    statistics every predictor and scheduler reads: no evidence at all)."""
 
     def __post_init__(self) -> None:
         if self.small_groups not in SMALL_GROUPS:

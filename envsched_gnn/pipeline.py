@@ -190,10 +190,10 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     """Run the main job; returns the results written to ``results.json``. ``preset``
     replaces the sizes of ``options.preset`` (custom sizes, tests)."""
     from envsched_gnn.envs.generator import generate_pool, write_pool_files
-    from envsched_gnn.envs.runtime import RuntimeConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.report import summarize, write_report
     from envsched_gnn.graph_store.builder import GraphConfig, build, graph_stats
-    from envsched_gnn.graph_store.store import open_store
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.agent_format import AgentConfig
@@ -369,7 +369,7 @@ def _initial_eval(pool, policy_dir, config, agent, runtime, accelerator) -> dict
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.grpo_train import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
     from envsched_gnn.training.policy import load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 

@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from trl import GRPOConfig
 
     from envsched_gnn.envs.generator import generate_pool, write_pool_files
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import write_graph
     from envsched_gnn.graph_store.builder import GraphConfig, build_graph
     from envsched_gnn.integrations.trl import (

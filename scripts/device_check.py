@@ -22,7 +22,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig  # noqa: E402
+from envsched_gnn.envs.runtime import EnvRuntime  # noqa: E402
+from envsched_gnn.envs.runtime_config import RuntimeConfig  # noqa: E402
 from envsched_gnn.training.agent_format import AgentConfig, ChatFormat  # noqa: E402
 from envsched_gnn.training.policy import (  # noqa: E402
     PolicyConfig,

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import pytest
 
 from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB
-from envsched_gnn.graph_store.store import GraphStore, credentials_from_environment
+from envsched_gnn.graph_store.connect import connect_store, credentials_from_environment
+from envsched_gnn.graph_store.store import GraphStore
 
 
 @dataclass
@@ -27,9 +29,9 @@ class StoreServer:
     database: str
     managed: ManagedArcadeDB | None
 
-    def connect(self) -> GraphStore:
-        """A new store on this server; closing it leaves the server running."""
-        return GraphStore.connect(self.uri, self.auth, self.database)
+    def connect(self) -> AbstractContextManager[GraphStore]:
+        """A new store on this server, as a ``with`` block; closing it leaves the server running."""
+        return connect_store(self.uri, self.auth, self.database)
 
 
 @pytest.fixture(scope="session")
@@ -47,9 +49,6 @@ def store_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreServ
 @pytest.fixture
 def store(store_server: StoreServer) -> Iterator[GraphStore]:
     """A cleared :class:`GraphStore` on the session's server (shared: tests run serially)."""
-    graph_store = store_server.connect()
-    graph_store.clear()
-    try:
+    with store_server.connect() as graph_store:
+        graph_store.clear()
         yield graph_store
-    finally:
-        graph_store.close()

@@ -44,3 +44,31 @@ def test_every_command_has_help(command, capsys):
 def test_a_group_without_command_prints_its_help_and_fails(capsys):
     assert main(["pool"]) == 2
     assert "generate" in capsys.readouterr().out
+
+
+def _command_parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    root = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    found = []
+    for name, sub in root.choices.items():
+        groups = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+        if not groups:
+            found.append((name, sub))
+        for group in groups:
+            found.extend((f"{name} {command}", p) for command, p in group.choices.items())
+    return found
+
+
+@pytest.mark.parametrize("name,parser", _command_parsers(), ids=[n for n, _ in _command_parsers()])
+def test_every_flag_takes_its_help_from_a_config_field(name, parser):
+    """Flags are generated from documented config dataclasses (envsched_gnn.config_cli): each
+    flag's help starts with its field's docstring, so the two cannot drift apart."""
+    from envsched_gnn.config_cli import field_docs
+
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        flag = action.option_strings or action.dest
+        cls = getattr(action, "config_class", None)
+        assert cls is not None, f"{name}: {flag} is not generated from a config field"
+        doc = field_docs(cls)[action.config_field.rsplit(".", 1)[1]]
+        assert action.help.replace("%%", "%").startswith(doc), f"{name}: {flag}"

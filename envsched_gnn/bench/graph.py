@@ -18,10 +18,33 @@ import json
 import resource
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.graph_store.builder import GraphConfig
+
+
+@dataclass
+class GraphBenchArgs:
+    """The pools ``bench graph`` builds and what it measures on them."""
+
+    tasks: list[int] | None = None
+    """Pool sizes N (default 10000)."""
+    tasks_per_env: int = 100
+    """Tasks per environment."""
+    chunk: int = 5000
+    """Edge rows per UNWIND write."""
+    recall_sample: int = 1000
+    """Targets whose cross neighbours are checked against the exact kNN."""
+    seed: int = 0
+    """Pool seed."""
+    threads: int = 1
+    """Torch threads."""
+    progress: bool = False
+    """Show progress bars."""
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:
@@ -46,7 +69,8 @@ def reset_peak_rss(pid: int | str = "self") -> None:
 def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
     """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
     graph has (recall@k; 1.0 for the exact path)."""
-    from envsched_gnn.graph_store.builder import cross_neighbours, task_hashes
+    from envsched_gnn.graph_store.builder import cross_neighbours
+    from envsched_gnn.graph_store.neighbours import task_hashes
 
     rng = np.random.default_rng(seed)
     targets = np.sort(rng.choice(graph.num_tasks, min(sample, graph.num_tasks), replace=False))
@@ -63,9 +87,8 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     """Every phase at one pool size (see the module docstring)."""
     from envsched_gnn.bench.scheduler import time_steps
     from envsched_gnn.envs.generator.tasks import generate_replicated_pool
-    from envsched_gnn.graph_store.builder import GraphConfig
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.embeddings import EmbeddingConfig, fixed_point
-    from envsched_gnn.graph_store.store import open_store
     from envsched_gnn.graph_store.stream import stream_build
 
     out: dict = {"tasks": num_tasks}
@@ -74,13 +97,12 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     pool = generate_replicated_pool(n_envs, args.tasks_per_env, seed=args.seed)
     pool = type(pool)(pool.envs, pool.tasks[:num_tasks])
     out["pool_s"] = time.perf_counter() - started
-    config = GraphConfig(
-        within_workers=args.within_workers,
+    config = config_from_args(
+        GraphConfig,
+        args,
         show_progress=args.progress,
         embedding=EmbeddingConfig(show_progress=args.progress),
     )
-    if args.ann_threshold is not None:
-        config = replace(config, ann_threshold=args.ann_threshold)
     phases: dict[str, float] = {}
     with open_store(folder / f"store-{num_tasks}") as store:
         reset_peak_rss()
@@ -147,13 +169,9 @@ def register(groups: dict) -> None:
         help="build, store and read back the graph of a large generated pool",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    p.add_argument("--tasks", type=int, nargs="+", help="pool sizes N (default 10000)")
-    p.add_argument("--tasks-per-env", type=int, default=100, help="tasks per environment (100)")
-    p.add_argument("--ann-threshold", type=int, default=None, help="GraphConfig.ann_threshold")
-    p.add_argument("--within-workers", type=int, default=1, help="within processes (1)")
-    p.add_argument("--chunk", type=int, default=5000, help="edge rows per UNWIND write (5000)")
-    p.add_argument("--recall-sample", type=int, default=1000, help="targets checked (1000)")
-    p.add_argument("--seed", type=int, default=0, help="pool seed (0)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
-    p.add_argument("--progress", action="store_true", help="show progress bars")
+    add_config_flags(p, GraphBenchArgs, fields=["tasks", "tasks_per_env"])
+    add_config_flags(p, GraphConfig, fields=["ann_threshold", "within_workers"])
+    add_config_flags(
+        p, GraphBenchArgs, fields=["chunk", "recall_sample", "seed", "threads", "progress"]
+    )
     p.set_defaults(func=_run)

@@ -44,7 +44,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.training.grpo import get_advantage_estimator
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine

@@ -25,11 +25,34 @@ import gc
 import json
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from envsched_gnn.config_cli import add_config_flags
+
 ENV_SIZE = 50
 K = 8
+
+
+@dataclass
+class PredictorBenchArgs:
+    """The synthetic graphs and histories ``bench predictor`` times predictions on."""
+
+    tasks: list[int] = field(default_factory=lambda: [2550])
+    """N (several allowed)."""
+    edges_per_task: int = 18
+    """In-edges per task (1/3 within)."""
+    repeats: int = 5
+    """Warm predictions timed per N."""
+    seed: int = 0
+    """Seed of the synthetic graph and history."""
+    steps: int = 200
+    """History length in steps."""
+    observations_per_step: int = 64
+    """Observations per history step (B, 64 as in the paper)."""
+    threads: int = 0
+    """Torch threads (0: torch's default)."""
 
 
 def synthetic_graph(num_tasks: int, edges_per_task: int, seed: int):
@@ -233,16 +256,5 @@ def register(groups: dict) -> None:
         help="median time and peak memory of one full analytic prediction",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("--tasks", type=int, nargs="+", default=[2550], help="N (several allowed)")
-    p.add_argument("--edges-per-task", type=int, default=18, help="in-edges per task (1/3 within)")
-    p.add_argument("--repeats", type=int, default=5, help="warm predictions timed per N")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic graph and history")
-    p.add_argument("--steps", type=int, default=200, help="history length in steps")
-    p.add_argument(
-        "--observations-per-step",
-        type=int,
-        default=64,
-        help="observations per history step (B, default 64 as in the paper)",
-    )
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    add_config_flags(p, PredictorBenchArgs)
     p.set_defaults(func=_run)

@@ -1,4 +1,4 @@
-"""Throughput of the environment runtime: batched tool calls per second across workers.
+"""``envsched-gnn bench runtime``: batched tool calls per second across the runtime's workers.
 
 Also what the sandbox costs once per worker: the first (warm-up) round starts a sandboxed
 worker per environment; ``worker_start_s`` is the median wall time to start one alone.
@@ -6,15 +6,64 @@ worker per environment; ``worker_start_s`` is the median wall time to start one 
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.envs.commands import add_runtime_flags, runtime_config
 from envsched_gnn.envs.pool import Pool, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.sandbox import WorkerProcess, start_all
 
 START_SAMPLES = 5
+
+
+@dataclass
+class RuntimeBenchArgs:
+    """What ``bench runtime`` measures."""
+
+    pool: str
+    """Pool folder."""
+    episodes: int = 512
+    """Episodes per round."""
+    calls: int = 4
+    """Tool calls per episode."""
+    repeats: int = 3
+    """Measured repetitions (median)."""
+
+
+def register(groups: dict) -> None:
+    p = groups["bench"].add_parser(
+        "runtime",
+        help="environment runtime throughput (tool calls per second)",
+        description=(
+            "Resets EPISODES episodes of the pool's tasks, makes CALLS rounds of one tool call "
+            "per episode (the task's reference solution, cycled), scores and releases them; "
+            "prints the timings as JSON."
+        ),
+    )
+    add_config_flags(p, RuntimeBenchArgs, metavars={"pool": "DIR"})
+    add_runtime_flags(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from envsched_gnn.envs.pool_io import load_pool
+
+    result = bench_runtime(
+        load_pool(args.pool),
+        runtime_config(args),
+        episodes=args.episodes,
+        calls=args.calls,
+        repeats=args.repeats,
+    )
+    print(json.dumps(result))
+    return 0
 
 
 def bench_runtime(

@@ -15,12 +15,28 @@ import argparse
 import statistics
 import time
 import tracemalloc
+from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import add_config_flags
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
 
 DEFAULT_SIZES = (2_550, 100_000, 1_000_000)
+
+
+@dataclass
+class SchedulerBenchArgs:
+    """The synthetic pools ``bench scheduler`` times a step on."""
+
+    tasks: list[int] | None = None
+    """Pool size N (repeatable; default 2550, 100000 and 1000000)."""
+    repeats: int = 5
+    """Timed steps per size (median)."""
+    history_steps: int = 5
+    """Steps of random rewards observed first."""
+    seed: int = 0
+    """Seed of the graph and the rewards."""
 
 
 def synthetic_graph(
@@ -142,15 +158,5 @@ def register(groups: dict) -> None:
         help="time one EnvSched scheduling step (prediction + selection, B=64)",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    p.add_argument(
-        "--tasks",
-        type=int,
-        action="append",
-        help="pool size N (repeatable; default 2550, 100000 and 1000000)",
-    )
-    p.add_argument("--repeats", type=int, default=5, help="timed steps per size (median)")
-    p.add_argument(
-        "--history-steps", type=int, default=5, help="steps of random rewards observed first"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the graph and the rewards")
+    add_config_flags(p, SchedulerBenchArgs, repeatable=["tasks"])
     p.set_defaults(func=_run)

@@ -4,7 +4,7 @@ A pool is usable for GRPO when its verifiers can tell success from doing nothing
 reference solution must score ``r = 1`` and the empty trajectory (no tool call) must score
 ``r < 1`` on every task. A reference call that the runtime could not complete (the tool
 raised, hung, crashed or killed its worker, or the call is malformed: a
-:class:`~envsched_gnn.envs.runtime.ToolFault`) is an error of that task and tool even when
+:class:`~envsched_gnn.envs.episode.ToolFault`) is an error of that task and tool even when
 the checks pass. The summary is one JSON object:
 ``{"envs", "tasks", "reference_mean_reward", "reference_min_reward", "empty_mean_reward",
 "empty_max_reward", "errors", "seconds"}`` (reference figures are ``null`` when no task has a
@@ -28,9 +28,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from envsched_gnn.envs.episode import EpisodeScore, ToolFault
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.envs.pool_io import PoolError, load_pool
-from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig, ToolFault
+from envsched_gnn.envs.pool_io import load_pool
+from envsched_gnn.envs.pool_parse import PoolError
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.state_diff import ObservedEffect, state_effects
 
 
@@ -45,7 +48,10 @@ class CheckConfig:
     progress: bool = True
     """Show a progress bar on stderr."""
     record_effects: bool = False
-    """Snapshot the state around every reference call and collect each tool's effects."""
+    """Snapshot the state around every reference call and collect what each tool's calls did
+    to it (``pool check --write-effects`` writes that as DIR/tool_effects.json, which the
+    abstract extractor uses to categorise tools; the summary lists the tools whose category
+    that changes)."""
 
 
 def check_pool(directory: str | Path, config: CheckConfig) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``envsched-gnn pool check`` / ``pool import-envscaler`` and ``bench runtime``."""
+"""``envsched-gnn pool check`` / ``pool import-envscaler``, and the environment runtime's flags
+every command that runs a pool's code shares (:func:`add_runtime_flags`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,50 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass
 
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.envs.check import CheckConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
+
+RUNTIME_PREFIX = "runtime_"
+"""Namespace prefix of the runtime flags: ``RuntimeConfig.trust_pool`` is not one of them, but
+the CLI's ``--trust-pool`` shares its name."""
+
+
+@dataclass
+class CheckArgs:
+    """The pool ``pool check`` replays."""
+
+    directory: str
+    """Pool folder (envs.json, tasks.json)."""
+
+
+@dataclass
+class ImportArgs:
+    """The inputs and output of ``pool import-envscaler``."""
+
+    sources: list[str]
+    """A folder, or the environments and tasks files."""
+    out: str
+    """Pool folder to write."""
+
+
+def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """``--workers`` (default: the number of CPUs), ``--call-timeout``, ``--memory-limit-mb``:
+    the :class:`RuntimeConfig` of a command, built back by :func:`runtime_config`."""
+    add_config_flags(
+        parser,
+        RuntimeConfig,
+        fields=["workers", "call_timeout_s", "memory_limit_mb"],
+        defaults={"workers": os.cpu_count() or RuntimeConfig.workers},
+        flags={"call_timeout_s": "--call-timeout"},
+        dest_prefix=RUNTIME_PREFIX,
+    )
+
+
+def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
+    return config_from_args(RuntimeConfig, args, dest_prefix=RUNTIME_PREFIX)
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -20,15 +63,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "JSON summary as the last line. Exit code 1 when there are errors."
         ),
     )
-    check.add_argument("directory", metavar="DIR", help="pool folder (envs.json, tasks.json)")
-    _add_runtime_arguments(check)
-    check.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    check.add_argument(
-        "--write-effects",
-        action="store_true",
-        help="snapshot the state around every reference call and write what each tool's calls "
-        "did to it as DIR/tool_effects.json (the abstract extractor then uses it to categorise "
-        "tools); the summary lists the tools whose category that changes",
+    add_config_flags(check, CheckArgs, positional=["directory"], metavars={"directory": "DIR"})
+    add_runtime_flags(check)
+    add_config_flags(
+        check,
+        CheckConfig,
+        fields=["progress", "record_effects"],
+        flags={"record_effects": "--write-effects"},
     )
     check.set_defaults(func=_check)
 
@@ -41,71 +82,23 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "and writes a pool in this project's layout to --out."
         ),
     )
-    importer.add_argument(
-        "sources", metavar="SRC", nargs="+", help="a folder, or the environments and tasks files"
+    add_config_flags(
+        importer,
+        ImportArgs,
+        positional=["sources"],
+        metavars={"sources": "SRC", "out": "DIR"},
     )
-    importer.add_argument("--out", required=True, metavar="DIR", help="pool folder to write")
     importer.set_defaults(func=_import_envscaler)
-
-    bench = groups["bench"].add_parser(
-        "runtime",
-        help="environment runtime throughput (tool calls per second)",
-        description=(
-            "Resets EPISODES episodes of the pool's tasks, makes CALLS rounds of one tool call "
-            "per episode (the task's reference solution, cycled), scores and releases them; "
-            "prints the timings as JSON."
-        ),
-    )
-    bench.add_argument("--pool", required=True, metavar="DIR", help="pool folder")
-    bench.add_argument("--episodes", type=int, default=512, help="episodes per round (512)")
-    bench.add_argument("--calls", type=int, default=4, help="tool calls per episode (4)")
-    bench.add_argument("--repeats", type=int, default=3, help="measured repetitions (3)")
-    _add_runtime_arguments(bench)
-    bench.set_defaults(func=_bench)
-
-
-def _add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = RuntimeConfig()
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or defaults.workers,
-        help="worker processes (default: the number of CPUs)",
-    )
-    parser.add_argument(
-        "--call-timeout",
-        type=float,
-        default=defaults.call_timeout_s,
-        help=f"seconds per tool call, instantiation or check ({defaults.call_timeout_s:g})",
-    )
-    parser.add_argument(
-        "--memory-limit-mb",
-        type=int,
-        default=defaults.memory_limit_mb,
-        help=f"address-space limit of each worker in MiB ({defaults.memory_limit_mb})",
-    )
-
-
-def _runtime_config(args: argparse.Namespace) -> RuntimeConfig:
-    return RuntimeConfig(
-        workers=args.workers,
-        call_timeout_s=args.call_timeout,
-        memory_limit_mb=args.memory_limit_mb,
-    )
 
 
 def _check(args: argparse.Namespace) -> int:
-    from envsched_gnn.envs.check import CheckConfig, check_pool
+    from envsched_gnn.envs.check import check_pool
 
-    config = CheckConfig(
-        runtime=_runtime_config(args),
-        progress=not args.no_progress,
-        record_effects=args.write_effects,
-    )
+    config = config_from_args(CheckConfig, args, runtime=runtime_config(args))
     summary = check_pool(args.directory, config)
     for error in summary["errors"]:
         print(f"error: {error}", file=sys.stderr)
-    if args.write_effects and "tool_effects" in summary:
+    if config.record_effects and "tool_effects" in summary:
         from envsched_gnn.envs.tool_effects import parse_tool_effects, write_tool_effects
 
         effects = parse_tool_effects(summary.pop("tool_effects"), "pool check")
@@ -119,7 +112,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _import_envscaler(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
-    from envsched_gnn.envs.pool_io import PoolError
+    from envsched_gnn.envs.pool_parse import PoolError
 
     try:
         pool = import_envscaler(args.sources, args.out)
@@ -127,19 +120,4 @@ def _import_envscaler(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))
-    return 0
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from envsched_gnn.bench.runtime import bench_runtime
-    from envsched_gnn.envs.pool_io import load_pool
-
-    result = bench_runtime(
-        load_pool(args.pool),
-        _runtime_config(args),
-        episodes=args.episodes,
-        calls=args.calls,
-        repeats=args.repeats,
-    )
-    print(json.dumps(result))
     return 0

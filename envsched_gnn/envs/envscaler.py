@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.pool_io import ENV_TEXT_FIELDS, parse_pool, rules_text, save_pool
+from envsched_gnn.envs.pool_io import save_pool
+from envsched_gnn.envs.pool_parse import ENV_TEXT_FIELDS, parse_pool, rules_text
 
 SUFFIXES = (".json", ".jsonl")
 

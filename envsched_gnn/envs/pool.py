@@ -2,8 +2,8 @@
 
 A pool is a folder with ``envs.json`` (environments keyed by ``env_id``) and
 ``tasks.json`` (a list of tasks; ``tasks.jsonl`` accepted too). Reading and writing
-(``load_pool``, ``save_pool``, ``PoolError``) live in :mod:`envsched_gnn.envs.pool_io` and
-are importable from here too.
+(``load_pool``, ``save_pool``) live in :mod:`envsched_gnn.envs.pool_io`, validation
+(``parse_pool``, ``PoolError``) in :mod:`envsched_gnn.envs.pool_parse`.
 """
 
 from __future__ import annotations
@@ -87,15 +87,3 @@ class Pool:
 
     def split(self, name: str) -> list[Task]:
         return [task for task in self.tasks if task.split == name]
-
-
-_IO_NAMES = ("load_pool", "save_pool", "parse_pool", "PoolError")
-
-
-def __getattr__(name: str) -> Any:
-    # lazy, so that pool_io (which imports these types) and this module import in any order
-    if name in _IO_NAMES:
-        from envsched_gnn.envs import pool_io
-
-        return getattr(pool_io, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

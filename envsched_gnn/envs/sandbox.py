@@ -28,8 +28,9 @@ What the sandbox guarantees, for environment, tool and check code:
   its first process (killed on a timeout, or when this process dies);
 - **files**: a read-only root holding the system's ``/usr`` (with ``/bin``, ``/lib``... as
   the host links or binds them), the interpreter's prefix, ``/etc/ld.so.cache``, the
-  packages of :attr:`SandboxConfig.packages` under ``/sandbox/site``, five devices, and a
-  private writable tmpfs ``/tmp`` of :attr:`SandboxConfig.scratch_mb` MiB. Not the home
+  packages of ``SandboxConfig.packages`` (:mod:`~envsched_gnn.envs.runtime_config`) under
+  ``/sandbox/site``, five devices, and a private writable tmpfs ``/tmp`` of
+  ``SandboxConfig.scratch_mb`` MiB. Not the home
   folder, the project, the pool's files, the store (its password file) or ``/etc``;
 - **limits**: address space, processes, open files, file size and CPU time per process
   (``setrlimit``), plus the runtime's wall-clock limit of every op;
@@ -60,12 +61,11 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
-    from envsched_gnn.envs.runtime import RuntimeConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 INIT_SCRIPT = Path(__file__).with_name("sandbox_init.py")
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
@@ -80,57 +80,12 @@ BASE_ENVIRONMENT = {
     "PYTHONHASHSEED": "0",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
-TRUST_POOL_VARIABLE = "ENVSCHED_TRUST_POOL"
-"""``1`` makes ``RuntimeConfig.trust_pool`` default to True (what ``--trust-pool`` sets)."""
-PACKAGES_VARIABLE = "ENVSCHED_SANDBOX_PACKAGES"
-"""Comma-separated default of :attr:`SandboxConfig.packages` (what ``--sandbox-package`` sets)."""
 REFUSED_HINT = (
     "untrusted pools are refused. The kernel must allow user namespaces (sysctls "
     "user.max_user_namespaces > 0, kernel.unprivileged_userns_clone = 1 where it exists, "
     "kernel.apparmor_restrict_unprivileged_userns = 0 when not run as root). If you trust "
     "this pool's code, pass --trust-pool (RuntimeConfig.trust_pool) to run it without a sandbox"
 )
-
-
-@dataclass
-class SandboxConfig:
-    """Limits and contents of the sandbox of environment code (one per worker)."""
-
-    max_processes: int = 64
-    """Processes and threads of the sandbox's user (``RLIMIT_NPROC``, per sandbox on Linux
-    >= 5.14); the worker's own two count."""
-    max_open_files: int = 256
-    """Open file descriptors per process (``RLIMIT_NOFILE``)."""
-    max_file_mb: int = 64
-    """Largest file a process may write, in MiB (``RLIMIT_FSIZE``)."""
-    cpu_limit_s: int = 3600
-    """CPU seconds per process (``RLIMIT_CPU``); a worker past half of it is replaced (its
-    episodes rebuilt) after the batch, so the limit stops runaway code, not long runs."""
-    scratch_mb: int = 64
-    """Size of the private writable ``/tmp`` (a tmpfs), in MiB."""
-    packages: tuple[str, ...] = field(default_factory=lambda: default_packages())
-    """Installed top-level packages environment code may import besides the standard
-    library (mounted read-only); states may hold their classes. Default ``("mpmath",)``
-    plus the names in ``ENVSCHED_SANDBOX_PACKAGES``."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s", "scratch_mb"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {value!r}")
-        self.packages = tuple(self.packages)
-        for name in self.packages:
-            if not name.isidentifier():
-                raise ValueError(f"SandboxConfig.packages: {name!r} is not a top-level package")
-
-
-def default_packages() -> tuple[str, ...]:
-    extra = os.environ.get(PACKAGES_VARIABLE, "")
-    return tuple(dict.fromkeys(["mpmath", *(name.strip() for name in extra.split(",") if name)]))
-
-
-def trust_pool_default() -> bool:
-    return os.environ.get(TRUST_POOL_VARIABLE) == "1"
 
 
 class SandboxUnavailable(RuntimeError):

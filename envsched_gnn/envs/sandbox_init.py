@@ -1,7 +1,7 @@
 """The sandbox's first process (standard library only): namespaces, a read-only root, limits.
 
-Started by :func:`envsched_gnn.envs.sandbox.start_sandbox` as ``python -s -S -B
-sandbox_init.py SPEC`` (SPEC is JSON, see ``SandboxSpec.launch`` there). It never imports the
+Started for each worker (``envsched_gnn.envs.sandbox``: :func:`launch_spec` writes SPEC) as
+``python -s -S -B sandbox_init.py SPEC`` (SPEC is JSON). It never imports the
 project. Steps, each a plain Linux system call made through ``ctypes`` (``os.unshare`` needs
 Python 3.12):
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from envsched_gnn.envs.sandbox import SandboxUnavailable, WorkerProcess, start_all
 
 if TYPE_CHECKING:
-    from envsched_gnn.envs.runtime import RuntimeConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 CLOSE_PATIENCE_S = 1.0
 

@@ -101,7 +101,7 @@ def truncate_graph(graph: TaskGraph, k_in: int, k_cross: int) -> TaskGraph:
     """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours, ranked as the
     builder ranks them (similarity, then the pair key), so the result equals a build at the
     smaller sizes."""
-    from envsched_gnn.graph_store.builder import pair_keys, task_hashes
+    from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes
 
     hashes = task_hashes(graph.task_ids)
     edges = {}

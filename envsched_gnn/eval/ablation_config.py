@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROL
 from envsched_gnn.eval.simulator_config import SimulatorConfig
 from envsched_gnn.scheduler.metrics import BATCH_METRICS

@@ -3,12 +3,90 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.eval.ablation_config import PolicyLearnerConfig
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfig
+from envsched_gnn.eval.graph_signal import GraphSignalConfig
+from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator_config import WORLDS, SimulatorConfig
 from envsched_gnn.models.config import LearnedConfig
+from envsched_gnn.training.grpo_config import GRPOConfig
+
+
+@dataclass
+class CompareArgs:
+    """The logged run ``eval compare-predictors`` replays, and its replay of one round."""
+
+    history: str
+    """history.jsonl of the run."""
+    graph: str
+    """graph.json of the run's pool."""
+    out: str | None = None
+    """Folder for compare.json / .md / .png."""
+    seed: int = 0
+    """Seed of the learned layer (its weights and mini-batches) and of --replay-steps."""
+    replay_steps: int | None = None
+    """Replay one round of rollouts instead: the tasks of step --replay-round, each moved to
+    one of N steps at random (seeded by --seed), so each step's tasks are unseen before and
+    predicted from neighbours only; the replay is written to --out."""
+    replay_round: int = 0
+    """Step of the history to replay (0: round A)."""
+
+
+@dataclass
+class GraphSignalArgs:
+    """Where ``eval graph-signal`` takes graph and observations from, and where it writes."""
+
+    history: str | None = None
+    """history.jsonl of a run (needs --graph)."""
+    store: str | None = None
+    """Read graph and observations from this store."""
+    model: str | None = None
+    """Roll out this policy (local HF folder; needs --pool)."""
+    graph: str | None = None
+    """graph.json (default with --model: build it from --pool)."""
+    pool: str | None = None
+    """Pool folder (with --model)."""
+    seed: int = 0
+    """Sampling seed of round A (B: seed + 1), and seed of the permutations and the bootstrap."""
+    temperature: float | None = None
+    """Sampling temperature (default: the policy's)."""
+    device: str = "auto"
+    """Torch device of the policy: auto, cpu, cuda, ..."""
+    threads: int = 1
+    """Torch threads on CPU."""
+    out: str | None = None
+    """Folder for graph_signal.json / .md / .png (and the rollouts)."""
+
+
+@dataclass
+class AblateArgs:
+    """The pool and output of ``eval ablate``, and the names it reads space- or comma-separated."""
+
+    pool: str
+    """Pool folder (EnvScaler layout, with a test split)."""
+    out: str
+    """Output folder (graphs are cached under it)."""
+    controls: list[str] | None = None
+    """Also run EnvSched on control graphs (spec 7): permuted (the primary, label-permuted
+    control), permuted_within, permuted_cross, permuted_all, permuted_predictor (the predictor
+    alone on the permuted graph; simulator), shuffled (secondary), or all (space- or
+    comma-separated)."""
+    shuffle_graph: bool = False
+    """Same as --controls shuffled: the secondary control, a graph rebuilt from shuffled
+    environments and abstracts."""
+    schedulers: list[str] | None = None
+    """Subset of schedulers to run (space- or comma-separated; default all)."""
+    k_grid: bool | None = None
+    """Run the neighbour-size grid (default: yes with the simulator, no with the policy)."""
+
+
+SIMULATOR, POLICY, RECIPE = "simulator_", "policy_", "recipe_"
+"""Namespace prefixes of the nested configs' flags (``SimulatorConfig.batch_size`` and
+``PolicyLearnerConfig.workers`` share names with ``AblationConfig``'s)."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -16,27 +94,15 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         "compare-predictors",
         help="replay a logged run: analytic vs learned propagation, scored from the past only",
     )
-    p.add_argument("--history", required=True, help="history.jsonl of the run")
-    p.add_argument("--graph", required=True, help="graph.json of the run's pool")
-    p.add_argument("--out", default=None, help="folder for compare.json / .md / .png")
-    p.add_argument("--seed", type=int, default=0, help="seed of the learned layer")
-    learned = LearnedConfig()
-    p.add_argument(
-        "--learned-steps",
-        type=int,
-        default=learned.gradient_steps,
-        help=f"Adam steps of the learned layer per update ({learned.gradient_steps})",
+    add_config_flags(p, CompareArgs, fields=["history", "graph", "out", "seed"])
+    add_config_flags(
+        p,
+        LearnedConfig,
+        fields=["gradient_steps"],
+        flags={"gradient_steps": "--learned-steps"},
+        dest_prefix="learned_",
     )
-    p.add_argument(
-        "--replay-steps",
-        type=int,
-        help="replay one round of rollouts instead: the tasks of step --replay-round, each "
-        "moved to one of N steps at random (seeded by --seed), so each step's tasks are unseen "
-        "before and predicted from neighbours only; the replay is written to --out",
-    )
-    p.add_argument(
-        "--replay-round", type=int, default=0, help="step of the history to replay (0: round A)"
-    )
+    add_config_flags(p, CompareArgs, fields=["replay_steps", "replay_round"])
     p.set_defaults(func=_compare_predictors)
 
     _register_graph_signal(groups)
@@ -46,114 +112,51 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         help="EnvSched, its ablations and the baselines at one rollout budget "
         "(learner: simulator, or real GRPO of the policy)",
     )
-    p.add_argument(
-        "--pool", required=True, help="pool folder (EnvScaler layout, with a test split)"
+    add_config_flags(p, AblateArgs, fields=["pool", "out"])
+    add_config_flags(
+        p,
+        AblationConfig,
+        fields=["seeds", "steps", "batch_size", "learner", "evaluations", "workers"],
+        choices={"learner": ("sim", "policy")},
     )
-    p.add_argument("--seeds", type=int, default=5, help="run seeds 0..N-1 (default 5)")
-    p.add_argument("--steps", type=int, default=200, help="budget in steps of B x K (default 200)")
-    p.add_argument("--batch-size", type=int, default=64, help="B (default 64)")
-    p.add_argument("--rollouts", type=int, default=8, help="K (default 8)")
-    p.add_argument(
-        "--learner",
-        choices=("sim", "policy"),
-        default="sim",
-        help="sim: the learner simulator; policy: a real GRPO run per scheduler and seed",
+    add_config_flags(p, SimulatorConfig, fields=["rollouts"], dest_prefix=SIMULATOR)
+    add_config_flags(
+        p,
+        AblateArgs,
+        fields=["schedulers", "k_grid", "controls", "shuffle_graph"],
+        metavars={"controls": "CONTROL"},
     )
-    p.add_argument(
-        "--controls",
-        nargs="+",
-        default=None,
-        metavar="CONTROL",
-        help="also run EnvSched on control graphs (spec 7): permuted (the primary, "
-        "label-permuted control), permuted_within, permuted_cross, permuted_all, "
-        "permuted_predictor (the predictor alone on the permuted graph; simulator), shuffled "
-        "(secondary), or all (space- or comma-separated)",
+    add_config_flags(p, AblationConfig, fields=["control_seed", "oracle_graph"])
+    add_config_flags(
+        p.add_argument_group("the learner simulator (--learner sim)"),
+        SimulatorConfig,
+        fields=["world", "kappa", "world_seed", "shuffle_tasks"],
+        choices={"world": WORLDS},
+        flags={"shuffle_tasks": "--null-world"},
+        dest_prefix=SIMULATOR,
     )
-    p.add_argument(
-        "--shuffle-graph",
-        action="store_true",
-        help="same as --controls shuffled: the secondary control, a graph rebuilt from "
-        "shuffled environments and abstracts",
+    policy = p.add_argument_group("the policy learner (--learner policy)")
+    add_config_flags(
+        policy,
+        PolicyLearnerConfig,
+        fields=["model", "sft_steps"],
+        dest_prefix=POLICY,
     )
-    p.add_argument(
-        "--control-seed", type=int, default=0, help="seed of the control graphs (default 0)"
+    add_config_flags(
+        policy,
+        GRPOConfig,
+        fields=["lr"],
+        defaults={"lr": PolicyLearnerConfig().recipe.lr},
+        dest_prefix=RECIPE,
     )
-    p.add_argument(
-        "--schedulers",
-        nargs="+",
-        default=None,
-        help="subset of schedulers to run (space- or comma-separated; default all)",
+    add_config_flags(
+        policy,
+        PolicyLearnerConfig,
+        fields=["workers", "eval_tasks", "eval_samples", "accelerator"],
+        flags={"workers": "--policy-workers"},
+        choices={"accelerator": ("auto", "cpu", "gpu")},
+        dest_prefix=POLICY,
     )
-    p.add_argument(
-        "--k-grid",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run the neighbour-size grid (default: yes with the simulator, no with the policy)",
-    )
-    p.add_argument(
-        "--oracle-graph",
-        action="store_true",
-        help="also run EnvSched on the oracle graph of the tasks' hidden structure (upper bound)",
-    )
-    p.add_argument("--workers", type=int, default=2, help="worker processes (simulator; default 2)")
-    simulator = SimulatorConfig()
-    p.add_argument(
-        "--world",
-        choices=WORLDS,
-        default=simulator.world,
-        help="simulator world: structure (difficulty follows the tasks' hidden structure with "
-        f"weight --kappa) or independent (the first world) (default {simulator.world})",
-    )
-    p.add_argument(
-        "--kappa",
-        type=float,
-        default=simulator.kappa,
-        help="structure world: share of the difficulty's variance explained by the hidden "
-        f"structure, in [0, 1] (default {simulator.kappa:g})",
-    )
-    p.add_argument("--world-seed", type=int, default=0, help="seed of the simulator's world")
-    p.add_argument(
-        "--null-world",
-        action="store_true",
-        help="simulate each task as a seeded random other task: nothing the graph or the "
-        "quotas see tells how a task behaves (a check of the harness)",
-    )
-    p.add_argument(
-        "--evaluations",
-        type=int,
-        default=5,
-        help="policy: held-out evaluations per run after step 0, every ceil(S / this) steps (5)",
-    )
-    policy = PolicyLearnerConfig()
-    p.add_argument("--model", default=None, help="policy: local HF causal LM folder (built-in)")
-    p.add_argument(
-        "--sft-steps",
-        type=int,
-        default=policy.sft_steps,
-        help=f"policy: SFT warm-start optimiser steps; 0 starts from --model as is "
-        f"({policy.sft_steps})",
-    )
-    p.add_argument("--lr", type=float, help=f"policy: GRPO learning rate ({policy.recipe.lr:g})")
-    p.add_argument(
-        "--policy-workers",
-        type=int,
-        default=policy.workers,
-        help=f"policy: GRPO runs trained at once, one process each ({policy.workers})",
-    )
-    p.add_argument(
-        "--eval-tasks",
-        type=int,
-        default=policy.eval_tasks,
-        help=f"policy: held-out tasks scored, 0: all ({policy.eval_tasks})",
-    )
-    p.add_argument(
-        "--eval-samples",
-        type=int,
-        default=policy.eval_samples,
-        help=f"policy: samples per held-out task ({policy.eval_samples})",
-    )
-    p.add_argument("--accelerator", choices=("auto", "cpu", "gpu"), default="auto")
-    p.add_argument("--out", required=True, help="output folder (graphs are cached under it)")
     p.set_defaults(func=_ablate)
 
 
@@ -181,7 +184,7 @@ def _compare_predictors(args: argparse.Namespace) -> int:
     predictors = {
         "analytic": AnalyticPredictor(),
         "learned": LearnedPropagation(
-            LearnedConfig(seed=args.seed, gradient_steps=args.learned_steps)
+            config_from_args(LearnedConfig, args, dest_prefix="learned_", seed=args.seed)
         ),
     }
     comparison = compare_predictors(graph, observations, predictors)
@@ -195,46 +198,24 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablate import run_ablation
-    from envsched_gnn.eval.ablation_config import AblationConfig
     from envsched_gnn.eval.ablation_report import render_margins, render_table
     from envsched_gnn.eval.controls import CONTROLS
 
-    options = {}
-    if args.schedulers:
-        options["schedulers"] = tuple(_names(args.schedulers))
-    if not (args.k_grid if args.k_grid is not None else args.learner == "sim"):
-        options["k_grid"] = ()
     controls = _names(args.controls or [])
     if "all" in controls:
         controls = [c for c in CONTROLS if args.learner == "sim" or c != "permuted_predictor"]
-    options["controls"] = tuple(controls + (["shuffled"] if args.shuffle_graph else []))
-    recipe = PolicyLearnerConfig().recipe
-    config = AblationConfig(
-        seeds=args.seeds,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        learner=args.learner,
-        control_seed=args.control_seed,
-        oracle_graph=args.oracle_graph,
-        workers=args.workers,
-        evaluations=args.evaluations,
-        simulator=SimulatorConfig(
-            rollouts=args.rollouts,
-            world=args.world,
-            kappa=args.kappa,
-            world_seed=args.world_seed,
-            shuffle_tasks=args.null_world,
-        ),
-        policy=PolicyLearnerConfig(
-            model=args.model,
-            sft_steps=args.sft_steps,
-            recipe=replace(recipe, lr=args.lr) if args.lr is not None else recipe,
-            workers=args.policy_workers,
-            eval_tasks=args.eval_tasks,
-            eval_samples=args.eval_samples,
-            accelerator=args.accelerator,
-        ),
-        **options,
+    run_k_grid = args.k_grid if args.k_grid is not None else args.learner == "sim"
+    recipe = config_from_args(
+        GRPOConfig, args, base=PolicyLearnerConfig().recipe, dest_prefix=RECIPE
+    )
+    config = config_from_args(
+        AblationConfig,
+        args,
+        schedulers=tuple(_names(args.schedulers)) if args.schedulers else AblationConfig.schedulers,
+        k_grid=AblationConfig.k_grid if run_k_grid else (),
+        controls=tuple(controls + (["shuffled"] if args.shuffle_graph else [])),
+        simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
+        policy=config_from_args(PolicyLearnerConfig, args, dest_prefix=POLICY, recipe=recipe),
     )
     results = run_ablation(load_pool(args.pool), config, args.out)
     print(render_table(results, config))
@@ -248,10 +229,6 @@ def _names(values: list[str]) -> list[str]:
 
 
 def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> None:
-    from envsched_gnn.eval.graph_signal import GraphSignalConfig
-    from envsched_gnn.eval.rollout_rounds import RoundsConfig
-
-    signal, rounds = GraphSignalConfig(), RoundsConfig()
     p = groups["eval"].add_parser(
         "graph-signal",
         help="does the graph predict reward variance? neighbour-only estimates vs realised "
@@ -264,34 +241,17 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
         "round B the targets.",
     )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--history", help="history.jsonl of a run (needs --graph)")
-    source.add_argument("--store", help="read graph and observations from this store")
-    source.add_argument("--model", help="roll out this policy (local HF folder; needs --pool)")
-    p.add_argument("--graph", help="graph.json (default with --model: build it from --pool)")
-    p.add_argument("--pool", help="pool folder (with --model)")
-    p.add_argument("--split", default=rounds.split, help=f"split to roll out ({rounds.split})")
-    p.add_argument(
-        "--k", type=int, default=rounds.k, help=f"samples per task and round ({rounds.k})"
+    add_config_flags(source, GraphSignalArgs, fields=["history", "store", "model"])
+    add_config_flags(p, GraphSignalArgs, fields=["graph", "pool"])
+    add_config_flags(p, RoundsConfig, fields=["split", "k"], dest_prefix="rounds_")
+    add_config_flags(p, GraphSignalArgs, fields=["seed"])
+    add_config_flags(p, RoundsConfig, fields=["limit"], dest_prefix="rounds_")
+    add_config_flags(p, GraphSignalArgs, fields=["temperature", "device", "threads"])
+    add_config_flags(p, RuntimeConfig, fields=["workers"], dest_prefix="runtime_")
+    add_config_flags(
+        p, GraphSignalConfig, fields=["permutations", "bootstrap"], dest_prefix="signal_"
     )
-    p.add_argument("--seed", type=int, default=0, help="sampling seed of round A (B: seed + 1)")
-    p.add_argument("--limit", type=int, help="roll out only the first N tasks of the split")
-    p.add_argument("--temperature", type=float, help="sampling temperature (default: the policy's)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
-    p.add_argument("--threads", type=int, default=1, help="torch threads on CPU (1)")
-    p.add_argument("--workers", type=int, default=2, help="environment worker processes (2)")
-    p.add_argument(
-        "--permutations",
-        type=int,
-        default=signal.permutations,
-        help=f"permutations per null, >= 200 ({signal.permutations})",
-    )
-    p.add_argument(
-        "--bootstrap",
-        type=int,
-        default=signal.bootstrap,
-        help=f"environment bootstrap resamples ({signal.bootstrap})",
-    )
-    p.add_argument("--out", help="folder for graph_signal.json / .md / .png (and the rollouts)")
+    add_config_flags(p, GraphSignalArgs, fields=["out"])
     p.set_defaults(func=_graph_signal)
 
 
@@ -303,7 +263,7 @@ def _fail(message: str) -> int:
 
 
 def _graph_signal(args: argparse.Namespace) -> int:
-    from envsched_gnn.eval.graph_signal import GraphSignalConfig, graph_signal
+    from envsched_gnn.eval.graph_signal import graph_signal
     from envsched_gnn.eval.graph_signal_report import render, write
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.observations import read_history
@@ -315,11 +275,9 @@ def _graph_signal(args: argparse.Namespace) -> int:
     if args.store is not None and args.graph is not None:
         return _fail("--store reads the graph from the store; leave out --graph")
     try:
-        config = GraphSignalConfig(
-            permutations=args.permutations, bootstrap=args.bootstrap, seed=args.seed
-        )
+        config = config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed)
         if args.store is not None:
-            from envsched_gnn.graph_store.store import open_store
+            from envsched_gnn.graph_store.connect import open_store
 
             with open_store(args.store) as store:
                 graph, observations = store.read_graph(), store.read_observations()
@@ -340,15 +298,15 @@ def _graph_signal(args: argparse.Namespace) -> int:
 
 
 def _rollout_source(args: argparse.Namespace):
-    """Graph (given or built) and two rounds of rollouts of ``args.model`` on ``args.split``;
+    """Graph (given or built) and two rounds of rollouts of ``args.model`` on the split;
     with ``--out``, ``graph.json``, ``history.jsonl`` and ``rounds.json`` are written there."""
     import json
 
     import torch
 
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
-    from envsched_gnn.eval.rollout_rounds import RoundsConfig, rollout_rounds
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.eval.rollout_rounds import rollout_rounds
     from envsched_gnn.graph.task_graph import read_graph, write_graph
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.policy import load_agent_config, load_policy
@@ -373,14 +331,15 @@ def _rollout_source(args: argparse.Namespace):
         torch.set_num_threads(args.threads)
     model, tokenizer = load_policy(args.model, device=device)
     agent = load_agent_config(args.model, temperature=args.temperature)
-    config = RoundsConfig(split=args.split, k=args.k, seed=args.seed, limit=args.limit)
-    with EnvRuntime(pool, RuntimeConfig(workers=args.workers)) as runtime:
+    config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
+    runtime_config = config_from_args(RuntimeConfig, args, dest_prefix="runtime_")
+    with EnvRuntime(pool, runtime_config) as runtime:
         engine = RolloutEngine(model, tokenizer, runtime, agent, device)
         observations, summaries = rollout_rounds(engine, pool, config)
     for summary in summaries:
         print(
             f"round {'AB'[summary['round']]} (seed {summary['seed']}): {summary['tasks']} tasks "
-            f"x K={args.k}, mean reward {summary['mean_reward']:.3f}, groups with reward spread "
+            f"x K={config.k}, mean reward {summary['mean_reward']:.3f}, groups with reward spread "
             f"{summary['nonzero_variance_share']:.3f}, {summary['rollout_s']:.0f} s"
         )
     if out is not None:

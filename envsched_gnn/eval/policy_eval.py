@@ -1,85 +1,18 @@
-"""Held-out evaluation of a policy: K sampled episodes per task, rewards summarised.
+"""``eval policy``: a policy's held-out evaluation, overall and per environment.
 
-For task i with rewards r(i,1..K) (spec section 2): group mean m_i, population variance
-v_i. Reported over the N evaluated tasks:
-
-- ``mean_reward``          = (1/N) sum_i m_i
-- ``full_success_rate``    = share of episodes with reward 1
-- ``nonzero_variance_share`` = share of tasks with v_i > 0 (groups that would give GRPO a
-  learning signal)
-- ``mean_reward_variance`` = (1/N) sum_i v_i
-
-and the same per environment, plus finish reasons, malformed calls and timings.
+The summary (mean reward, full success rate, share of groups with reward spread, mean reward
+variance) is :func:`~envsched_gnn.training.held_out.summarize_groups`, over the K sampled
+episodes of every task; this report adds it per environment, with finish reasons, malformed
+calls and timings.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from tqdm import tqdm
-
-from envsched_gnn.observations import group_stats
-
-
-def summarize_groups(groups: dict[str, list[float]]) -> dict[str, float]:
-    """The module docstring's summary of ``{task_id: [r_1..r_K]}`` (same K for every task)."""
-    rewards = np.array(list(groups.values()), dtype=np.float64)
-    m, v, _ = group_stats(rewards)
-    return {
-        "tasks": len(groups),
-        "mean_reward": float(m.mean()),
-        "full_success_rate": float(np.mean(rewards == 1.0)),
-        "nonzero_variance_share": float(np.mean(v > 0)),
-        "mean_reward_variance": float(v.mean()),
-    }
-
-
-@dataclass
-class RolloutGroups:
-    """The rewards of K sampled episodes per task, with what the episodes ran into."""
-
-    rewards: dict[str, list[float]]
-    """Task id -> its K rewards, in sample order."""
-    finish_reasons: Counter[str] = field(default_factory=Counter)
-    malformed_calls: int = 0
-    rollout_s: float = 0.0
-
-
-def rollout_groups(
-    engine: Any,
-    tasks: Sequence[str],
-    k: int,
-    seed: int,
-    tasks_per_batch: int = 16,
-    progress: str | None = None,
-) -> RolloutGroups:
-    """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``), in batches
-    of ``tasks_per_batch`` (x k episodes); a progress bar named ``progress`` when given."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if not tasks:
-        raise ValueError("no task to roll out")
-    if len(set(tasks)) < len(tasks):
-        raise ValueError("rollout_groups: task ids must be distinct")
-    groups = RolloutGroups(defaultdict(list))
-    start = time.perf_counter()
-    bar = tqdm(total=len(tasks), desc=progress, unit="task", disable=progress is None)
-    for first in range(0, len(tasks), tasks_per_batch):
-        chunk = tasks[first : first + tasks_per_batch]
-        for episode in engine.rollout(chunk, k=k, seed=seed):
-            groups.rewards[episode.task_id].append(episode.reward)
-            groups.finish_reasons[episode.finish_reason] += 1
-            groups.malformed_calls += episode.malformed_calls
-        bar.update(len(chunk))
-    bar.close()
-    groups.rollout_s = time.perf_counter() - start
-    groups.rewards = dict(groups.rewards)
-    return groups
+from envsched_gnn.training.held_out import rollout_groups, summarize_groups
 
 
 def evaluate_policy(
@@ -87,12 +20,10 @@ def evaluate_policy(
 ) -> dict[str, Any]:
     """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``).
 
-    Tasks go in batches of ``tasks_per_batch`` (x k episodes); the rewards do not depend on
-    it (each episode has its own seed). Measured with the demo SFT policy, 64 tasks x 4 at one
-    thread: 16 tasks per batch 23 s, 64 per batch 37 s, 8 per batch 37 s (a batch's decode
-    runs until its longest episode ends, padding included). Returns the overall
-    summary (see the module docstring), ``per_env`` summaries, ``per_task`` rewards (task id
-    -> its k rewards, so that comparisons can be paired by task), ``finish_reasons`` counts,
+    Tasks go in batches of ``tasks_per_batch`` (x k episodes; see
+    :func:`~envsched_gnn.training.held_out.rollout_groups`). Returns the overall summary (see
+    the module docstring), ``per_env`` summaries, ``per_task`` rewards (task id -> its k
+    rewards, so that comparisons can be paired by task), ``finish_reasons`` counts,
     ``malformed_call_rate`` (malformed calls per episode), ``rollout_s`` and ``k``.
     """
     rolled = rollout_groups(engine, tasks, k, seed, tasks_per_batch)
@@ -101,13 +32,12 @@ def evaluate_policy(
     per_env: dict[str, dict[str, list[float]]] = defaultdict(dict)
     for task_id, rewards in groups.items():
         per_env[env_of[task_id]][task_id] = rewards
-    episodes = sum(len(g) for g in groups.values())
     return {
         **summarize_groups(groups),
         "k": k,
         "seed": seed,
-        "episodes": episodes,
-        "malformed_call_rate": rolled.malformed_calls / episodes,
+        "episodes": rolled.episodes,
+        "malformed_call_rate": rolled.malformed_call_rate,
         "finish_reasons": dict(sorted(rolled.finish_reasons.items())),
         "rollout_s": rolled.rollout_s,
         "per_env": {env: summarize_groups(g) for env, g in sorted(per_env.items())},

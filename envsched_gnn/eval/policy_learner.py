@@ -165,7 +165,7 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.grpo_train import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
     from envsched_gnn.training.policy import load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 

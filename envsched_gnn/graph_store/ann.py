@@ -17,7 +17,7 @@ builder uses this module instead, in three steps:
    every environment of g sees at least ``k_cross`` candidate tasks outside itself; groups
    tied with the last one taken come along. For each target task i of g the top ``k_cross``
    of those candidate tasks j (other environments) are chosen by
-   :func:`~envsched_gnn.graph_store.builder.top_neighbours`: similarity, then the pair key.
+   :func:`~envsched_gnn.graph_store.neighbours.top_neighbours`: similarity, then the pair key.
 
 The ANN only decides which groups are looked at; every similarity and every tie-break is
 the exact one. A group whose retrieved candidates cannot settle its top ``k_cross`` (too few
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envsched_gnn.graph_store.embeddings import exact_cosines
+from envsched_gnn.graph_store.neighbours import top_neighbours
 
 CELLS_PER_BLOCK = 4_000_000
 """Target rows x candidate columns scored at once (bounds the memory of a re-rank block)."""
@@ -98,10 +99,8 @@ def approximate_cross(
     best first, plus the nodes left to the exact path (ascending).
 
     ``q``: fixed-point embeddings ``(N, D)``; ``env_codes``: environment index per node;
-    ``hashes``: :func:`~envsched_gnn.graph_store.builder.task_hashes` of the node ids.
+    ``hashes``: :func:`~envsched_gnn.graph_store.neighbours.task_hashes` of the node ids.
     """
-    from envsched_gnn.graph_store.builder import top_neighbours
-
     distinct, group = embedding_groups(q)
     order = np.argsort(group, kind="stable")
     starts = np.searchsorted(group[order], np.arange(len(distinct) + 1))

@@ -11,71 +11,51 @@ import argparse
 import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass
 
-STORE_HELP = (
-    "bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a "
-    "folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)"
-)
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.graph_store.builder import GraphConfig
+
+
+@dataclass
+class GraphArgs:
+    """The inputs and outputs of the ``graph`` commands."""
+
+    pool: str
+    """Pool folder (envs.json + tasks.json; for add-env, holding the new environment(s))."""
+    out: str
+    """Path of the graph.json to write."""
+    env: str | None = None
+    """Environment id to add (default: every one the store lacks)."""
+    store: str | None = None
+    """bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a
+    folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)."""
+
+
+NEIGHBOURS = ["k_within", "k_cross"]
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     graph = groups["graph"]
 
     build = graph.add_parser("build", help="build the dual-relation graph of a pool into the store")
-    build.add_argument("--pool", required=True, help="pool folder (envs.json + tasks.json)")
-    _neighbour_options(build)
-    build.add_argument(
-        "--ann-threshold",
-        type=int,
-        default=None,
-        help="pools of at least this many tasks use the approximate cross kNN "
-        "(HNSW candidates, exact re-rank; default 50000)",
-    )
-    build.add_argument(
-        "--within-workers",
-        type=int,
-        default=1,
-        help="processes computing the within edges (same graph for any count; default 1)",
-    )
-    _store_option(build)
+    add_config_flags(build, GraphArgs, fields=["pool"])
+    add_config_flags(build, GraphConfig, fields=[*NEIGHBOURS, "ann_threshold", "within_workers"])
+    add_config_flags(build, GraphArgs, fields=["store"])
     build.set_defaults(func=build_command)
 
     export = graph.add_parser("export", help="write the store's graph as graph.json")
-    export.add_argument("--out", required=True, help="path of the graph.json to write")
-    _store_option(export)
+    add_config_flags(export, GraphArgs, fields=["out", "store"])
     export.set_defaults(func=export_command)
 
     add = graph.add_parser(
         "add-env",
         help="add one environment (--env) or every new environment of a pool, without a rebuild",
     )
-    add.add_argument("--pool", required=True, help="pool folder holding the new environment(s)")
-    add.add_argument("--env", help="environment id to add (default: every one the store lacks)")
-    _neighbour_options(add)
-    _store_option(add)
+    add_config_flags(add, GraphArgs, fields=["pool", "env"])
+    add_config_flags(add, GraphConfig, fields=NEIGHBOURS)
+    add_config_flags(add, GraphArgs, fields=["store"])
     add.set_defaults(func=add_env_command)
-
-
-def _store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=None, help=STORE_HELP)
-
-
-def _neighbour_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--k-within", type=int, default=6, help="within in-neighbours (default 6)")
-    parser.add_argument("--k-cross", type=int, default=12, help="cross in-neighbours (default 12)")
-
-
-def _config(args: argparse.Namespace):
-    from envsched_gnn.graph_store.builder import GraphConfig
-
-    config = GraphConfig(
-        k_within=args.k_within,
-        k_cross=args.k_cross,
-        within_workers=getattr(args, "within_workers", 1),
-    )
-    threshold = getattr(args, "ann_threshold", None)
-    return config if threshold is None else replace(config, ann_threshold=threshold)
 
 
 def _print_stats(graph, seconds: float, what: str) -> None:
@@ -101,12 +81,12 @@ def _fail(error: Exception) -> int:
 
 def build_command(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import build_into_store
-    from envsched_gnn.graph_store.store import open_store
 
     try:
-        config = _config(args)
+        config = config_from_args(GraphConfig, args)
         pool = load_pool(args.pool)
         started = time.perf_counter()
         with open_store(args.store) as store:
@@ -119,8 +99,8 @@ def build_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph.task_graph import write_graph
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
-    from envsched_gnn.graph_store.store import open_store
 
     try:
         started = time.perf_counter()
@@ -135,12 +115,12 @@ def export_command(args: argparse.Namespace) -> int:
 
 def add_env_command(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import add_environment, add_pool
-    from envsched_gnn.graph_store.store import open_store
 
     try:
-        config = _config(args)
+        config = config_from_args(GraphConfig, args)
         pool = load_pool(args.pool)
         started = time.perf_counter()
         with open_store(args.store) as store:

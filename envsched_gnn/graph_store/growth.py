@@ -8,7 +8,7 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
 * the cross edges into each old task i: its new top ``k_cross`` is the top of
   (its current cross in-neighbours) U T_E, because any task that was not among i's
   top before still ranks below all of them (the ranking, by similarity and then by the
-  pair key of :func:`~envsched_gnn.graph_store.builder.pair_keys`, depends on the pair
+  pair key of :func:`~envsched_gnn.graph_store.neighbours.pair_keys`, depends on the pair
   only). Displaced edges are deleted.
 
 What holds above ``GraphConfig.ann_threshold`` (where a build uses the approximate kNN of
@@ -41,11 +41,10 @@ from envsched_gnn.graph_store.builder import (
     GraphConfig,
     cross_edges,
     embed_tasks,
-    pair_keys,
-    task_hashes,
     within_edges,
 )
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
+from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes
 from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.graph_store.stream import stream_build
 

@@ -1,17 +1,8 @@
-"""The graph store: one class on the official ``neo4j`` driver, speaking Neo4j 5 Cypher over Bolt.
+"""The graph store: one class on an open ``neo4j`` driver, speaking Neo4j 5 Cypher over Bolt.
 
-Schema (spec sections 3 and 8)::
-
-    (:Environment {id, introduction, summary, constraints_rules, tool_names})
-    (:Task {id, env, env_class_name, instruction, init_config, checks, reference_solution,
-            abstract, split, abstract_text, abstract_key})-[:IN_ENV]->(:Environment)
-    (:Abstract {key, text, embedding})   one per distinct abstract text, key = text_key(text)
-    (:Task)-[:WITHIN {sim}]->(:Task)     neighbour j -> target i, same environment
-    (:Task)-[:CROSS {sim}]->(:Task)      neighbour j -> target i, other environments
-    (:Observation {key, task_id, step, rewards, m, v, d})-[:OF]->(:Task)
-    (:Prediction {key, task_id, step, q, u, ...})-[:FOR]->(:Task)
-    (:Prediction)-[:EVIDENCE {relation, sim, W, y_v, y_m, y_d, share}]->(:Task)
-    (:GraphBuild {id: "graph", build, status, started, completed, tasks, within, cross})
+The schema and the queries are in :mod:`~envsched_gnn.graph_store.queries`, the node
+properties and their checks in :mod:`~envsched_gnn.graph_store.nodes`; a store is opened
+(driver, managed server, constraints) by :func:`~envsched_gnn.graph_store.connect.open_store`.
 
 A graph is never half there: a build (or a growth) first marks the ``GraphBuild`` node
 ``building`` with a new build id, and marks it ``complete``, with the task and edge counts,
@@ -19,235 +10,39 @@ only after every node and edge is written and counted back. :meth:`GraphStore.re
 refuses a store whose graph is not complete or no longer matches its counts, and says to
 rerun the build.
 
-``init_config``, ``checks`` and ``reference_solution`` are JSON text. An Abstract node
-caches the sentence embedding of one abstract text, stored once however many tasks share
-it; a task names its abstract by ``abstract_key`` (so neither a rebuild nor growth re-embeds
-a known abstract). Observation and prediction keys are ``"<step>:<task_id>"``: unique per
-(task, step), so a replay MERGEs onto the same node and never duplicates it.
-
-Every query is a named constant with ``$parameters`` only; bulk writes are
-``UNWIND $rows ... MERGE`` in chunks; reads and writes go through ``execute_read`` /
-``execute_write`` with transaction functions that are safe to retry; every session
-names the database. The Cypher is the common subset of Neo4j 5 and ArcadeDB's
-openCypher (see ``docs/store.md``).
+Bulk writes are ``UNWIND $rows ... MERGE`` in chunks; reads and writes go through
+``execute_read`` / ``execute_write`` with transaction functions that are safe to retry;
+every session names the database.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from hashlib import blake2b
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from envsched_gnn.envs.pool import Check, Environment, Pool, Task, ToolCall
+from envsched_gnn.envs.pool import Environment, Pool, Task
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
-from envsched_gnn.graph_store.arcadedb import DEFAULT_FOLDER, ManagedArcadeDB
+from envsched_gnn.graph_store import queries
+from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB
 from envsched_gnn.graph_store.errors import StoreError
-from envsched_gnn.observations import Observation, ObservationError, reward_stats, validate_rewards
+from envsched_gnn.graph_store.nodes import (
+    environment_properties,
+    observation_rows,
+    prediction_rows,
+    record_key,
+    task_from_properties,
+    task_properties,
+    text_key,
+)
+from envsched_gnn.observations import Observation, ObservationError
 
 CHUNK = 5000
-URI_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
-
-CONSTRAINTS = (
-    "CREATE CONSTRAINT environment_id IF NOT EXISTS FOR (e:Environment) REQUIRE e.id IS UNIQUE",
-    "CREATE CONSTRAINT task_id IF NOT EXISTS FOR (t:Task) REQUIRE t.id IS UNIQUE",
-    "CREATE CONSTRAINT abstract_key IF NOT EXISTS FOR (a:Abstract) REQUIRE a.key IS UNIQUE",
-    "CREATE CONSTRAINT observation_key IF NOT EXISTS FOR (o:Observation) REQUIRE o.key IS UNIQUE",
-    "CREATE CONSTRAINT prediction_key IF NOT EXISTS FOR (p:Prediction) REQUIRE p.key IS UNIQUE",
-    "CREATE CONSTRAINT graph_build_id IF NOT EXISTS FOR (b:GraphBuild) REQUIRE b.id IS UNIQUE",
-)
-SHOW_CONSTRAINTS = "SHOW CONSTRAINTS"
-PING = "RETURN 1 AS ok"
-
-MERGE_ENVIRONMENTS = """
-UNWIND $rows AS r
-MERGE (e:Environment {id: r.id})
-SET e += r.props
-"""
-MERGE_TASKS = """
-UNWIND $rows AS r
-MERGE (e:Environment {id: r.env})
-MERGE (t:Task {id: r.id})
-SET t += r.props
-MERGE (t)-[:IN_ENV]->(e)
-"""
-MERGE_ABSTRACTS = """
-UNWIND $rows AS r
-MERGE (a:Abstract {key: r.key})
-SET a.text = r.text, a.embedding = r.embedding
-"""
-SET_TASK_ABSTRACTS = """
-UNWIND $rows AS r
-MATCH (t:Task {id: r.id})
-SET t.abstract_text = r.text, t.abstract_key = r.key
-"""
-READ_ABSTRACTS = "MATCH (a:Abstract) RETURN a.key AS key, a.text AS text, a.embedding AS embedding"
-READ_TASK_ABSTRACT_KEYS = """
-MATCH (t:Task) WHERE t.abstract_key IS NOT NULL
-RETURN t.id AS id, t.abstract_key AS key
-"""
-READ_TASK_NODES = "MATCH (t:Task) RETURN t.id AS id, t.env AS env ORDER BY id"
-GRAPH_BUILD = "graph"
-START_BUILD_ROWS = """
-UNWIND $rows AS r
-MERGE (b:GraphBuild {id: r.id})
-SET b.build = r.build, b.status = 'building', b.started = r.at
-"""
-COMPLETE_BUILD = """
-MATCH (b:GraphBuild {id: $id, build: $build})
-SET b.status = 'complete', b.completed = $completed, b.tasks = $tasks, b.within = $within,
-    b.cross = $cross
-RETURN count(b) AS n
-"""
-READ_BUILD = "MATCH (b:GraphBuild {id: $id}) RETURN properties(b) AS props"
-READ_TASKS = "MATCH (t:Task) RETURN properties(t) AS props ORDER BY t.id"
-READ_ENVIRONMENTS = "MATCH (e:Environment) RETURN properties(e) AS props ORDER BY e.id"
-MISSING_TASKS = """
-UNWIND $ids AS id
-OPTIONAL MATCH (t:Task {id: id})
-WITH id, t WHERE t IS NULL
-RETURN id
-"""
-
-MERGE_EDGES = {
-    "within": """
-UNWIND $rows AS r
-MATCH (a:Task {id: r.src}), (b:Task {id: r.dst})
-MERGE (a)-[e:WITHIN]->(b)
-SET e.sim = r.sim
-""",
-    "cross": """
-UNWIND $rows AS r
-MATCH (a:Task {id: r.src}), (b:Task {id: r.dst})
-MERGE (a)-[e:CROSS]->(b)
-SET e.sim = r.sim
-""",
-}
-DELETE_EDGES = {
-    "within": """
-UNWIND $rows AS r
-MATCH (a:Task {id: r.src})-[e:WITHIN]->(b:Task {id: r.dst})
-DELETE e
-""",
-    "cross": """
-UNWIND $rows AS r
-MATCH (a:Task {id: r.src})-[e:CROSS]->(b:Task {id: r.dst})
-DELETE e
-""",
-}
-CREATE_EDGES = {  # rows grouped by target: one lookup of b per target, not per edge
-    "within": """
-UNWIND $rows AS r
-MATCH (b:Task {id: r.dst})
-UNWIND r.sources AS n
-MATCH (a:Task {id: n.src})
-CREATE (a)-[:WITHIN {sim: n.sim}]->(b)
-""",
-    "cross": """
-UNWIND $rows AS r
-MATCH (b:Task {id: r.dst})
-UNWIND r.sources AS n
-MATCH (a:Task {id: n.src})
-CREATE (a)-[:CROSS {sim: n.sim}]->(b)
-""",
-}
-DELETE_SOME_EDGES = {
-    "within": "MATCH (:Task)-[e:WITHIN]->(:Task) WITH e LIMIT $limit DELETE e RETURN count(*) AS n",
-    "cross": "MATCH (:Task)-[e:CROSS]->(:Task) WITH e LIMIT $limit DELETE e RETURN count(*) AS n",
-}
-READ_EDGES = {  # one record per target: 2.4x the edges/s of one record per edge (ArcadeDB)
-    "within": """
-MATCH (a:Task)-[e:WITHIN]->(b:Task)
-RETURN b.id AS dst, collect(a.id) AS srcs, collect(e.sim) AS sims
-""",
-    "cross": """
-MATCH (a:Task)-[e:CROSS]->(b:Task)
-RETURN b.id AS dst, collect(a.id) AS srcs, collect(e.sim) AS sims
-""",
-}
-COUNT_EDGES = {
-    "within": "MATCH (:Task)-[e:WITHIN]->(:Task) RETURN count(e) AS n",
-    "cross": "MATCH (:Task)-[e:CROSS]->(:Task) RETURN count(e) AS n",
-}
-COUNT_NODES = {
-    "GraphBuild": "MATCH (n:GraphBuild) RETURN count(n) AS n",
-    "Environment": "MATCH (n:Environment) RETURN count(n) AS n",
-    "Task": "MATCH (n:Task) RETURN count(n) AS n",
-    "Abstract": "MATCH (n:Abstract) RETURN count(n) AS n",
-    "Observation": "MATCH (n:Observation) RETURN count(n) AS n",
-    "Prediction": "MATCH (n:Prediction) RETURN count(n) AS n",
-}
-
-READ_OBSERVATIONS_BY_KEY = """
-UNWIND $keys AS k
-MATCH (o:Observation {key: k})
-RETURN o.key AS key, o.rewards AS rewards
-"""
-MERGE_OBSERVATIONS = """
-UNWIND $rows AS r
-MATCH (t:Task {id: r.task_id})
-MERGE (o:Observation {key: r.key})
-SET o.task_id = r.task_id, o.step = r.step, o.rewards = r.rewards, o.m = r.m, o.v = r.v, o.d = r.d
-MERGE (o)-[:OF]->(t)
-"""
-READ_OBSERVATIONS = """
-MATCH (o:Observation)-[:OF]->(t:Task)
-RETURN t.id AS task_id, o.step AS step, o.rewards AS rewards
-ORDER BY step, task_id
-"""
-
-DELETE_EVIDENCE = """
-UNWIND $keys AS k
-MATCH (p:Prediction {key: k})-[ev:EVIDENCE]->(:Task)
-DELETE ev
-"""
-MERGE_PREDICTIONS = """
-UNWIND $rows AS r
-MATCH (t:Task {id: r.task_id})
-MERGE (p:Prediction {key: r.key})
-SET p += r.props
-MERGE (p)-[:FOR]->(t)
-"""
-MERGE_EVIDENCE = """
-UNWIND $rows AS r
-MATCH (p:Prediction {key: r.key}), (n:Task {id: r.task_id})
-MERGE (p)-[ev:EVIDENCE]->(n)
-SET ev += r.props
-"""
-READ_PREDICTION = "MATCH (p:Prediction {key: $key}) RETURN properties(p) AS props"
-READ_EVIDENCE = """
-MATCH (p:Prediction {key: $key})-[ev:EVIDENCE]->(n:Task)
-RETURN n.id AS task_id, n.env AS env, ev.relation AS relation, ev.sim AS sim, ev.W AS W,
-       ev.y_v AS y_v, ev.y_m AS y_m, ev.y_d AS y_d, ev.share AS share
-ORDER BY share DESC, task_id
-"""
-
-DELETE_SOME_NODES = "MATCH (n) WITH n LIMIT $limit DETACH DELETE n RETURN count(*) AS n"
-
-PREDICTION_FIELDS = (
-    "q",
-    "u",
-    "u_long",
-    "u_short",
-    "E_v",
-    "E_m",
-    "E_d",
-    "G_within",
-    "G_cross",
-    "prior",
-    "own_W",
-    "shrink_share",
-    "rank",
-)
-EVIDENCE_FIELDS = ("relation", "sim", "W", "y_v", "y_m", "y_d", "share")
+"""Rows of one ``UNWIND`` write transaction, unless a write says otherwise."""
 
 
 def _now() -> str:
@@ -261,87 +56,22 @@ def _edge_counts(graph: TaskGraph) -> dict[str, int]:
     return counts
 
 
-def record_key(task_id: str, step: int) -> str:
-    """Unique key of an observation or prediction of ``task_id`` at ``step``."""
-    return f"{step}:{task_id}"
-
-
-def text_key(text: str) -> str:
-    """The Abstract node key of an abstract text: blake2b-128 of its UTF-8 bytes, in hex."""
-    return blake2b(text.encode(), digest_size=16).hexdigest()
-
-
 def chunks(rows: Sequence, size: int = CHUNK) -> Iterator[Sequence]:
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
 
 
-def task_properties(task: Task) -> dict[str, Any]:
-    """The Task node's properties: what the TF-IDF views and the abstract extractor read."""
-    solution = task.reference_solution
-    return {
-        "env": task.env_id,
-        "env_class_name": task.env_class_name,
-        "instruction": task.task,
-        "init_config": json.dumps(task.init_config, sort_keys=True),
-        "checks": json.dumps(
-            [
-                {"check_item": c.check_item, "check_func": c.check_func}
-                for c in task.checklist_with_func
-            ]
-        ),
-        "reference_solution": None
-        if solution is None
-        else json.dumps([{"name": c.name, "arguments": c.arguments} for c in solution]),
-        "abstract": task.abstract,
-        "split": task.split,
-    }
-
-
-def task_from_properties(props: Mapping[str, Any]) -> Task:
-    """Inverse of :func:`task_properties` (plus ``id``)."""
-    solution = props.get("reference_solution")
-    return Task(
-        task_id=props["id"],
-        env_id=props["env"],
-        env_class_name=props.get("env_class_name") or "",
-        init_config=json.loads(props.get("init_config") or "{}"),
-        task=props.get("instruction") or "",
-        checklist_with_func=[Check(**c) for c in json.loads(props.get("checks") or "[]")],
-        reference_solution=None
-        if solution is None
-        else [ToolCall(**c) for c in json.loads(solution)],
-        abstract=props.get("abstract"),
-        split=props.get("split") or "train",
-    )
-
-
-def environment_properties(env: Environment) -> dict[str, Any]:
-    return {
-        "introduction": env.environment_introduction,
-        "summary": env.environment_summary,
-        "constraints_rules": env.constraints_rules,
-        "tool_names": list(env.tool_names),
-    }
-
-
-def _number(value: Any, where: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise StoreError(f"{where} is {value!r}, expected a number")
-    if not math.isfinite(float(value)):
-        raise StoreError(f"{where} is {value!r}, expected a finite number")
-    return int(value) if isinstance(value, (int, np.integer)) else float(value)
-
-
 class GraphStore:
     """Environments, tasks, the dual-relation graph, observations and predictions in a Cypher store.
+
+    The store opens and closes nothing: :func:`~envsched_gnn.graph_store.connect.open_store`
+    owns the driver and the managed server, and closes both when its ``with`` block ends.
 
     Args:
         driver: an open ``neo4j`` driver (one per process).
         database: the database every session names.
-        server: the managed ArcadeDB server to stop on :meth:`close`, if this store owns one.
+        server: the managed ArcadeDB server behind the driver, if any: a transaction that
+            fails on a dead server says so and names its log (default None: a remote server).
         uri: where the driver points, for messages.
         retry_s: seconds this class retries a transaction whose connection failed (default 0:
             the driver's own retries only).
@@ -361,78 +91,6 @@ class GraphStore:
         self.server = server
         self.uri = uri
         self.retry_s = retry_s
-
-    @classmethod
-    def connect(
-        cls,
-        uri: str,
-        auth: tuple[str, str],
-        database: str,
-        *,
-        server: ManagedArcadeDB | None = None,
-        retry_time: float = 30.0,
-        retry_s: float = 0.0,
-    ) -> GraphStore:
-        """Open a driver, check that ``database`` answers with ``auth``, create the constraints.
-
-        ``retry_time`` bounds the driver's retries of a transaction (seconds) and
-        ``retry_s`` this class's own (see :meth:`_transact`).
-        """
-        import neo4j
-
-        try:
-            driver = neo4j.GraphDatabase.driver(
-                uri, auth=auth, connection_timeout=10.0, max_transaction_retry_time=retry_time
-            )
-        except (ValueError, neo4j.exceptions.ConfigurationError) as error:
-            raise StoreError(f"invalid store URI {uri!r}: {error}") from error
-        store = cls(driver, database, server=server, uri=uri, retry_s=retry_s)
-        try:
-            store._check_connection(auth[0])
-            store.ensure_constraints()
-        except BaseException:
-            driver.close()
-            raise
-        return store
-
-    def _check_connection(self, user: str) -> None:
-        from neo4j.exceptions import (
-            AuthError,
-            ClientError,
-            DriverError,
-            Neo4jError,
-            ServiceUnavailable,
-        )
-
-        try:
-            with self.driver.session(database=self.database) as session:
-                session.run(PING).consume()
-        except AuthError as error:
-            raise StoreError(
-                f"the store at {self.uri} rejected the credentials of user {user!r} "
-                f"(set NEO4J_USER / NEO4J_PASSWORD): {error.message}"
-            ) from error
-        except ServiceUnavailable as error:
-            raise StoreError(f"cannot reach the store at {self.uri}: {error}") from error
-        except ClientError as error:
-            raise StoreError(
-                f"the store at {self.uri} refused database {self.database!r} "
-                f"(set NEO4J_DATABASE): {error.message}"
-            ) from error
-        except (DriverError, Neo4jError, OSError) as error:
-            raise StoreError(f"cannot use the store at {self.uri}: {error}") from error
-
-    def close(self) -> None:
-        """Close the driver, and stop the managed server if this store owns one."""
-        self.driver.close()
-        if self.server is not None:
-            self.server.stop()
-
-    def __enter__(self) -> GraphStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- transactions -------------------------------------------------------------------
 
@@ -530,13 +188,14 @@ class GraphStore:
             self.write(work, part)
 
     def ensure_constraints(self) -> None:
-        for statement in CONSTRAINTS:
+        """Create the uniqueness constraints (``IF NOT EXISTS``) of ``queries.CONSTRAINTS``."""
+        for statement in queries.CONSTRAINTS:
             with self._loud(), self.driver.session(database=self.database) as session:
                 session.run(statement).consume()
 
     def constraints(self) -> list[dict]:
         with self._loud(), self.driver.session(database=self.database) as session:
-            return [record.data() for record in session.run(SHOW_CONSTRAINTS)]
+            return [record.data() for record in session.run(queries.SHOW_CONSTRAINTS)]
 
     # -- pool and graph -------------------------------------------------------------------
 
@@ -547,15 +206,15 @@ class GraphStore:
 
     def write_environments(self, envs: Iterable[Environment]) -> None:
         rows = [{"id": env.env_id, "props": environment_properties(env)} for env in envs]
-        self.write_rows(MERGE_ENVIRONMENTS, rows)
+        self.write_rows(queries.MERGE_ENVIRONMENTS, rows)
 
     def write_tasks(self, tasks: Iterable[Task]) -> None:
         rows = [{"id": t.task_id, "env": t.env_id, "props": task_properties(t)} for t in tasks]
-        self.write_rows(MERGE_TASKS, rows, chunk=1000)
+        self.write_rows(queries.MERGE_TASKS, rows, chunk=1000)
 
     def read_tasks(self) -> list[Task]:
         """Tasks rebuilt from their nodes, in task-id order."""
-        return [task_from_properties(row["props"]) for row in self.query(READ_TASKS)]
+        return [task_from_properties(row["props"]) for row in self.query(queries.READ_TASKS)]
 
     def write_embeddings(self, embeddings: Mapping[str, tuple[str, np.ndarray]]) -> None:
         """Cache ``task_id -> (abstract text, embedding)``: one Abstract node per distinct text,
@@ -569,28 +228,28 @@ class GraphStore:
             {"key": text_key(text), "text": text, "embedding": np.asarray(v, np.float64).tolist()}
             for text, v in vectors.items()
         ]
-        self.write_rows(MERGE_ABSTRACTS, rows, chunk=500)
+        self.write_rows(queries.MERGE_ABSTRACTS, rows, chunk=500)
 
     def write_task_abstracts(self, texts: Mapping[str, str]) -> None:
         """Point each task ``task_id -> abstract text`` at its Abstract node."""
         rows = [{"id": t, "text": text, "key": text_key(text)} for t, text in texts.items()]
-        self.write_rows(SET_TASK_ABSTRACTS, rows)
+        self.write_rows(queries.SET_TASK_ABSTRACTS, rows)
 
     def read_abstracts(self) -> dict[str, np.ndarray]:
         """The embedding cache: abstract text -> float32 embedding."""
         return {
             row["text"]: np.asarray(row["embedding"], np.float32)
-            for row in self.query(READ_ABSTRACTS)
+            for row in self.query(queries.READ_ABSTRACTS)
         }
 
     def read_embeddings(self) -> dict[str, tuple[str, np.ndarray]]:
         """The cached ``task_id -> (abstract text, float32 embedding)``."""
 
         def work(tx):
-            tasks = [(r["id"], r["key"]) for r in tx.run(READ_TASK_ABSTRACT_KEYS)]
+            tasks = [(r["id"], r["key"]) for r in tx.run(queries.READ_TASK_ABSTRACT_KEYS)]
             abstracts = {
                 r["key"]: (r["text"], np.asarray(r["embedding"], np.float32))
-                for r in tx.run(READ_ABSTRACTS)
+                for r in tx.run(queries.READ_ABSTRACTS)
             }
             return tasks, abstracts
 
@@ -606,7 +265,7 @@ class GraphStore:
         """
         build = build or self.begin_graph_build()
         self.write_rows(
-            MERGE_TASKS,
+            queries.MERGE_TASKS,
             [
                 {"id": t, "env": e, "props": {"env": e}}
                 for t, e in zip(graph.task_ids, graph.env_ids, strict=True)
@@ -617,15 +276,17 @@ class GraphStore:
             wanted = {(s, d): w for s, d, r, w in graph.edge_rows() if r == relation}
             present = {(s, d) for s, d, r, _ in stored if r == relation}
             stale = [{"src": s, "dst": d} for s, d in sorted(present - wanted.keys())]
-            self.write_rows(DELETE_EDGES[relation], stale)
+            self.write_rows(queries.DELETE_EDGES[relation], stale)
             rows = [{"src": s, "dst": d, "sim": w} for (s, d), w in wanted.items()]
-            self.write_rows(MERGE_EDGES[relation], rows)
+            self.write_rows(queries.MERGE_EDGES[relation], rows)
         self.complete_graph_build(build, graph)
 
     def begin_graph_build(self) -> str:
         """Marks the stored graph as being written; returns the new build's id."""
         build = uuid.uuid4().hex
-        self.write_rows(START_BUILD_ROWS, [{"id": GRAPH_BUILD, "build": build, "at": _now()}])
+        self.write_rows(
+            queries.START_BUILD_ROWS, [{"id": queries.GRAPH_BUILD, "build": build, "at": _now()}]
+        )
         return build
 
     def complete_graph_build(self, build: str, graph: TaskGraph) -> None:
@@ -640,7 +301,11 @@ class GraphStore:
 
         def work(tx) -> int:
             record = tx.run(
-                COMPLETE_BUILD, id=GRAPH_BUILD, build=build, completed=_now(), **counts
+                queries.COMPLETE_BUILD,
+                id=queries.GRAPH_BUILD,
+                build=build,
+                completed=_now(),
+                **counts,
             ).single()
             return int(record["n"]) if record else 0
 
@@ -657,16 +322,16 @@ class GraphStore:
         removed: Sequence[tuple[str, str]],
     ) -> None:
         """Delete ``removed`` ``(src, dst)`` edges and MERGE ``added`` ``(src, dst, sim)`` ones."""
-        self.write_rows(DELETE_EDGES[relation], [{"src": s, "dst": d} for s, d in removed])
+        self.write_rows(queries.DELETE_EDGES[relation], [{"src": s, "dst": d} for s, d in removed])
         self.write_rows(
-            MERGE_EDGES[relation], [{"src": s, "dst": d, "sim": w} for s, d, w in added]
+            queries.MERGE_EDGES[relation], [{"src": s, "dst": d, "sim": w} for s, d, w in added]
         )
 
     def delete_edges(self, relation: str, *, batch: int = 50_000) -> None:
         """Delete every edge of ``relation`` between tasks, in batches (nodes stay)."""
 
         def work(tx) -> int:
-            return int(tx.run(DELETE_SOME_EDGES[relation], limit=batch).single()["n"])
+            return int(tx.run(queries.DELETE_SOME_EDGES[relation], limit=batch).single()["n"])
 
         while self.write(work) > 0:
             pass
@@ -682,7 +347,7 @@ class GraphStore:
             by_target.setdefault(d, []).append({"src": s, "sim": w})
         grouped = [{"dst": d, "sources": sources} for d, sources in by_target.items()]
         per_target = max(1, len(rows) // max(len(grouped), 1))
-        self.write_rows(CREATE_EDGES[relation], grouped, chunk=max(1, chunk // per_target))
+        self.write_rows(queries.CREATE_EDGES[relation], grouped, chunk=max(1, chunk // per_target))
 
     def read_graph(self, *, empty_ok: bool = False) -> TaskGraph:
         """The whole graph in one read transaction; nodes in task-id order.
@@ -692,7 +357,7 @@ class GraphStore:
         """
 
         def work(tx):
-            marker = tx.run(READ_BUILD, id=GRAPH_BUILD).single()
+            marker = tx.run(queries.READ_BUILD, id=queries.GRAPH_BUILD).single()
             tasks, rows = self._graph_rows(tx)
             return (marker["props"] if marker else None), tasks, rows
 
@@ -720,10 +385,10 @@ class GraphStore:
 
     @staticmethod
     def _graph_rows(tx) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, float]]]:
-        tasks = [(r["id"], r["env"]) for r in tx.run(READ_TASK_NODES)]
+        tasks = [(r["id"], r["env"]) for r in tx.run(queries.READ_TASK_NODES)]
         rows = []
         for relation in RELATIONS:
-            for dst, srcs, sims in (r.values() for r in tx.run(READ_EDGES[relation])):
+            for dst, srcs, sims in (r.values() for r in tx.run(queries.READ_EDGES[relation])):
                 if len(srcs) != len(sims):  # collect() skips nulls: a sim is missing
                     raise StoreError(f"{relation} edges into {dst!r}: a stored sim is null")
                 rows += [(src, dst, relation, sim) for src, sim in zip(srcs, sims, strict=True)]
@@ -743,27 +408,18 @@ class GraphStore:
         the store, and a (task, step) already stored only with identical rewards (a
         replay, which is then a no-op). A bad observation raises ``ObservationError``.
         """
-        rows = [self._observation_row(o) for o in observations]
-        by_key: dict[str, dict] = {}
-        for row in rows:
-            previous = by_key.setdefault(row["key"], row)
-            if previous["rewards"] != row["rewards"]:
-                raise ObservationError(
-                    f"task {row['task_id']!r} step {row['step']}: given twice with different "
-                    f"rewards {previous['rewards']} and {row['rewards']}"
-                )
-        rows = list(by_key.values())
+        rows = observation_rows(observations)
 
         def work(tx) -> int:
             ids = sorted({row["task_id"] for row in rows})
-            missing = [r["id"] for r in tx.run(MISSING_TASKS, ids=ids)]
+            missing = [r["id"] for r in tx.run(queries.MISSING_TASKS, ids=ids)]
             if missing:
                 raise ObservationError(
                     f"unknown task(s) {missing[:10]}: not Task nodes of the store; nothing written"
                 )
             stored = {
                 r["key"]: list(r["rewards"])
-                for r in tx.run(READ_OBSERVATIONS_BY_KEY, keys=[row["key"] for row in rows])
+                for r in tx.run(queries.READ_OBSERVATIONS_BY_KEY, keys=[row["key"] for row in rows])
             }
             for row in rows:
                 if row["key"] in stored and stored[row["key"]] != row["rewards"]:
@@ -774,43 +430,16 @@ class GraphStore:
                     )
             new = [row for row in rows if row["key"] not in stored]
             for part in chunks(new):
-                tx.run(MERGE_OBSERVATIONS, rows=part).consume()
+                tx.run(queries.MERGE_OBSERVATIONS, rows=part).consume()
             return len(new)
 
         return self.write(work) if rows else 0
-
-    @staticmethod
-    def _observation_row(observation: Observation | Mapping) -> dict:
-        if isinstance(observation, Mapping):
-            task_id, step = observation.get("task_id"), observation.get("step")
-            rewards = observation.get("rewards")
-        else:
-            task_id, step, rewards = observation.task_id, observation.step, observation.rewards
-        if not isinstance(task_id, str):
-            raise ObservationError(f"observation task_id {task_id!r} is not a string")
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ObservationError(f"task {task_id!r}: step {step!r} is not a non-negative integer")
-        if not isinstance(rewards, (list, tuple)):
-            raise ObservationError(
-                f"task {task_id!r} step {step}: rewards {rewards!r} is not a list"
-            )
-        validate_rewards(rewards, task_id=task_id, step=step)
-        m, v, d = reward_stats(rewards)
-        return {
-            "key": record_key(task_id, step),
-            "task_id": task_id,
-            "step": step,
-            "rewards": [float(r) for r in rewards],
-            "m": m,
-            "v": v,
-            "d": d,
-        }
 
     def read_observations(self) -> list[Observation]:
         """All observations, ordered by (step, task id)."""
         return [
             Observation(r["task_id"], int(r["step"]), tuple(float(x) for x in r["rewards"]))
-            for r in self.query(READ_OBSERVATIONS)
+            for r in self.query(queries.READ_OBSERVATIONS)
         ]
 
     # -- predictions and their evidence ---------------------------------------------------
@@ -818,65 +447,45 @@ class GraphStore:
     def write_predictions(self, step: int, rows: Sequence[Mapping]) -> None:
         """Store the predictions of ``step``, one per task, with one EVIDENCE edge per neighbour.
 
-        Each row has ``task_id``, the scalar fields of :data:`PREDICTION_FIELDS` (numbers or
-        None) and ``neighbours``: dicts with ``task_id`` and :data:`EVIDENCE_FIELDS`. A replay
-        replaces the prediction and its evidence; all rows are checked before anything is written.
+        Each row has ``task_id``, the scalar fields of
+        :data:`~envsched_gnn.graph_store.nodes.PREDICTION_FIELDS` (numbers or None) and
+        ``neighbours``: dicts with ``task_id`` and
+        :data:`~envsched_gnn.graph_store.nodes.EVIDENCE_FIELDS`. A replay replaces the
+        prediction and its evidence; all rows are checked before anything is written.
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise StoreError(f"prediction step {step!r} is not a non-negative integer")
-        predictions, evidence, ids = [], [], set()
-        for n, row in enumerate(rows):
-            task_id = row.get("task_id")
-            if not isinstance(task_id, str):
-                raise StoreError(f"prediction row {n}: task_id {task_id!r} is not a string")
-            key = record_key(task_id, step)
-            props = {"task_id": task_id, "step": step}
-            for name in PREDICTION_FIELDS:
-                props[name] = _number(
-                    row.get(name), f"prediction of task {task_id!r}: field {name!r}"
-                )
-            predictions.append({"key": key, "task_id": task_id, "props": props})
-            ids.add(task_id)
-            for neighbour in row.get("neighbours") or []:
-                where = f"prediction of task {task_id!r}: neighbour {neighbour.get('task_id')!r}"
-                relation = neighbour.get("relation")
-                if relation not in RELATIONS:
-                    raise StoreError(f"{where}: relation {relation!r}, expected one of {RELATIONS}")
-                ev = {"relation": relation}
-                for name in EVIDENCE_FIELDS[1:]:
-                    ev[name] = _number(neighbour.get(name), f"{where}: field {name!r}")
-                evidence.append({"key": key, "task_id": neighbour["task_id"], "props": ev})
-                ids.add(neighbour["task_id"])
+        predictions, evidence, ids = prediction_rows(step, rows)
 
         def work(tx) -> None:
-            missing = [r["id"] for r in tx.run(MISSING_TASKS, ids=sorted(ids))]
+            missing = [r["id"] for r in tx.run(queries.MISSING_TASKS, ids=sorted(ids))]
             if missing:
                 raise StoreError(
                     f"predictions name unknown task(s) {missing[:10]}; nothing written"
                 )
             for part in chunks(predictions):
-                tx.run(DELETE_EVIDENCE, keys=[p["key"] for p in part]).consume()
-                tx.run(MERGE_PREDICTIONS, rows=part).consume()
+                tx.run(queries.DELETE_EVIDENCE, keys=[p["key"] for p in part]).consume()
+                tx.run(queries.MERGE_PREDICTIONS, rows=part).consume()
             for part in chunks(evidence):
-                tx.run(MERGE_EVIDENCE, rows=part).consume()
+                tx.run(queries.MERGE_EVIDENCE, rows=part).consume()
 
         if predictions:
             self.write(work)
 
     def read_prediction(self, task_id: str, step: int) -> dict | None:
-        rows = self.query(READ_PREDICTION, key=record_key(task_id, step))
+        rows = self.query(queries.READ_PREDICTION, key=record_key(task_id, step))
         return rows[0]["props"] if rows else None
 
     def prediction_evidence(self, task_id: str, step: int) -> list[dict]:
         """The neighbours behind the prediction of ``task_id`` at ``step``, largest share first."""
-        return self.query(READ_EVIDENCE, key=record_key(task_id, step))
+        return self.query(queries.READ_EVIDENCE, key=record_key(task_id, step))
 
     # -- counts and housekeeping ---------------------------------------------------------
 
     def count_nodes(self, label: str) -> int:
-        if label not in COUNT_NODES:
-            raise StoreError(f"unknown node label {label!r}, expected one of {sorted(COUNT_NODES)}")
-        return int(self.query(COUNT_NODES[label])[0]["n"])
+        if label not in queries.COUNT_NODES:
+            raise StoreError(
+                f"unknown node label {label!r}, expected one of {sorted(queries.COUNT_NODES)}"
+            )
+        return int(self.query(queries.COUNT_NODES[label])[0]["n"])
 
     def count_tasks(self) -> int:
         return self.count_nodes("Task")
@@ -893,59 +502,13 @@ class GraphStore:
     def count_edges(self, relation: str) -> int:
         if relation not in RELATIONS:
             raise StoreError(f"unknown relation {relation!r}, expected one of {RELATIONS}")
-        return int(self.query(COUNT_EDGES[relation])[0]["n"])
+        return int(self.query(queries.COUNT_EDGES[relation])[0]["n"])
 
     def clear(self, *, batch: int = 10000) -> None:
         """Delete every node and relationship (constraints stay), in batches."""
 
         def work(tx) -> int:
-            return int(tx.run(DELETE_SOME_NODES, limit=batch).single()["n"])
+            return int(tx.run(queries.DELETE_SOME_NODES, limit=batch).single()["n"])
 
         while self.write(work) > 0:
             pass
-
-
-def credentials_from_environment(uri: str) -> tuple[tuple[str, str], str]:
-    """``(user, password), database`` from NEO4J_USER / NEO4J_PASSWORD / NEO4J_DATABASE."""
-    password = os.environ.get("NEO4J_PASSWORD")
-    if password is None:
-        raise StoreError(f"store {uri}: set NEO4J_PASSWORD (and NEO4J_USER, NEO4J_DATABASE)")
-    user = os.environ.get("NEO4J_USER", "neo4j")
-    return (user, password), os.environ.get("NEO4J_DATABASE", "neo4j")
-
-
-def is_uri(spec: str) -> bool:
-    return "://" in spec and spec.split("://", 1)[0].lower() in URI_SCHEMES
-
-
-@contextlib.contextmanager
-def open_store(spec: str | Path | None = None) -> Iterator[GraphStore]:
-    """Open the store named by ``spec``, closing it (and any managed server) on exit.
-
-    ``spec`` is a ``bolt://`` / ``neo4j://`` URI (credentials from ``NEO4J_USER`` /
-    ``NEO4J_PASSWORD``, database from ``NEO4J_DATABASE``, default ``neo4j``) or a folder
-    for the managed ArcadeDB default. ``None`` means ``NEO4J_URI`` when set, else
-    ``.envsched/store``.
-    """
-    if spec is None:
-        spec = os.environ.get("NEO4J_URI") or DEFAULT_FOLDER
-    spec = str(spec)
-    if is_uri(spec):
-        auth, database = credentials_from_environment(spec)
-        store = GraphStore.connect(spec, auth, database)
-    elif "://" in spec:
-        raise StoreError(f"store {spec!r}: unsupported URI scheme, expected one of {URI_SCHEMES}")
-    else:
-        server = ManagedArcadeDB(spec).start()
-        try:
-            # retried here, not by the driver, so that a dead server is reported at once
-            store = GraphStore.connect(
-                server.uri, server.auth, server.database, server=server, retry_time=0.0, retry_s=5.0
-            )
-        except BaseException:
-            server.stop()
-            raise
-    try:
-        yield store
-    finally:
-        store.close()

@@ -13,9 +13,46 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.observations import add_small_groups_option
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.observations import ObservationConfig, add_small_groups_option
+
+
+@dataclass
+class PredictArgs:
+    """The inputs and output of ``predict``."""
+
+    graph: Path
+    """graph.json snapshot."""
+    history: Path
+    """history.jsonl rollout history."""
+    step: int
+    """Scheduling step T (uses the observations with s < T)."""
+    out: Path
+    """Where to write pred.json."""
+
+
+@dataclass
+class ExplainArgs:
+    """The inputs of ``explain``: snapshot files or a store."""
+
+    task: str
+    """Task id."""
+    step: int
+    """Scheduling step T (uses the observations with s < T)."""
+    graph: Path | None = None
+    """graph.json snapshot (with --history)."""
+    history: Path | None = None
+    """history.jsonl (with --graph)."""
+    store: str | None = None
+    """Read graph and history from this store (URI or folder)."""
+    json: bool = False
+    """Print the evidence as JSON."""
+    store_evidence: bool = False
+    """Also write every task's prediction and evidence at step T into the store, where Cypher
+    finds them: (:Prediction)-[:EVIDENCE]->(:Task) (needs --store)."""
 
 
 def register(groups: dict) -> None:
@@ -25,11 +62,9 @@ def register(groups: dict) -> None:
         description="Predict within-task reward variance (spec section 4) for every task, "
         "from observations with step < T.",
     )
-    p.add_argument("--graph", required=True, type=Path, help="graph.json snapshot")
-    p.add_argument("--history", required=True, type=Path, help="history.jsonl rollout history")
+    add_config_flags(p, PredictArgs, fields=["graph", "history"])
     add_small_groups_option(p)
-    p.add_argument("--step", required=True, type=int, help="scheduling step T (uses s < T)")
-    p.add_argument("--out", required=True, type=Path, help="where to write pred.json")
+    add_config_flags(p, PredictArgs, fields=["step", "out"])
     p.set_defaults(func=_predict)
 
     e = groups[""].add_parser(
@@ -38,19 +73,15 @@ def register(groups: dict) -> None:
         description="Show which neighbours, references and own observations drove a task's "
         "predicted reward variance at step T.",
     )
-    e.add_argument("task", metavar="TASK", help="task id")
-    e.add_argument("--step", required=True, type=int, help="scheduling step T (uses s < T)")
-    e.add_argument("--graph", type=Path, help="graph.json snapshot (with --history)")
-    e.add_argument("--history", type=Path, help="history.jsonl (with --graph)")
-    add_small_groups_option(e)
-    e.add_argument("--store", help="read graph and history from this store (URI or folder)")
-    e.add_argument("--json", action="store_true", help="print the evidence as JSON")
-    e.add_argument(
-        "--store-evidence",
-        action="store_true",
-        help="also write every task's prediction and evidence at step T into the store, "
-        "where Cypher finds them: (:Prediction)-[:EVIDENCE]->(:Task) (needs --store)",
+    add_config_flags(
+        e,
+        ExplainArgs,
+        fields=["task", "step", "graph", "history"],
+        positional=["task"],
+        metavars={"task": "TASK"},
     )
+    add_small_groups_option(e)
+    add_config_flags(e, ExplainArgs, fields=["store", "json", "store_evidence"])
     e.set_defaults(func=_explain)
 
 
@@ -59,12 +90,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load_files(graph_path: Path, history_path: Path, small_groups: str):
+def _load_files(graph_path: Path, history_path: Path, config):
     from envsched_gnn.graph.task_graph import read_graph
-    from envsched_gnn.observations import ObservationConfig, ObservationLog, read_history
+    from envsched_gnn.observations import ObservationLog, read_history
 
     graph = read_graph(graph_path)
-    log = ObservationLog(graph.task_ids, ObservationConfig(small_groups=small_groups))
+    log = ObservationLog(graph.task_ids, config)
     try:
         log.extend(read_history(history_path))
     except ValueError as error:
@@ -92,7 +123,9 @@ def _predict(args: argparse.Namespace) -> int:
     if args.step < 0:
         return _fail(f"--step must be >= 0, got {args.step}")
     try:
-        graph, log = _load_files(args.graph, args.history, args.small_groups)
+        graph, log = _load_files(
+            args.graph, args.history, config_from_args(ObservationConfig, args)
+        )
     except (OSError, ValueError) as error:
         return _fail(str(error))
     prediction = AnalyticPredictor().predict(to_hetero_data(graph), log, args.step)
@@ -116,7 +149,9 @@ def _explain(args: argparse.Namespace) -> int:
         return _fail("--store-evidence needs --store")
     try:
         if from_files:
-            graph, log = _load_files(args.graph, args.history, args.small_groups)
+            graph, log = _load_files(
+                args.graph, args.history, config_from_args(ObservationConfig, args)
+            )
             evidence = _evidence(graph, log, args)
         else:
             evidence = _explain_from_store(args)
@@ -142,11 +177,11 @@ def _evidence(graph, log, args: argparse.Namespace, store=None) -> dict:
 
 
 def _explain_from_store(args: argparse.Namespace) -> dict:
-    from envsched_gnn.graph_store.store import open_store
-    from envsched_gnn.observations import ObservationConfig, ObservationLog
+    from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.observations import ObservationLog
 
     with open_store(args.store) as store:
         graph = store.read_graph()
-        log = ObservationLog(graph.task_ids, ObservationConfig(small_groups=args.small_groups))
+        log = ObservationLog(graph.task_ids, config_from_args(ObservationConfig, args))
         log.extend(store.read_observations())
         return _evidence(graph, log, args, store)

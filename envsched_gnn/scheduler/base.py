@@ -61,6 +61,10 @@ class Scheduler(Protocol):
 
     name: str
     last_batch: BatchInfo | None
+    over_samples: bool
+    """True for over-sampling baselines (DAPO-style dynamic sampling): ``next_batch`` returns
+    more than B tasks and ``filter_groups`` chooses the groups that enter the update; False:
+    every group rolled out enters the update."""
 
     def next_batch(self, step: int) -> list[str]: ...
 

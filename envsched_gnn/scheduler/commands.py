@@ -14,14 +14,37 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.observations import add_small_groups_option
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.observations import ObservationConfig, add_small_groups_option
+
+
+@dataclass
+class SelectArgs:
+    """The inputs and output of ``select``."""
+
+    graph: str
+    """Graph snapshot, graph.json."""
+    step: int
+    """Scheduling step T."""
+    out: str
+    """Where to write batch.json."""
+    history: str | None = None
+    """Rollout history, history.jsonl (omit: no history)."""
+    batch: int = 64
+    """Batch size B."""
+    seed: int = 0
+    """Seed of tie-breaking / sampling."""
+    scheduler: str = "envsched"
+    """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, mopps, greso,
+    dps, or another registered name."""
 
 
 def _select(args: argparse.Namespace) -> int:
     from envsched_gnn.graph.task_graph import GraphError, read_graph
-    from envsched_gnn.observations import ObservationConfig, ObservationError, read_history
+    from envsched_gnn.observations import ObservationError, read_history
     from envsched_gnn.scheduler.base import SchedulerError
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.scheduler.selector import SelectionError
@@ -30,7 +53,7 @@ def _select(args: argparse.Namespace) -> int:
         graph = read_graph(args.graph)
         observations = read_history(args.history) if args.history else []
         scheduler = make_scheduler(args.scheduler, graph, batch_size=args.batch, seed=args.seed)
-        scheduler.log.config = ObservationConfig(small_groups=args.small_groups)
+        scheduler.log.config = config_from_args(ObservationConfig, args)
         try:
             scheduler.load_history(observations)
         except ObservationError as error:
@@ -84,17 +107,12 @@ def register(groups: dict) -> None:
         help="select the batch of one step from graph.json and history.jsonl",
         description=__doc__.split("\n\n")[1],
     )
-    p.add_argument("--graph", required=True, help="graph snapshot, graph.json")
-    p.add_argument("--history", help="rollout history, history.jsonl (omit: no history)")
+    add_config_flags(p, SelectArgs, fields=["graph", "history"])
     add_small_groups_option(p)
-    p.add_argument("--step", type=_non_negative, required=True, help="scheduling step T")
-    p.add_argument("--batch", type=_positive, default=64, help="batch size B (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of tie-breaking / sampling")
-    p.add_argument("--out", required=True, help="where to write batch.json")
-    p.add_argument(
-        "--scheduler",
-        default="envsched",
-        help="envsched (default), within_only, cross_only, rho0, rho1, random, dapo, mopps, "
-        "greso, dps, or another registered name",
+    add_config_flags(
+        p,
+        SelectArgs,
+        fields=["step", "batch", "seed", "out", "scheduler"],
+        types={"step": _non_negative, "batch": _positive},
     )
     p.set_defaults(func=_select)

@@ -113,7 +113,8 @@ def _eval_policy(args: argparse.Namespace) -> int:
     import torch
 
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.policy_eval import evaluate_policy
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import RolloutEngine

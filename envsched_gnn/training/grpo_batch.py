@@ -1,4 +1,5 @@
-"""GRPO's update batches: episodes packed by shared prompt, their policy tokens' log-probabilities
+"""GRPO's update batches: the kept groups cut into mini-batches (one optimiser step each), their
+episodes packed by shared prompt into micro-batches, the policy tokens' log-probabilities
 computed with the shared prompt run once and the output head run on policy tokens only.
 
 The K episodes of a task start with the same prompt (system message with the tool list, then
@@ -57,6 +58,14 @@ class MicroBatch:
     @property
     def tokens(self) -> int:
         return int(self.lengths.sum())
+
+
+def split_groups(groups: Sequence[str], parts: int) -> list[list[str]]:
+    """``groups`` cut into ``parts`` consecutive chunks of sizes differing by at most one (the
+    larger ones first): the mini-batches of one pass."""
+    size, extra = divmod(len(groups), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [list(groups[bounds[i] : bounds[i + 1]]) for i in range(parts)]
 
 
 def pack_micro_batches(

@@ -100,9 +100,9 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import RuntimeConfig
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import read_graph
-    from envsched_gnn.graph_store.store import open_store
+    from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.training.grpo_config import GRPOConfig
     from envsched_gnn.training.grpo_train import LaunchConfig, train_grpo
     from envsched_gnn.training.observation_sink import StoreWriter

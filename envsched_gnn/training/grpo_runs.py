@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig

@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
 
 RESULT_FILE = "grpo_result.json"
 
@@ -81,40 +81,6 @@ def train_subgraph(graph: TaskGraph, task_ids: Iterable[str]) -> TaskGraph:
     tasks = [(t, e) for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if t in keep]
     rows = [row for row in graph.edge_rows() if row[0] in keep and row[1] in keep]
     return TaskGraph.from_edge_rows(tasks, rows)
-
-
-def heldout_tasks(pool: Pool, limit: int, seed: int, split: str = "test") -> list[str]:
-    """The held-out task ids: all of ``split``, or a seeded subset of ``limit`` of them."""
-    tasks = [task.task_id for task in pool.split(split)]
-    if not tasks:
-        raise ValueError(f"the pool has no task in split {split!r} to evaluate on")
-    if 0 < limit < len(tasks):
-        chosen = np.random.default_rng([seed, 7919]).choice(len(tasks), limit, replace=False)
-        tasks = [tasks[i] for i in sorted(chosen)]
-    return tasks
-
-
-def heldout_evaluator(
-    tasks: Sequence[str], k: int, seed: int
-) -> Callable[[Any, int], dict[str, Any]]:
-    """``evaluate(engine, step)``: mean reward and more over ``tasks`` x ``k`` samples, with
-    the same sampling seed at every evaluation (differences come from the policy only), and
-    ``per_task`` rewards (task id -> k rewards) for comparisons paired by task."""
-    from envsched_gnn.eval.policy_eval import evaluate_policy
-
-    def evaluate(engine: Any, step: int) -> dict[str, Any]:
-        result = evaluate_policy(engine, list(tasks), k, seed)
-        keys = (
-            "mean_reward",
-            "full_success_rate",
-            "nonzero_variance_share",
-            "malformed_call_rate",
-            "rollout_s",
-        )
-        summary = {key: float(result[key]) for key in keys}
-        return summary | {"tasks": len(tasks), "k": k, "per_task": result["per_task"]}
-
-    return evaluate
 
 
 def train_grpo(

@@ -30,14 +30,15 @@ the first mini-batch), ``train/entropy`` (the rollout policy's mean entropy on i
 (episodes that ended with a final answer, not a limit), ``time/rollout_s``,
 ``time/schedule_s``, ``time/update_s``; ``eval/mean_reward`` at each held-out evaluation.
 
-Checkpoints carry the scheduler state, the unwritten observations, the RNG states and the
-step, so a resumed run chooses exactly the batches the uninterrupted run would have.
+Checkpoints carry the scheduler state, the unwritten observations, the RNG states
+(:mod:`~envsched_gnn.training.rng`), the step and the per-step metrics, so a resumed run chooses
+exactly the batches the uninterrupted run would have; the run's batches and rewards are not
+stored a second time: a resumed run reads them back from the scheduler's observation log.
 """
 
 from __future__ import annotations
 
 import copy
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
@@ -45,13 +46,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.observations import observations_from_rewards
+from envsched_gnn.scheduler.base import Scheduler
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.data import ScheduledBatch, ScheduledBatches
@@ -68,9 +70,11 @@ from envsched_gnn.training.grpo_batch import (
     collate,
     pack_micro_batches,
     policy_log_probs,
+    split_groups,
 )
 from envsched_gnn.training.grpo_config import GRPOConfig
 from envsched_gnn.training.observation_sink import ObservationSink
+from envsched_gnn.training.rng import capture_rng_state, restore_rng_state, step_seed
 from envsched_gnn.training.rollout import Episode, EpisodeSpec, RolloutEngine
 
 CHECKPOINT_KEY = "envsched"
@@ -98,7 +102,9 @@ class GRPOModule(L.LightningModule):
         policy: a Hugging Face causal LM (the module trains it in place).
         tokenizer: its tokenizer (with a chat template).
         pool: the environments and tasks.
-        scheduler: chooses the batches (``envsched_gnn.scheduler.registry.make_scheduler``).
+        scheduler: chooses the batches (``envsched_gnn.scheduler.registry.make_scheduler``);
+            its observation log holds this run's steps only (a resumed run reads its batches
+            and rewards back from it).
         config: the run's :class:`GRPOConfig`.
         agent_config: turn and token limits and the sampling temperature of the rollouts.
         runtime_config: worker processes of the environment runtime (started when fitting
@@ -113,7 +119,7 @@ class GRPOModule(L.LightningModule):
         policy: torch.nn.Module,
         tokenizer: Any,
         pool: Pool,
-        scheduler: Any,
+        scheduler: Scheduler,
         config: GRPOConfig,
         *,
         agent_config: AgentConfig | None = None,
@@ -291,7 +297,11 @@ class GRPOModule(L.LightningModule):
             )
             for index, episode in episodes
         ]
-        gathered = _all_gather_objects(local)
+        gathered = [local]
+        if self.trainer.world_size > 1:
+            # the strategy gathers tensors only (``all_gather``); records are Python objects
+            gathered = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(gathered, local)
         return sorted((r for part in gathered for r in part), key=lambda r: r.index)
 
     def _tools_called(self, episode: Episode) -> frozenset[tuple[str, str]]:
@@ -302,7 +312,7 @@ class GRPOModule(L.LightningModule):
     def _kept_tasks(self, step: int, rewards: Mapping[str, list[float]]) -> list[str]:
         """All tasks, or those an over-sampling scheduler keeps (decided on rank 0); every
         rollout counts towards the budget either way."""
-        if not getattr(self.scheduler, "over_samples", False):
+        if not self.scheduler.over_samples:
             return list(rewards)
         kept = list(self.scheduler.filter_groups(step, rewards)) if self.global_rank == 0 else None
         return list(self.trainer.strategy.broadcast(kept, src=0))
@@ -334,7 +344,7 @@ class GRPOModule(L.LightningModule):
         sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
         for epoch in range(config.ppo_epochs):
             shuffled = [groups[i] for i in torch.randperm(len(groups), generator=order).tolist()]
-            for part in _split(shuffled, config.mini_batches):
+            for part in split_groups(shuffled, config.mini_batches):
                 chosen = set(part)
                 part_records = [r for r in kept_records if r.task_id in chosen]
                 items = [item for item in mine if item.episode.task_id in chosen]
@@ -342,7 +352,8 @@ class GRPOModule(L.LightningModule):
                 for name, value in done.items():
                     sums[name] += value
         totals = torch.tensor(list(sums.values()), dtype=torch.float64, device=self.device)
-        sums = dict(zip(sums, _all_reduce_sum(totals).tolist(), strict=True))
+        totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        sums = dict(zip(sums, totals.tolist(), strict=True))
         n = float(config.optimizer_steps_per_step)
         world = self.trainer.world_size
         policy_tokens = max(sums["policy_tokens"], 1.0)
@@ -476,16 +487,8 @@ class GRPOModule(L.LightningModule):
             "sink": self.sink.state_dict() if self.sink is not None else None,
             "step_metrics": self.step_metrics,
             "eval_results": self.eval_results,
-            "batches": self.batches,
-            "rewards": self.rewards,
             "config": self.config.to_dict(),
-            "rng": {
-                "python": random.getstate(),
-                "numpy": _numpy_state(),
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                "rollout_seed": self.config.seed,
-            },
+            "rng": capture_rng_state(self.config.seed),
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -503,27 +506,21 @@ class GRPOModule(L.LightningModule):
             self.sink.load_state_dict(state["sink"])
         self.step_metrics = list(state["step_metrics"])
         self.eval_results = list(state["eval_results"])
-        self.batches = [list(b) for b in state["batches"]]
-        self.rewards = [dict(r) for r in state["rewards"]]
-        rng = state["rng"]
-        random.setstate(rng["python"])
-        kind, keys, position, has_gauss, gauss = rng["numpy"]
-        np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, gauss))
-        torch.set_rng_state(rng["torch"])
-        if rng["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        self.batches, self.rewards = _run_history(state["scheduler"], self.next_step)
+        restore_rng_state(state["rng"])
 
 
-def step_seed(seed: int, step: int) -> int:
-    """The rollout seed of step ``step``: a pure function of the run's seed, so a resumed run
-    samples exactly the episodes the uninterrupted run would have."""
-    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
-
-
-def _numpy_state() -> list:
-    """NumPy's legacy RNG state as plain Python values (loadable with ``weights_only``)."""
-    kind, keys, position, has_gauss, gauss = np.random.get_state()
-    return [kind, [int(k) for k in keys], int(position), int(has_gauss), float(gauss)]
+def _run_history(
+    scheduler_state: Mapping[str, Any], steps: int
+) -> tuple[list[list[str]], list[dict[str, list[float]]]]:
+    """The batches and rewards of steps ``0 .. steps - 1``, read from a scheduler state's
+    observation log (``state["log"]["observations"]``: ``{"task_id", "step", "rewards"}`` in
+    the order observed; each step observed every task of its batch, in batch order)."""
+    rewards: list[dict[str, list[float]]] = [{} for _ in range(steps)]
+    for row in scheduler_state["log"]["observations"]:
+        if row["step"] < steps:
+            rewards[row["step"]][row["task_id"]] = [float(r) for r in row["rewards"]]
+    return [list(step) for step in rewards], rewards
 
 
 def _frozen_copy(policy: torch.nn.Module) -> torch.nn.Module:
@@ -546,32 +543,3 @@ _UPDATE_SUMS = (
     "first_pass_policy_tokens",
     "tokens",
 )
-
-
-def _split(groups: Sequence[str], parts: int) -> list[list[str]]:
-    """``groups`` cut into ``parts`` consecutive chunks of sizes differing by at most one."""
-    size, extra = divmod(len(groups), parts)
-    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
-    return [list(groups[bounds[i] : bounds[i + 1]]) for i in range(parts)]
-
-
-def _distributed() -> bool:
-    return (
-        torch.distributed.is_available()
-        and torch.distributed.is_initialized()
-        and torch.distributed.get_world_size() > 1
-    )
-
-
-def _all_gather_objects(obj: Any) -> list[Any]:
-    if not _distributed():
-        return [obj]
-    out: list[Any] = [None] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(out, obj)
-    return out
-
-
-def _all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    if _distributed():
-        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
-    return tensor

@@ -165,7 +165,7 @@ class StoreWriter:
 
     def __call__(self, observations: Sequence[Observation]) -> int:
         if self._store is None:
-            from envsched_gnn.graph_store.store import open_store
+            from envsched_gnn.graph_store.connect import open_store
 
             self._store = self._stack.enter_context(open_store(self.spec))
         try:

@@ -12,17 +12,15 @@ grow by doubling, not a copy per token) and advance turn by turn:
 3. *act*: assistant texts are parsed, tool calls run in the runtime's workers in one
    batched ``runtime.call``; episodes that answered or hit a limit drop out of the cache.
 
-Sampling is per episode: episode (task_id, sample) owns a ``torch.Generator`` seeded from
-``(seed, task_id, sample)`` that draws its uniforms ``u_1, u_2, ...`` up front, and its n-th
-sampled token is the inverse CDF of the tempered distribution ``softmax(z / T)`` (nucleus-
-truncated when ``top_p < 1``) at ``u_n``. An episode therefore depends only on its own
-tokens, not on the batch it runs in: batched and one-by-one rollouts give the same episodes
-up to floating-point differences of the forward pass (exact in float64 on CPU).
+Sampling is per episode (:mod:`~envsched_gnn.training.sampling`): episode (task_id, sample)
+draws its uniforms up front from a generator seeded by ``(seed, task_id, sample)``, and each
+sampled token is an inverse-CDF draw, so an episode depends only on its own tokens, not on the
+batch it runs in: batched and one-by-one rollouts give the same episodes up to floating-point
+differences of the forward pass (exact in float64 on CPU).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import time
 from collections.abc import Sequence
@@ -43,6 +41,7 @@ from envsched_gnn.training.agent_format import (
     user_message,
 )
 from envsched_gnn.training.kv_cache import growing_cache
+from envsched_gnn.training.sampling import episode_seed, sample_tokens
 
 FINISH_REASONS = ("answer", "max_turns", "turn_length", "context_limit", "reset_error")
 
@@ -85,45 +84,6 @@ class Episode:
     """The assistant turns as text."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds of the rollout batch this episode ran in (shared by its batch)."""
-
-
-def episode_seed(seed: int, task_id: str, sample: int) -> int:
-    """A 63-bit seed for one episode, independent of the batch it runs in."""
-    digest = hashlib.blake2b(f"{seed}\x1f{task_id}\x1f{sample}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
-
-
-def tempered_logprobs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``log softmax(logits / T)`` over the last dimension, in float64."""
-    return torch.log_softmax(logits.double() / temperature, dim=-1)
-
-
-def sample_tokens(
-    logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inverse-CDF sampling, row by row.
-
-    Shapes: ``logits (R, V)``, ``uniforms (R,)`` in [0, 1) -> ``tokens (R,)`` int64,
-    ``logprobs (R,)`` float64 of the tokens under ``softmax(logits / T)``.
-    """
-    logp = tempered_logprobs(logits, temperature)
-    probs = logp.exp()
-    if top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-        sorted_probs = torch.where(mass_before < top_p, sorted_probs, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    cdf = torch.cumsum(probs, dim=-1)
-    target = (uniforms.double() * cdf[:, -1]).unsqueeze(-1)
-    tokens = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    tokens = tokens.clamp_(max=probs.shape[-1] - 1)
-    while True:
-        # a token of probability 0 can only be hit by rounding at the CDF's flat end
-        zero = probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) == 0
-        if not zero.any():
-            break
-        tokens = torch.where(zero, tokens - 1, tokens)
-    return tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
 
 @dataclass

@@ -175,7 +175,8 @@ def build_examples(
     pool: Pool, tokenizer: Any, config: SFTConfig
 ) -> tuple[list[RenderedEpisode], dict[str, float]]:
     """Execute and render the SFT tasks' reference solutions."""
-    from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+    from envsched_gnn.envs.runtime import EnvRuntime
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
 
     start = time.perf_counter()
     serving, tasks = sft_tasks(pool, config)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 
 from envsched_gnn.envs.abstract import (
-    CATEGORIES,
     abstract_from_calls,
     abstract_from_checks,
     abstract_of,
-    classify_tool,
     operation_categories,
 )
 from envsched_gnn.envs.pool import Check, Environment, Task, ToolCall
+from envsched_gnn.envs.tool_categories import CATEGORIES, classify_tool
 
 
 def _tool(name: str, description: str = "", *args: str) -> dict:

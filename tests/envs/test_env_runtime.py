@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from tests.envs.handmade_pool import handmade_pool
 
 HOSTILE_CODE = """
@@ -372,10 +374,3 @@ def test_closed_workers_exit_by_themselves():
         runtime.close()
         codes += [process.returncode for process in processes]
     assert set(codes) == {0}, codes
-
-
-def test_config_rejects_nonsense():
-    with pytest.raises(ValueError, match="workers"):
-        RuntimeConfig(workers=0)
-    with pytest.raises(ValueError, match="call_timeout_s"):
-        RuntimeConfig(call_timeout_s=0)

@@ -10,8 +10,11 @@ import pytest
 
 from envsched_gnn.envs import commands
 from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
-from envsched_gnn.envs.pool import PoolError, ToolCall, load_pool
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.pool import ToolCall
+from envsched_gnn.envs.pool_io import load_pool
+from envsched_gnn.envs.pool_parse import PoolError
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 CINEMA_CODE = '''
 from typing import Dict, TypedDict

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 from collections import Counter
+from importlib import resources
 
 import pytest
 
@@ -21,9 +23,9 @@ from envsched_gnn.envs.generator import (
     generate_pool,
     write_pool_files,
 )
-from envsched_gnn.envs.generator.codegen import tool_names
-from envsched_gnn.envs.generator.domains import DOMAINS
+from envsched_gnn.envs.generator.domains import DOMAINS, DomainDataError, load_domains
 from envsched_gnn.envs.generator.tasks import generate_replicated_pool
+from envsched_gnn.envs.generator.tool_names import TOOLS_IN_CLASS_ORDER, ToolNames, tool_names
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import load_pool, task_to_dict
 
@@ -101,6 +103,48 @@ def test_51_distinct_domains_with_distinct_structure():
         for d in DOMAINS
     }
     assert len(structures) >= 20
+
+
+def test_every_tool_role_has_its_place_in_the_class():
+    roles = [field.name for field in dataclasses.fields(ToolNames)]
+    assert sorted(TOOLS_IN_CLASS_ORDER) == sorted(roles)
+
+
+def _packaged_domains() -> list[dict]:
+    return json.loads(
+        resources.files("envsched_gnn.envs.generator").joinpath("domains.json").read_text()
+    )
+
+
+def test_domains_are_the_packaged_data():
+    rows = _packaged_domains()
+    assert load_domains(json.dumps(rows)) == DOMAINS
+    assert [row["key"] for row in rows] == [d.key for d in DOMAINS]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda row: row.pop("summary"), r"\[3\]: missing fields \['summary'\]"),
+        (lambda row: row.update(colour="red"), r"unknown fields \['colour'\]"),
+        (lambda row: row.update(delete_style="burn"), r"\(library_holds\)\.delete_style"),
+        (lambda row: row["owner"].pop("prefix"), r"library_holds\)\.owner: missing"),
+        (lambda row: row.update(eligibility={"kind": "most"}), r"eligibility\.kind"),
+        (lambda row: row.update(assignee=None), r"assignee_rule: 'available' does not fit"),
+        (lambda row: row.update(statuses=["a", "b"]), r"statuses: expected three statuses"),
+    ],
+)
+def test_bad_domain_data_names_the_domain_and_field(edit, message):
+    rows = _packaged_domains()
+    edit(rows[3])
+    with pytest.raises(DomainDataError, match=message):
+        load_domains(json.dumps(rows))
+
+
+def test_a_domain_key_twice_is_an_error():
+    rows = _packaged_domains()
+    with pytest.raises(DomainDataError, match="appears twice"):
+        load_domains(json.dumps([*rows, rows[0]]))
 
 
 def test_environments_have_2_to_4_entities_and_6_to_12_classified_tools(small_pool):

@@ -4,7 +4,6 @@ import random
 
 import pytest
 
-from envsched_gnn.envs.generator.codegen import tool_names
 from envsched_gnn.envs.generator.domains import DOMAINS
 from envsched_gnn.envs.generator.structure import (
     StructureError,
@@ -18,6 +17,7 @@ from envsched_gnn.envs.generator.tasks import (
     compose_task,
     generate_pool,
 )
+from envsched_gnn.envs.generator.tool_names import tool_names
 from envsched_gnn.envs.pool import ToolCall
 
 

@@ -7,7 +7,7 @@ import json
 
 from envsched_gnn.envs import commands
 from envsched_gnn.envs.check import CheckConfig, check_pool
-from envsched_gnn.envs.runtime import RuntimeConfig
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from tests.envs.handmade_pool import write_handmade_pool
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envsched_gnn.envs.pool import Pool, PoolError, load_pool, save_pool
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.pool_io import load_pool, save_pool
+from envsched_gnn.envs.pool_parse import PoolError
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 
 

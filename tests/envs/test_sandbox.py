@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from envsched_gnn.envs.episode import EpisodeScore, ToolFault
 from envsched_gnn.envs.generator import generate_pool
 from envsched_gnn.envs.pool import Check, Environment, Pool, ToolCall
-from envsched_gnn.envs.runtime import EnvRuntime, EpisodeScore, RuntimeConfig, ToolFault
-from envsched_gnn.envs.sandbox import SandboxConfig, interpreter, sandbox_ids
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig, SandboxConfig
+from envsched_gnn.envs.sandbox import interpreter, sandbox_ids
 from tests.envs.abuse_pool import ABUSER_CODE, abuse_pool
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 

@@ -155,7 +155,7 @@ def test_effects_reach_the_abstract(replayed_effects):
 
 
 def test_the_effects_file_is_validated(tmp_path):
-    from envsched_gnn.envs.pool_io import PoolError
+    from envsched_gnn.envs.pool_parse import PoolError
 
     save_pool(labelled_pool(), tmp_path)
     (tmp_path / TOOL_EFFECTS_FILE).write_text(

@@ -13,9 +13,9 @@ from envsched_gnn.graph_store.builder import (
     GraphConfig,
     build,
     cross_neighbours,
-    task_hashes,
 )
 from envsched_gnn.graph_store.embeddings import embed_texts, fixed_point
+from envsched_gnn.graph_store.neighbours import task_hashes
 from envsched_gnn.graph_store.stream import stream_build
 from tests.graph_store.small_pool import small_pool
 from tests.graph_store.test_growth import with_repeating_abstracts

@@ -1,8 +1,8 @@
 """Bolt/Cypher tests run against ArcadeDB (the managed default; ``NEO4J_URI`` when set).
 
 They talk to a real server through the ``neo4j`` driver: constraints, idempotent
-writes, observation replays, all-or-nothing validation, connection errors,
-predictions with evidence, and the graph round trip.
+writes, observation replays, all-or-nothing validation, predictions with evidence, and the
+graph round trip.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import math
 import pytest
 
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB, free_port
+from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB
 from envsched_gnn.graph_store.errors import StoreError
-from envsched_gnn.graph_store.store import GraphStore, open_store
+from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.observations import Observation, ObservationError
 from tests.envs.handmade_pool import handmade_pool
 
@@ -130,36 +130,6 @@ def test_predictions_with_evidence_are_queryable(store: GraphStore) -> None:
         ghost = {"task_id": "ghost", "relation": "cross"}
         store.write_predictions(5, [{**row, "neighbours": [ghost]}])
     assert store.read_prediction("library-checkout", 5) is None
-
-
-def test_wrong_credentials_give_a_clear_error(store_server) -> None:
-    user = store_server.auth[0]
-    with pytest.raises(StoreError, match="rejected the credentials"):
-        GraphStore.connect(store_server.uri, (user, "not-the-password"), store_server.database)
-
-
-def test_unreachable_server_gives_a_clear_error() -> None:
-    with pytest.raises(StoreError, match="cannot reach"):
-        GraphStore.connect(f"bolt://127.0.0.1:{free_port()}", ("root", "whatever1"), "envsched")
-
-
-def test_open_store_uri_needs_password_from_environment(monkeypatch) -> None:
-    monkeypatch.delenv("NEO4J_PASSWORD", raising=False)
-    with pytest.raises(StoreError, match="NEO4J_PASSWORD"), open_store("bolt://127.0.0.1:1"):
-        pass
-
-
-def test_observations_survive_a_restart_of_the_managed_server(tmp_path) -> None:
-    folder = tmp_path / "store"
-    with open_store(folder) as first:
-        first.write_pool(handmade_pool())
-        first.write_observations([Observation("clinic-move", 2, (0.0, 1.0))])
-        assert first.server is not None and first.server.running
-    assert (folder / "root_password").stat().st_mode & 0o777 == 0o600
-    with open_store(folder) as second:
-        assert second.read_observations() == [Observation("clinic-move", 2, (0.0, 1.0))]
-        assert second.write_observations([Observation("clinic-move", 2, (0.0, 1.0))]) == 0
-        assert second.count_observations() == 1
 
 
 def test_java_failure_shows_the_log_tail(tmp_path) -> None:

@@ -20,9 +20,10 @@ import pytest
 
 from envsched_gnn.graph_store import commands
 from envsched_gnn.graph_store.arcadedb import USERS_FILE, ManagedArcadeDB
+from envsched_gnn.graph_store.connect import open_store
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.growth import build_into_store
-from envsched_gnn.graph_store.store import GraphStore, open_store
+from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.observations import Observation
 from envsched_gnn.training.observation_sink import ObservationSink, StoreWriter
 from tests.envs.handmade_pool import handmade_pool
@@ -177,7 +178,7 @@ def test_missing_or_wrong_passwords_are_errors_with_recovery_steps_that_work(tmp
 
 HOLDER = """
 import sys
-from envsched_gnn.graph_store.store import open_store
+from envsched_gnn.graph_store.connect import open_store
 with open_store(sys.argv[1]):
     print("ready", flush=True)
     sys.stdin.read()

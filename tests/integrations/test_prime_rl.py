@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import verifiers.v1 as vf
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.prime_rl import EnvSchedTaskSampler
 from envsched_gnn.scheduler.registry import make_scheduler
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
 from envsched_gnn.scheduler.registry import make_scheduler
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool

@@ -11,7 +11,8 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.trl import (
     EnvSchedGRPOTrainer,
     RoundRewards,

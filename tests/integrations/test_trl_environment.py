@@ -12,7 +12,8 @@ import trl
 from transformers.utils import get_json_schema
 from trl import GRPOConfig
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.trl import EnvSchedGRPOTrainer, RoundRewards, pool_dataset
 from envsched_gnn.integrations.trl.environment import environment_factories, tool_method
 from envsched_gnn.scheduler.registry import make_scheduler

@@ -16,8 +16,8 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.graph.task_graph import write_graph
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.grpo_train import RESULT_FILE, train_subgraph
-from envsched_gnn.training.module import step_seed
 from envsched_gnn.training.policy import load_policy
+from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 from tests.envs.handmade_pool import write_handmade_pool
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, grpo_policy_dir, handmade_graph

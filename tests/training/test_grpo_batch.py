@@ -14,6 +14,7 @@ from envsched_gnn.training.grpo_batch import (
     pack_micro_batches,
     policy_log_probs,
     shared_prefix_length,
+    split_groups,
 )
 from envsched_gnn.training.rollout import Episode
 
@@ -173,3 +174,13 @@ def test_one_update_raises_positive_and_lowers_negative_advantage_tokens():
         after = [plain_log_probs(model, b, 1.0) for b in batches]
     assert torch.all(after[0] > before[0]), (before[0], after[0])
     assert torch.all(after[1] < before[1]), (before[1], after[1])
+
+
+@pytest.mark.parametrize(
+    ("n", "parts", "sizes"), [(5, 2, [3, 2]), (4, 2, [2, 2]), (2, 3, [1, 1, 0]), (7, 1, [7])]
+)
+def test_mini_batches_are_consecutive_near_equal_chunks(n, parts, sizes):
+    groups = [f"t{i}" for i in range(n)]
+    chunks = split_groups(groups, parts)
+    assert [len(c) for c in chunks] == sizes
+    assert [g for c in chunks for g in c] == groups

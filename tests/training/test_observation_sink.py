@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from envsched_gnn.graph_store.store import GraphStore
+from envsched_gnn.graph_store.connect import connect_store
 from envsched_gnn.observations import Observation, ObservationError
 from envsched_gnn.training.observation_sink import ObservationSink
 from tests.envs.handmade_pool import handmade_pool
@@ -32,7 +32,7 @@ def test_store_down_for_a_step_then_every_observation_lands_once(store, store_se
 
     def write(observations):
         # a short connection per write: the restarted server listens on a new port
-        with GraphStore.connect(managed.uri, managed.auth, managed.database) as connection:
+        with connect_store(managed.uri, managed.auth, managed.database) as connection:
             return connection.write_observations(observations)
 
     sink = ObservationSink(write, retry_initial_s=0.1, retry_max_s=0.5)
@@ -63,12 +63,9 @@ def test_store_down_for_a_step_then_every_observation_lands_once(store, store_se
     assert resumed.flush(timeout=60)
     assert resumed.close() == [] and resumed.rejected == []
 
-    stored = store_server.connect()
-    try:
+    with store_server.connect() as stored:
         observations = stored.read_observations()
         assert stored.count_observations() == len(step0) + len(step1) + len(step2)
-    finally:
-        stored.close()
     expected = {(o.task_id, o.step): o.rewards for o in step0 + step1 + step2}
     assert {(o.task_id, o.step): o.rewards for o in observations} == expected
 

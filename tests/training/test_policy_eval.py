@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.policy_eval import evaluate_policy
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
 from envsched_gnn.training.commands import register

@@ -25,6 +25,8 @@ def test_resumed_run_equals_the_uninterrupted_one(tmp_path, passes):
     checkpoint = tmp_path / "part" / "checkpoints" / "last.ckpt"
     state = torch.load(checkpoint, weights_only=False)[CHECKPOINT_KEY]
     assert state["next_step"] == 2 and len(state["scheduler"]["log"]["observations"]) == 4
+    # the batches and rewards are the scheduler's log; the checkpoint does not repeat them
+    assert "batches" not in state and "rewards" not in state
     assert first.batches == whole.batches[:2]
 
     resumed = run(config, tmp_path / "resumed", resume=checkpoint)

@@ -8,15 +8,11 @@ import pytest
 import torch
 
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
 from envsched_gnn.training.policy import load_policy
-from envsched_gnn.training.rollout import (
-    EpisodeSpec,
-    RolloutEngine,
-    sample_tokens,
-    tempered_logprobs,
-)
+from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 from tests.envs.handmade_pool import handmade_pool
 from tests.training.scripted_policy import ScriptedLM
 from tests.training.tiny_policy import trained_policy_dir, untrained_policy_dir
@@ -209,21 +205,3 @@ def test_same_seed_same_episodes_other_seed_others(trained_engine):
     other = trained_engine.rollout(TASKS, k=1, seed=2)
     assert all(_same(a, b) for a, b in zip(first, again, strict=True))
     assert not all(_same(a, b) for a, b in zip(first, other, strict=True))
-
-
-def test_sampling_follows_the_tempered_distribution():
-    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
-    probs = tempered_logprobs(logits, 0.7).exp()[0]
-    cdf = torch.cumsum(probs, 0)
-    for i in range(4):
-        low = 0.0 if i == 0 else float(cdf[i - 1])
-        for u in (low + 1e-9, (low + float(cdf[i])) / 2, float(cdf[i]) - 1e-9):
-            token, logp = sample_tokens(logits, torch.tensor([u], dtype=torch.float64), 0.7, 1.0)
-            assert int(token) == i
-            assert float(logp) == pytest.approx(float(probs[i].log()))
-
-
-def test_top_p_keeps_the_nucleus_only():
-    logits = torch.tensor([[0.0, 0.1, 5.0, 0.2]])
-    tokens, _ = sample_tokens(logits.repeat(50, 1), torch.linspace(0, 0.999, 50), 1.0, 0.5)
-    assert set(tokens.tolist()) == {2}

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from envsched_gnn.envs.generator import generate_pool
-from envsched_gnn.envs.runtime import EnvRuntime, RuntimeConfig
+from envsched_gnn.envs.runtime import EnvRuntime
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.training.agent_format import AgentConfig, ChatFormat
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.sft import CosineBudget, SFTConfig, policy_token_loss, sft_tasks

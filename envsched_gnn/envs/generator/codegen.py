@@ -1,4 +1,4 @@
-"""Render a domain as an executable environment: class source, tool schemas, introduction.
+"""Render a domain as the source of its executable environment class.
 
 The class keeps its state in dict attributes (owners, records, assignees keyed by id,
 plus the counter of new record numbers). Each tool is a method returning
@@ -9,58 +9,13 @@ Responses stay short, and list items put their deciding fields before the id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from string import Template
 from typing import Any
 
 from envsched_gnn.envs.generator.domains import Domain
+from envsched_gnn.envs.generator.tool_names import TOOLS_IN_CLASS_ORDER, tool_names, words
 
 NEW_NUMBER_START = 900  # planted records use numbers 100-899, created ones 900 and up
-
-
-@dataclass(frozen=True)
-class ToolNames:
-    """The tool names of one domain (empty string: the domain lacks that tool)."""
-
-    get: str
-    find_owner: str
-    create: str
-    update: str
-    forward: str
-    delete: str
-    list: str = ""
-    update_amount: str = ""
-    update_owner: str = ""
-    find_assignee: str = ""
-    reassign: str = ""
-    check: str = ""
-    hold: str = ""
-    validate: str = ""
-
-
-def tool_names(domain: Domain) -> ToolNames:
-    o, r = domain.owner.singular, domain.record.singular
-    a = domain.assignee.singular if domain.assignee else ""
-    return ToolNames(
-        get=f"get_{r}",
-        find_owner=f"find_{o}_by_name",
-        create=f"{domain.create_verb}_{r}",
-        update=f"{domain.update_verb}_{r}_{domain.category}",
-        forward=f"{domain.forward_verb}_{r}",
-        delete=f"{domain.delete_verb}_{r}",
-        list=f"list_{o}_{domain.record.plural}" if domain.list_tool else "",
-        update_amount=f"adjust_{r}_{domain.amount}" if domain.amount_tool else "",
-        update_owner=f"update_{o}_{domain.owner_field}" if domain.owner_tool else "",
-        find_assignee=f"find_{a}_by_name" if a else "",
-        reassign=f"{domain.reassign_verb}_{r}" if a else "",
-        check=f"check_{o}_eligibility" if domain.eligibility else "",
-        hold=f"{domain.hold_verb}_{o}" if domain.eligibility else "",
-        validate=f"{domain.validate_verb}_{r}" if domain.validation else "",
-    )
-
-
-def _words(name: str) -> str:
-    return name.replace("_", " ")
 
 
 def _subs(domain: Domain) -> dict[str, Any]:
@@ -71,8 +26,8 @@ def _subs(domain: Domain) -> dict[str, Any]:
         "OS": domain.owner.plural,
         "R": domain.record.singular,
         "RS": domain.record.plural,
-        "Rw": _words(domain.record.singular),
-        "Ow": _words(domain.owner.singular),
+        "Rw": words(domain.record.singular),
+        "Ow": words(domain.owner.singular),
         "PREFIX": domain.record.prefix,
         "COUNTER": f"next_{domain.record.singular}_number",
         "START": start,
@@ -86,7 +41,7 @@ def _subs(domain: Domain) -> dict[str, Any]:
     subs.update({f"T_{key}": value for key, value in vars(names).items()})
     if domain.assignee:
         subs.update(A=domain.assignee.singular, AS=domain.assignee.plural)
-        subs["Aw"] = _words(domain.assignee.singular)
+        subs["Aw"] = words(domain.assignee.singular)
     return subs
 
 
@@ -323,8 +278,8 @@ _CLOSE = """\
 
 
 def _render(template: str, subs: dict[str, Any]) -> str:
-    words = {f"{key}w": _words(str(value)) for key, value in subs.items()}
-    return Template(template).substitute({**subs, **words})
+    spoken = {f"{key}w": words(str(value)) for key, value in subs.items()}
+    return Template(template).substitute({**subs, **spoken})
 
 
 def class_source(domain: Domain) -> str:
@@ -380,127 +335,7 @@ def class_source(domain: Domain) -> str:
         parts.append(_render(_ELIGIBLE[rule.kind], subs))
     if domain.validation:
         parts.append(_render(_VALID[domain.validation], subs))
-    for key, template in _METHODS.items():
+    for key in TOOLS_IN_CLASS_ORDER:
         if getattr(names, key):
-            parts.append(_render(template, subs))
+            parts.append(_render(_METHODS[key], subs))
     return "".join(parts)
-
-
-def _schema(name: str, description: str, properties: dict[str, dict]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": list(properties),
-            },
-        },
-    }
-
-
-def tool_schemas(domain: Domain) -> list[dict[str, Any]]:
-    """OpenAI function schemas of the domain's tools, in class order."""
-    names = tool_names(domain)
-    o, r = _words(domain.owner.singular), _words(domain.record.singular)
-    oid = {f"{domain.owner.singular}_id": {"type": "string", "description": f"{o} id"}}
-    rid = {f"{domain.record.singular}_id": {"type": "string", "description": f"{r} id"}}
-    name_arg = {"name": {"type": "string", "description": "full name"}}
-    start, done, closed = domain.statuses
-    cat = {
-        domain.category: {
-            "type": "string",
-            "enum": list(domain.category_values),
-            "description": _words(domain.category),
-        }
-    }
-    low, high = domain.amount_range
-    amount = {
-        domain.amount: {
-            "type": "integer",
-            "minimum": low,
-            "maximum": high,
-            "description": _words(domain.amount),
-        }
-    }
-    schemas = {
-        "get": (f"Get one {r} by id: status, fields and links.", rid),
-        "find_owner": (f"Find a {o}'s id by their full name.", name_arg),
-        "list": (f"List the {r}s of a {o} (status, {_words(domain.category)}, id).", oid),
-        "create": (f"Create a new {start} {r} for a {o}.", {**oid, **cat, **amount}),
-        "update": (f"Update the {_words(domain.category)} of an open {r}.", {**rid, **cat}),
-        "update_amount": (f"Update the {_words(domain.amount)} of an open {r}.", {**rid, **amount}),
-        "update_owner": (
-            f"Update a {o}'s {_words(domain.owner_field)}.",
-            {
-                **oid,
-                domain.owner_field: {
-                    "type": "string",
-                    "enum": list(domain.owner_field_values),
-                    "description": _words(domain.owner_field),
-                },
-            },
-        ),
-        "forward": (f"Move a {start} {r} to {done}.", rid),
-        "delete": (
-            f"{domain.delete_verb.capitalize()} a {r} "
-            + ("(removes it)." if domain.delete_style == "remove" else f"(marks it {closed})."),
-            rid,
-        ),
-        "check": (f"Check whether a {o} is eligible for a new {r}.", oid),
-        "hold": (f"Mark a {o} as {_words(domain.hold_field)}.", oid),
-        "validate": (f"Validate a {r} against the rules; lists problems.", rid),
-    }
-    if domain.assignee:
-        a = _words(domain.assignee.singular)
-        aid = {f"{domain.assignee.singular}_id": {"type": "string", "description": f"{a} id"}}
-        schemas["find_assignee"] = (f"Find a {a}'s id by their name.", name_arg)
-        schemas["reassign"] = (f"Reassign an open {r} to another {a}.", {**rid, **aid})
-    result = []
-    for key in _METHODS:
-        name = getattr(names, key)
-        if name:
-            description, properties = schemas[key]
-            result.append(_schema(name, description, properties))
-    return result
-
-
-def introduction(domain: Domain) -> str:
-    """The environment introduction: what the domain is and the rules its tools enforce."""
-    start, done, closed = domain.statuses
-    r, o = _words(domain.record.singular), _words(domain.owner.singular)
-    deletable = f"{start} or {done}" if domain.delete_from_done else start
-    rules = [
-        f"A new {r} starts {start}; only a {start} {r} can become {done}.",
-        f"{domain.delete_verb.capitalize()} applies only to a {deletable} {r}"
-        + (" (it is removed)." if domain.delete_style == "remove" else f" (it becomes {closed})."),
-        f"A {closed} {r} cannot be changed.",
-    ]
-    rule = domain.eligibility
-    if rule is not None:
-        attribute = _words(rule.attribute)
-        if rule.kind == "min":
-            rules.append(f"A {o} needs {attribute} of at least {rule.threshold} for a new {r}.")
-        elif rule.kind == "max":
-            rules.append(f"A {o} with {attribute} above {rule.threshold} cannot get a new {r}.")
-        elif rule.kind == "flag":
-            rules.append(f"A {o} needs {attribute} '{rule.values[0]}' for a new {r}.")
-        else:
-            rules.append(f"A {o} may hold at most {rule.threshold} open {r}s.")
-    if domain.validation == "limit":
-        rules.append(
-            f"A {r} is valid when its {_words(domain.amount)} is within the limit of its "
-            f"{_words(domain.category)}; only valid {r}s can become {done}."
-        )
-    elif domain.validation == "assigned":
-        rules.append(f"A {r} needs an assigned {_words(domain.assignee.singular)} to be valid.")
-    if domain.assignee:
-        a = _words(domain.assignee.singular)
-        rules.append(
-            f"A {a} takes {r}s only up to its capacity."
-            if domain.assignee_rule == "capacity"
-            else f"Only an available {a} can take {r}s."
-        )
-    return domain.summary + " Rules: " + " ".join(rules)

@@ -6,6 +6,29 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
+
+from envsched_gnn.config_cli import add_config_flags
+
+
+@dataclass
+class GenerateArgs:
+    """The built-in pool ``pool generate`` writes (the arguments of ``generate_pool``)."""
+
+    out: str
+    """Pool folder to write."""
+    envs: int = 51
+    """Number of environments (distinct domains, at most 51)."""
+    tasks_per_env: int = 50
+    """Tasks per environment."""
+    seed: int = 0
+    """Random seed."""
+    test_per_env: int = 10
+    """Tasks per environment split test."""
+    holdout_envs: int = 0
+    """Whole environments split test."""
+    max_calls: int | None = None
+    """Only tasks whose reference solution has at most N calls (default: 1-6)."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -19,23 +42,20 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "per --seed. Prints a JSON summary as the last line."
         ),
     )
-    parser.add_argument("--envs", type=int, default=51, help="number of environments (51)")
-    parser.add_argument("--tasks-per-env", type=int, default=50, help="tasks per environment (50)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
-    parser.add_argument(
-        "--test-per-env", type=int, default=10, help="tasks per environment split test (10)"
+    add_config_flags(
+        parser,
+        GenerateArgs,
+        fields=[
+            "envs",
+            "tasks_per_env",
+            "seed",
+            "test_per_env",
+            "holdout_envs",
+            "max_calls",
+            "out",
+        ],
+        metavars={"max_calls": "N", "out": "DIR"},
     )
-    parser.add_argument(
-        "--holdout-envs", type=int, default=0, help="whole environments split test (0)"
-    )
-    parser.add_argument(
-        "--max-calls",
-        type=int,
-        default=None,
-        metavar="N",
-        help="only tasks whose reference solution has at most N calls (default: 1-6)",
-    )
-    parser.add_argument("--out", required=True, metavar="DIR", help="pool folder to write")
     parser.set_defaults(func=_generate)
 
 

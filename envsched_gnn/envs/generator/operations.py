@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from envsched_gnn.envs.generator.codegen import ToolNames, tool_names
 from envsched_gnn.envs.generator.domains import Domain
+from envsched_gnn.envs.generator.tool_names import ToolNames, tool_names
 from envsched_gnn.envs.generator.world import (
     World,
     created_count,

@@ -2,7 +2,7 @@
 
 The pool files do not name the operations a task was composed of; this module recovers
 them from the reference solution, with the tool roles of the task's domain
-(:func:`~envsched_gnn.envs.generator.codegen.tool_names`). The generator's grammar makes
+(:func:`~envsched_gnn.envs.generator.tool_names.tool_names`). The generator's grammar makes
 the parse unambiguous: every multi-call operation starts with a call that no one-call
 operation makes (a name search, a lookup, a validation, an eligibility check):
 
@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envsched_gnn.envs.generator.codegen import tool_names
 from envsched_gnn.envs.generator.domains import Domain
 from envsched_gnn.envs.generator.tasks import MAX_CHECKS, generated_domain
+from envsched_gnn.envs.generator.tool_names import tool_names
 from envsched_gnn.envs.pool import Environment, Task, ToolCall
 
 ONE_CALL = ("update", "update_amount", "forward", "delete", "create", "reassign")

@@ -17,7 +17,8 @@ import random
 from pathlib import Path
 
 from envsched_gnn.envs.abstract import abstract_from_calls
-from envsched_gnn.envs.generator.codegen import class_source, introduction, tool_schemas
+from envsched_gnn.envs.generator.codegen import class_source
+from envsched_gnn.envs.generator.descriptions import introduction, tool_schemas
 from envsched_gnn.envs.generator.domains import DOMAIN_BY_KEY, DOMAINS, Domain
 from envsched_gnn.envs.generator.operations import Operations, Step
 from envsched_gnn.envs.generator.world import World

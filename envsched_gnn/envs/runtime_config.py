@@ -1,0 +1,98 @@
+"""How the environment runtime runs untrusted code: :class:`RuntimeConfig` and the
+:class:`SandboxConfig` of each worker's sandbox, with the spec's defaults.
+
+:mod:`~envsched_gnn.envs.runtime`, :mod:`~envsched_gnn.envs.slots` and
+:mod:`~envsched_gnn.envs.sandbox` all read these; the two environment variables set the
+defaults that ``--trust-pool`` and ``--sandbox-package`` change.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+TRUST_POOL_VARIABLE = "ENVSCHED_TRUST_POOL"
+"""``1`` makes ``RuntimeConfig.trust_pool`` default to True (what ``--trust-pool`` sets)."""
+PACKAGES_VARIABLE = "ENVSCHED_SANDBOX_PACKAGES"
+"""Comma-separated default of :attr:`SandboxConfig.packages` (what ``--sandbox-package`` sets)."""
+
+
+@dataclass
+class SandboxConfig:
+    """Limits and contents of the sandbox of environment code (one per worker)."""
+
+    max_processes: int = 64
+    """Processes and threads of the sandbox's user (``RLIMIT_NPROC``, per sandbox on Linux
+    >= 5.14); the worker's own two count."""
+    max_open_files: int = 256
+    """Open file descriptors per process (``RLIMIT_NOFILE``)."""
+    max_file_mb: int = 64
+    """Largest file a process may write, in MiB (``RLIMIT_FSIZE``)."""
+    cpu_limit_s: int = 3600
+    """CPU seconds per process (``RLIMIT_CPU``); a worker past half of it is replaced (its
+    episodes rebuilt) after the batch, so the limit stops runaway code, not long runs."""
+    scratch_mb: int = 64
+    """Size of the private writable ``/tmp`` (a tmpfs), in MiB."""
+    packages: tuple[str, ...] = field(default_factory=lambda: default_packages())
+    """Installed top-level packages environment code may import besides the standard
+    library (mounted read-only); states may hold their classes. Default ``("mpmath",)``
+    plus the names in ``ENVSCHED_SANDBOX_PACKAGES``."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s", "scratch_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {value!r}")
+        self.packages = tuple(self.packages)
+        for name in self.packages:
+            if not name.isidentifier():
+                raise ValueError(f"SandboxConfig.packages: {name!r} is not a top-level package")
+
+
+def default_packages() -> tuple[str, ...]:
+    extra = os.environ.get(PACKAGES_VARIABLE, "")
+    return tuple(dict.fromkeys(["mpmath", *(name.strip() for name in extra.split(",") if name)]))
+
+
+def trust_pool_default() -> bool:
+    return os.environ.get(TRUST_POOL_VARIABLE) == "1"
+
+
+@dataclass
+class RuntimeConfig:
+    """How the runtime runs untrusted environment code."""
+
+    workers: int = 2
+    """Sandboxed workers one environment's episodes are spread over, at most (the runtime's
+    parallelism within an environment; different environments always get their own)."""
+    call_timeout_s: float = 2.0
+    """Wall-clock limit of one tool call, one instantiation, one check."""
+    memory_limit_mb: int = 1024
+    """Address-space limit of each worker process (``resource.RLIMIT_AS``)."""
+    max_result_bytes: int = 1_000_000
+    """Largest JSON text of one tool result; larger results become error results."""
+    max_state_bytes: int = 16_000_000
+    """Largest pickled initial plus final state of an episode sent to the scorer."""
+    grace_s: float = 2.0
+    """Extra seconds past an op's budget before the runtime kills a stuck worker."""
+    max_sandboxes: int = 64
+    """Sandboxes kept at most (idle ones beyond it are stopped, least recently used first;
+    an environment with live episodes always has one)."""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    """Limits and contents of each worker's sandbox."""
+    trust_pool: bool = field(default_factory=trust_pool_default)
+    """Run the pool's code without a sandbox where the kernel refuses one (``--trust-pool``,
+    or ``ENVSCHED_TRUST_POOL=1``); otherwise such a runtime refuses to start
+    (:class:`SandboxUnavailable`). Default False."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"RuntimeConfig.workers must be >= 1, got {self.workers}")
+        if not self.call_timeout_s > 0:
+            raise ValueError(f"RuntimeConfig.call_timeout_s must be > 0, got {self.call_timeout_s}")
+        if self.memory_limit_mb < 64:
+            raise ValueError(
+                f"RuntimeConfig.memory_limit_mb must be >= 64, got {self.memory_limit_mb}"
+            )
+        if self.max_sandboxes < 1:
+            raise ValueError(f"RuntimeConfig.max_sandboxes must be >= 1, got {self.max_sandboxes}")

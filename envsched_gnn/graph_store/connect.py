@@ -1,0 +1,130 @@
+"""Opening a store: a Bolt URI or a folder -> the driver (and the managed ArcadeDB), checked.
+
+:func:`open_store` owns what it opens: the managed server of a folder, and the driver; it
+closes the driver, then stops the server, when its ``with`` block ends. The connection is
+checked with ``driver.verify_connectivity()`` (the server answers and takes the
+credentials); the database is checked by the first work in it, creating the constraints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from envsched_gnn.graph_store.arcadedb import DEFAULT_FOLDER, ManagedArcadeDB
+from envsched_gnn.graph_store.errors import StoreError
+from envsched_gnn.graph_store.store import GraphStore
+
+URI_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
+
+def credentials_from_environment(uri: str) -> tuple[tuple[str, str], str]:
+    """``(user, password), database`` from NEO4J_USER / NEO4J_PASSWORD / NEO4J_DATABASE."""
+    password = os.environ.get("NEO4J_PASSWORD")
+    if password is None:
+        raise StoreError(f"store {uri}: set NEO4J_PASSWORD (and NEO4J_USER, NEO4J_DATABASE)")
+    user = os.environ.get("NEO4J_USER", "neo4j")
+    return (user, password), os.environ.get("NEO4J_DATABASE", "neo4j")
+
+
+def is_uri(spec: str) -> bool:
+    return "://" in spec and spec.split("://", 1)[0].lower() in URI_SCHEMES
+
+
+@contextlib.contextmanager
+def connect_store(
+    uri: str,
+    auth: tuple[str, str],
+    database: str,
+    *,
+    server: ManagedArcadeDB | None = None,
+    retry_time: float = 30.0,
+    retry_s: float = 0.0,
+) -> Iterator[GraphStore]:
+    """A store on the server at ``uri``: opens a driver, checks that it reaches the server with
+    ``auth`` and that ``database`` answers, creates the constraints; closes the driver on exit.
+
+    ``retry_time`` bounds the driver's retries of a transaction (seconds) and ``retry_s`` the
+    store's own (see :class:`~envsched_gnn.graph_store.store.GraphStore`); ``server`` is the
+    managed server behind ``uri``, if any (its caller stops it).
+    """
+    import neo4j
+
+    try:
+        driver = neo4j.GraphDatabase.driver(
+            uri, auth=auth, connection_timeout=10.0, max_transaction_retry_time=retry_time
+        )
+    except (ValueError, neo4j.exceptions.ConfigurationError) as error:
+        raise StoreError(f"invalid store URI {uri!r}: {error}") from error
+    with driver:
+        store = GraphStore(driver, database, server=server, uri=uri, retry_s=retry_s)
+        _check(store, user=auth[0])
+        yield store
+
+
+def _check(store: GraphStore, user: str) -> None:
+    """The server answers and takes the credentials; the database exists (its constraints)."""
+    from neo4j.exceptions import (
+        AuthError,
+        ClientError,
+        DriverError,
+        Neo4jError,
+        ServiceUnavailable,
+    )
+
+    try:
+        store.driver.verify_connectivity()
+        # verify_connectivity does not open the database (a bolt:// driver accepts any name):
+        # the first statement in it does
+        store.ensure_constraints()
+    except AuthError as error:
+        raise StoreError(
+            f"the store at {store.uri} rejected the credentials of user {user!r} "
+            f"(set NEO4J_USER / NEO4J_PASSWORD): {error.message}"
+        ) from error
+    except ServiceUnavailable as error:
+        raise StoreError(f"cannot reach the store at {store.uri}: {error}") from error
+    except ClientError as error:
+        raise StoreError(
+            f"the store at {store.uri} refused database {store.database!r} "
+            f"(set NEO4J_DATABASE): {error.message}"
+        ) from error
+    except (DriverError, Neo4jError, OSError) as error:
+        raise StoreError(f"cannot use the store at {store.uri}: {error}") from error
+
+
+@contextlib.contextmanager
+def open_store(spec: str | Path | None = None) -> Iterator[GraphStore]:
+    """Open the store named by ``spec``, closing it (and any managed server) on exit.
+
+    ``spec`` is a ``bolt://`` / ``neo4j://`` URI (credentials from ``NEO4J_USER`` /
+    ``NEO4J_PASSWORD``, database from ``NEO4J_DATABASE``, default ``neo4j``) or a folder
+    for the managed ArcadeDB default. ``None`` means ``NEO4J_URI`` when set, else
+    ``.envsched/store``.
+    """
+    if spec is None:
+        spec = os.environ.get("NEO4J_URI") or DEFAULT_FOLDER
+    spec = str(spec)
+    if is_uri(spec):
+        auth, database = credentials_from_environment(spec)
+        with connect_store(spec, auth, database) as store:
+            yield store
+    elif "://" in spec:
+        raise StoreError(f"store {spec!r}: unsupported URI scheme, expected one of {URI_SCHEMES}")
+    else:
+        # transactions are retried by the store, not by the driver, so that a dead server is
+        # reported at once
+        with (
+            ManagedArcadeDB(spec) as server,
+            connect_store(
+                server.uri,
+                server.auth,
+                server.database,
+                server=server,
+                retry_time=0.0,
+                retry_s=5.0,
+            ) as store,
+        ):
+            yield store

@@ -1,0 +1,198 @@
+"""The store's Cypher as named constants: every value a ``$parameter``, bulk writes ``UNWIND``.
+
+Schema (spec sections 3 and 8)::
+
+    (:Environment {id, introduction, summary, constraints_rules, tool_names})
+    (:Task {id, env, env_class_name, instruction, init_config, checks, reference_solution,
+            abstract, split, abstract_text, abstract_key})-[:IN_ENV]->(:Environment)
+    (:Abstract {key, text, embedding})   one per distinct abstract text, key = text_key(text)
+    (:Task)-[:WITHIN {sim}]->(:Task)     neighbour j -> target i, same environment
+    (:Task)-[:CROSS {sim}]->(:Task)      neighbour j -> target i, other environments
+    (:Observation {key, task_id, step, rewards, m, v, d})-[:OF]->(:Task)
+    (:Prediction {key, task_id, step, q, u, ...})-[:FOR]->(:Task)
+    (:Prediction)-[:EVIDENCE {relation, sim, W, y_v, y_m, y_d, share}]->(:Task)
+    (:GraphBuild {id: "graph", build, status, started, completed, tasks, within, cross})
+
+Keys: an Abstract node's is :func:`~envsched_gnn.graph_store.nodes.text_key` of its text; an
+Observation's and a Prediction's is :func:`~envsched_gnn.graph_store.nodes.record_key`,
+``"<step>:<task_id>"``, so a replay MERGEs onto the same node. The Cypher is the common
+subset of Neo4j 5 and ArcadeDB's openCypher (see ``docs/store.md``); the queries of one
+relation differ only in its type, one constant each so that no query is built by string
+formatting.
+"""
+
+from __future__ import annotations
+
+CONSTRAINTS = (
+    "CREATE CONSTRAINT environment_id IF NOT EXISTS FOR (e:Environment) REQUIRE e.id IS UNIQUE",
+    "CREATE CONSTRAINT task_id IF NOT EXISTS FOR (t:Task) REQUIRE t.id IS UNIQUE",
+    "CREATE CONSTRAINT abstract_key IF NOT EXISTS FOR (a:Abstract) REQUIRE a.key IS UNIQUE",
+    "CREATE CONSTRAINT observation_key IF NOT EXISTS FOR (o:Observation) REQUIRE o.key IS UNIQUE",
+    "CREATE CONSTRAINT prediction_key IF NOT EXISTS FOR (p:Prediction) REQUIRE p.key IS UNIQUE",
+    "CREATE CONSTRAINT graph_build_id IF NOT EXISTS FOR (b:GraphBuild) REQUIRE b.id IS UNIQUE",
+)
+SHOW_CONSTRAINTS = "SHOW CONSTRAINTS"
+
+MERGE_ENVIRONMENTS = """
+UNWIND $rows AS r
+MERGE (e:Environment {id: r.id})
+SET e += r.props
+"""
+MERGE_TASKS = """
+UNWIND $rows AS r
+MERGE (e:Environment {id: r.env})
+MERGE (t:Task {id: r.id})
+SET t += r.props
+MERGE (t)-[:IN_ENV]->(e)
+"""
+MERGE_ABSTRACTS = """
+UNWIND $rows AS r
+MERGE (a:Abstract {key: r.key})
+SET a.text = r.text, a.embedding = r.embedding
+"""
+SET_TASK_ABSTRACTS = """
+UNWIND $rows AS r
+MATCH (t:Task {id: r.id})
+SET t.abstract_text = r.text, t.abstract_key = r.key
+"""
+READ_ABSTRACTS = "MATCH (a:Abstract) RETURN a.key AS key, a.text AS text, a.embedding AS embedding"
+READ_TASK_ABSTRACT_KEYS = """
+MATCH (t:Task) WHERE t.abstract_key IS NOT NULL
+RETURN t.id AS id, t.abstract_key AS key
+"""
+READ_TASK_NODES = "MATCH (t:Task) RETURN t.id AS id, t.env AS env ORDER BY id"
+GRAPH_BUILD = "graph"
+START_BUILD_ROWS = """
+UNWIND $rows AS r
+MERGE (b:GraphBuild {id: r.id})
+SET b.build = r.build, b.status = 'building', b.started = r.at
+"""
+COMPLETE_BUILD = """
+MATCH (b:GraphBuild {id: $id, build: $build})
+SET b.status = 'complete', b.completed = $completed, b.tasks = $tasks, b.within = $within,
+    b.cross = $cross
+RETURN count(b) AS n
+"""
+READ_BUILD = "MATCH (b:GraphBuild {id: $id}) RETURN properties(b) AS props"
+READ_TASKS = "MATCH (t:Task) RETURN properties(t) AS props ORDER BY t.id"
+MISSING_TASKS = """
+UNWIND $ids AS id
+OPTIONAL MATCH (t:Task {id: id})
+WITH id, t WHERE t IS NULL
+RETURN id
+"""
+
+MERGE_EDGES = {
+    "within": """
+UNWIND $rows AS r
+MATCH (a:Task {id: r.src}), (b:Task {id: r.dst})
+MERGE (a)-[e:WITHIN]->(b)
+SET e.sim = r.sim
+""",
+    "cross": """
+UNWIND $rows AS r
+MATCH (a:Task {id: r.src}), (b:Task {id: r.dst})
+MERGE (a)-[e:CROSS]->(b)
+SET e.sim = r.sim
+""",
+}
+DELETE_EDGES = {
+    "within": """
+UNWIND $rows AS r
+MATCH (a:Task {id: r.src})-[e:WITHIN]->(b:Task {id: r.dst})
+DELETE e
+""",
+    "cross": """
+UNWIND $rows AS r
+MATCH (a:Task {id: r.src})-[e:CROSS]->(b:Task {id: r.dst})
+DELETE e
+""",
+}
+CREATE_EDGES = {  # rows grouped by target: one lookup of b per target, not per edge
+    "within": """
+UNWIND $rows AS r
+MATCH (b:Task {id: r.dst})
+UNWIND r.sources AS n
+MATCH (a:Task {id: n.src})
+CREATE (a)-[:WITHIN {sim: n.sim}]->(b)
+""",
+    "cross": """
+UNWIND $rows AS r
+MATCH (b:Task {id: r.dst})
+UNWIND r.sources AS n
+MATCH (a:Task {id: n.src})
+CREATE (a)-[:CROSS {sim: n.sim}]->(b)
+""",
+}
+DELETE_SOME_EDGES = {
+    "within": "MATCH (:Task)-[e:WITHIN]->(:Task) WITH e LIMIT $limit DELETE e RETURN count(*) AS n",
+    "cross": "MATCH (:Task)-[e:CROSS]->(:Task) WITH e LIMIT $limit DELETE e RETURN count(*) AS n",
+}
+READ_EDGES = {  # one record per target: 2.4x the edges/s of one record per edge (ArcadeDB)
+    "within": """
+MATCH (a:Task)-[e:WITHIN]->(b:Task)
+RETURN b.id AS dst, collect(a.id) AS srcs, collect(e.sim) AS sims
+""",
+    "cross": """
+MATCH (a:Task)-[e:CROSS]->(b:Task)
+RETURN b.id AS dst, collect(a.id) AS srcs, collect(e.sim) AS sims
+""",
+}
+COUNT_EDGES = {
+    "within": "MATCH (:Task)-[e:WITHIN]->(:Task) RETURN count(e) AS n",
+    "cross": "MATCH (:Task)-[e:CROSS]->(:Task) RETURN count(e) AS n",
+}
+COUNT_NODES = {
+    "GraphBuild": "MATCH (n:GraphBuild) RETURN count(n) AS n",
+    "Environment": "MATCH (n:Environment) RETURN count(n) AS n",
+    "Task": "MATCH (n:Task) RETURN count(n) AS n",
+    "Abstract": "MATCH (n:Abstract) RETURN count(n) AS n",
+    "Observation": "MATCH (n:Observation) RETURN count(n) AS n",
+    "Prediction": "MATCH (n:Prediction) RETURN count(n) AS n",
+}
+
+READ_OBSERVATIONS_BY_KEY = """
+UNWIND $keys AS k
+MATCH (o:Observation {key: k})
+RETURN o.key AS key, o.rewards AS rewards
+"""
+MERGE_OBSERVATIONS = """
+UNWIND $rows AS r
+MATCH (t:Task {id: r.task_id})
+MERGE (o:Observation {key: r.key})
+SET o.task_id = r.task_id, o.step = r.step, o.rewards = r.rewards, o.m = r.m, o.v = r.v, o.d = r.d
+MERGE (o)-[:OF]->(t)
+"""
+READ_OBSERVATIONS = """
+MATCH (o:Observation)-[:OF]->(t:Task)
+RETURN t.id AS task_id, o.step AS step, o.rewards AS rewards
+ORDER BY step, task_id
+"""
+
+DELETE_EVIDENCE = """
+UNWIND $keys AS k
+MATCH (p:Prediction {key: k})-[ev:EVIDENCE]->(:Task)
+DELETE ev
+"""
+MERGE_PREDICTIONS = """
+UNWIND $rows AS r
+MATCH (t:Task {id: r.task_id})
+MERGE (p:Prediction {key: r.key})
+SET p += r.props
+MERGE (p)-[:FOR]->(t)
+"""
+MERGE_EVIDENCE = """
+UNWIND $rows AS r
+MATCH (p:Prediction {key: r.key}), (n:Task {id: r.task_id})
+MERGE (p)-[ev:EVIDENCE]->(n)
+SET ev += r.props
+"""
+READ_PREDICTION = "MATCH (p:Prediction {key: $key}) RETURN properties(p) AS props"
+READ_EVIDENCE = """
+MATCH (p:Prediction {key: $key})-[ev:EVIDENCE]->(n:Task)
+RETURN n.id AS task_id, n.env AS env, ev.relation AS relation, ev.sim AS sim, ev.W AS W,
+       ev.y_v AS y_v, ev.y_m AS y_m, ev.y_d AS y_d, ev.share AS share
+ORDER BY share DESC, task_id
+"""
+
+DELETE_SOME_NODES = "MATCH (n) WITH n LIMIT $limit DETACH DELETE n RETURN count(*) AS n"
