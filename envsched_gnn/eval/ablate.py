@@ -12,8 +12,11 @@ Two learners, one harness (graphs, jobs, aggregation, report and plots are share
   starting policy (:mod:`envsched_gnn.eval.policy_learner`). Score = held-out mean reward
   of the policy on a fixed subset of the test split, every e = ceil(S / evaluations) steps.
 
-Score columns (:func:`score_steps_for`): budget steps e, 3e and S with e = ceil(S / 5),
-i.e. the paper's 40 / 120 / 200 when S = 200 (10 steps: 2 / 6 / 10).
+Score columns (:func:`~envsched_gnn.eval.ablation_config.score_steps_for`): budget steps e,
+3e and S with e = ceil(S / 5), i.e. the paper's 40 / 120 / 200 when S = 200 (10 steps:
+2 / 6 / 10). The vocabulary every part of the harness shares (configs, result names, jobs)
+is :mod:`~envsched_gnn.eval.ablation_config`; this module orchestrates: graphs, the
+simulator's jobs, then the summary and report.
 
 Per step the harness records the batch metrics of spec section 6 (``batch_metrics``; the
 environments are the pool's real ones, tools used = distinct (environment, tool) pairs of
@@ -46,13 +49,11 @@ expected group variance at that step (``predict/spearman_true``, over all train 
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -60,122 +61,30 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.eval.ablation_config import (
+    DEFAULT_K,
+    LEARNER_LABELS,
+    ORACLE,
+    AblationConfig,
+    Job,
+    control_name,
+    grid_name,
+)
+from envsched_gnn.eval.ablation_report import write_ablation_report
+from envsched_gnn.eval.ablation_summary import summarise
 from envsched_gnn.eval.controls import (
-    CONTROLS,
     PERMUTED_CONTROLS,
     PREDICTOR_CONTROL,
     SHUFFLED_CONTROL,
     permuted_graph,
     shuffled_pool,
 )
-from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
-from envsched_gnn.eval.simulate import (
-    LearnerSimulator,
-    SimulatorConfig,
-    SimulatorWorld,
-    build_world,
-)
+from envsched_gnn.eval.policy_learner import check_model, run_policy_jobs
+from envsched_gnn.eval.simulate import LearnerSimulator, build_world
+from envsched_gnn.eval.simulator_world import SimulatorWorld
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
-from envsched_gnn.scheduler.metrics import BATCH_METRICS
-
-ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
-BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
-K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
-DEFAULT_K = (6, 12)
-SHUFFLED = "envsched_shuffled"
-ORACLE = "envsched_oracle"
-PREDICTION_METRICS = ("predict/spearman_batch", "predict/spearman_true")
-STEP_METRICS = BATCH_METRICS
-
-
-LEARNER_LABELS = {"sim": "simulator", "policy": "policy (real GRPO)"}
-
-
-def grid_name(k_in: int, k_cross: int) -> str:
-    return f"k{k_in}_{k_cross}"
-
-
-def control_name(control: str) -> str:
-    """The result name of EnvSched on a control graph: ``envsched_<control>``."""
-    return f"envsched_{control}"
-
-
-def eval_every_for(steps: int, evaluations: int = 5) -> int:
-    """e = ceil(S / evaluations): the policy learner evaluates every e steps (and after the
-    last)."""
-    return max(1, math.ceil(steps / evaluations))
-
-
-def score_steps_for(steps: int, evaluations: int = 5) -> tuple[int, ...]:
-    """The report's score columns: budget steps e, 3e and S (40 / 120 / 200 for S = 200)."""
-    e = eval_every_for(steps, evaluations)
-    return tuple(sorted({min(e, steps), min(3 * e, steps), steps}))
-
-
-@dataclass
-class AblationConfig:
-    """What the harness runs; every scheduler shares the budget steps x B x K."""
-
-    seeds: int = 5
-    """Number of run seeds (0 .. seeds-1)."""
-    steps: int = 200
-    """Budget in steps of B groups of K rollouts."""
-    batch_size: int = 64
-    """B, groups per step."""
-    learner: str = "sim"
-    """``sim`` (the learner simulator) or ``policy`` (real GRPO runs of the policy)."""
-    controls: tuple[str, ...] = ()
-    """Control graphs to run EnvSched on (spec section 7): names of ``controls.CONTROLS``."""
-    schedulers: tuple[str, ...] = ENVSCHED_VARIANTS + BASELINES
-    """Registered scheduler names to run on the default graph."""
-    k_grid: tuple[tuple[int, int], ...] = K_GRID
-    """(k_in, k_cross) pairs of the neighbour-size grid (EnvSched on each graph)."""
-    score_steps: tuple[int, ...] | None = None
-    """Budget steps at which the downstream score is reported (None: ``score_steps_for``)."""
-    evaluations: int = 5
-    """Policy learner: held-out evaluations per run after step 0, every e = ceil(S /
-    evaluations) steps (each costs about as much as 10 GRPO steps of 8 x 8 on the demo
-    pool)."""
-    workers: int = 2
-    """Worker processes."""
-    control_seed: int = 0
-    """Seed of the control graphs' permutations and of the shuffled pool."""
-    oracle_graph: bool = False
-    """Also run EnvSched on the oracle graph of hidden structure (an upper bound)."""
-    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
-    """The learner simulator's parameters; K = ``simulator.rollouts`` for both learners."""
-    policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
-    """The policy learner's settings (``learner = "policy"``)."""
-
-    def __post_init__(self) -> None:
-        if self.learner not in ("sim", "policy"):
-            raise ValueError(f"--learner {self.learner!r}, expected 'sim' or 'policy'")
-        for name in ("seeds", "steps", "batch_size", "workers", "evaluations"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} = {getattr(self, name)}, expected >= 1"
-                )
-        if self.score_steps is None:
-            self.score_steps = score_steps_for(self.steps, self.evaluations)
-        unknown_controls = [c for c in self.controls if c not in CONTROLS]
-        if unknown_controls:
-            raise ValueError(
-                f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
-            )
-        self.controls = tuple(c for c in CONTROLS if c in self.controls)
-        if self.learner == "policy" and PREDICTOR_CONTROL in self.controls:
-            raise ValueError(
-                f"--controls {PREDICTOR_CONTROL} needs --learner sim (GRPO training reads one "
-                "graph for the predictor and the penalty)"
-            )
-        from envsched_gnn.scheduler.registry import SCHEDULERS
-
-        unknown = [name for name in self.schedulers if name not in SCHEDULERS]
-        if unknown or not self.schedulers:
-            raise ValueError(
-                f"--schedulers: unknown {unknown}, expected names of {sorted(SCHEDULERS)}"
-            )
-
+from envsched_gnn.scheduler.metrics import batch_metrics
+from envsched_gnn.scheduler.registry import make_scheduler
 
 # -- graphs --------------------------------------------------------------------------------
 
@@ -235,8 +144,9 @@ def cached_graph(
 
 
 @dataclass
-class _Context:
-    """What every job needs; set before the workers fork so they inherit it."""
+class JobContext:
+    """What every simulator job shares: the pool, the simulator's world, the graphs by key
+    and the config (handed to each worker process once, by its initializer)."""
 
     pool: Pool
     world: SimulatorWorld
@@ -244,27 +154,8 @@ class _Context:
     config: AblationConfig
 
 
-_CONTEXT: _Context | None = None
-
-
-@dataclass(frozen=True)
-class Job:
-    """One (run name, registered scheduler, graph key, seed), and the key of the graph of the
-    similarity penalty when it is not ``graph``."""
-
-    name: str
-    scheduler: str
-    graph: str
-    seed: int
-    penalty_graph: str | None = None
-
-
-def run_job(job: Job, context: _Context | None = None) -> dict:
+def run_job(job: Job, ctx: JobContext) -> dict:
     """Run one scheduler with the simulated learner for the whole budget; per-step records."""
-    from envsched_gnn.scheduler.metrics import batch_metrics
-    from envsched_gnn.scheduler.registry import make_scheduler
-
-    ctx = context if context is not None else _CONTEXT
     cfg = ctx.config
     k = cfg.simulator.rollouts
     graph = ctx.graphs[job.graph]
@@ -340,21 +231,24 @@ def _spearman(a, b) -> float:
     return float(spearmanr(a, b).statistic)
 
 
-def _init_worker() -> None:
+_WORKER_CONTEXT: JobContext | None = None
+"""The context of this worker process (set by :func:`_init_worker`; None in the parent)."""
+
+
+def _init_worker(context: JobContext) -> None:
     import torch
 
+    global _WORKER_CONTEXT
     torch.set_num_threads(1)
+    _WORKER_CONTEXT = context
+
+
+def _run_in_worker(job: Job) -> dict:
+    assert _WORKER_CONTEXT is not None, "worker started without its context"
+    return run_job(job, _WORKER_CONTEXT)
 
 
 # -- the whole harness ---------------------------------------------------------------------
-
-
-def run_names(config: AblationConfig) -> list[str]:
-    """Result names in table order: the schedulers, the neighbour-size grid, the controls."""
-    names = list(config.schedulers)
-    names += [grid_name(*k) for k in config.k_grid if k != DEFAULT_K]
-    names += [control_name(c) for c in config.controls]
-    return names + ([ORACLE] if config.oracle_graph else [])
 
 
 def plan_jobs(config: AblationConfig) -> list[Job]:
@@ -380,14 +274,6 @@ def plan_jobs(config: AblationConfig) -> list[Job]:
     ]
 
 
-def curve_steps(config: AblationConfig) -> np.ndarray:
-    """Budget steps of the score curve: every step (simulator), the evaluations (policy)."""
-    if config.learner == "sim":
-        return np.arange(config.steps + 1, dtype=np.float64)
-    e = eval_every_for(config.steps, config.evaluations)
-    return np.array(sorted({*range(0, config.steps, e), config.steps}), dtype=np.float64)
-
-
 def run_ablation(
     pool: Pool, config: AblationConfig, out: str | Path, log: Callable[[str], None] = print
 ) -> dict:
@@ -396,8 +282,6 @@ def run_ablation(
     if not pool.split("test"):
         raise ValueError("ablate: the pool has no held-out (split == 'test') tasks to score on")
     if config.learner == "policy":
-        from envsched_gnn.eval.policy_learner import check_model
-
         check_model(config.policy)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -413,18 +297,13 @@ def run_ablation(
     if config.learner == "sim":
         runs, learner_info = simulate_jobs(pool, graphs, jobs, config, log)
     else:
-        from envsched_gnn.eval.policy_learner import run_policy_jobs
-
         runs, learner_info = run_policy_jobs(pool, graphs, jobs, config, out, log)
     timings["runs_s"] = time.perf_counter() - run_start
     timings["total_s"] = time.perf_counter() - started
-
-    from envsched_gnn.eval.ablation_report import summarise, write_ablation_report
-
     results = summarise(runs, config)
     run_info = {
         **learner_info,
-        "config": _jsonable(asdict(config)),
+        "config": asdict(config),
         "pool": {
             "tasks": len(pool.tasks),
             "train_tasks": len(train.tasks),
@@ -480,24 +359,24 @@ def simulate_jobs(
     log: Callable[[str], None],
 ) -> tuple[list[dict], dict]:
     """Every job with the learner simulator (``config.workers`` forked processes)."""
-    global _CONTEXT
     world = build_world(pool, config.simulator)
-    _CONTEXT = _Context(pool, world, graphs, config)
+    context = JobContext(pool, world, graphs, config)
     runs: list[dict] = []
     run_start = time.perf_counter()
     if config.workers == 1:
         for n, job in enumerate(jobs, 1):
-            runs.append(run_job(job))
+            runs.append(run_job(job, context))
             _progress(log, n, len(jobs), runs[-1], run_start)
     else:
-        context = get_context("fork")
         with ProcessPoolExecutor(
-            config.workers, mp_context=context, initializer=_init_worker
+            config.workers,
+            mp_context=get_context("fork"),
+            initializer=_init_worker,
+            initargs=(context,),
         ) as ex:
-            for n, result in enumerate(ex.map(run_job, jobs), 1):
+            for n, result in enumerate(ex.map(_run_in_worker, jobs), 1):
                 runs.append(result)
                 _progress(log, n, len(jobs), result, run_start)
-    _CONTEXT = None
     info = {
         "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
         "world": {"kind": world.kind, **world.info},
@@ -514,31 +393,3 @@ def _progress(log, n: int, total: int, result: dict, start: float) -> None:
         f"(scheduling {result['schedule_s']:.1f} s); elapsed {elapsed:.0f} s, "
         f"eta {elapsed / n * (total - n):.0f} s"
     )
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def scores_at(records: Sequence[dict], budget_steps: Sequence[float]) -> np.ndarray:
-    """Score after the last scored update within each budget step (records in budget order;
-    records without a score, updates the policy learner did not evaluate after, are skipped)."""
-    scored = [r for r in records if r["score"] is not None]
-    spent = np.array([r["budget_step"] for r in scored])
-    score = np.array([r["score"] for r in scored])
-    idx = (
-        np.searchsorted(spent, np.asarray(budget_steps, dtype=np.float64) + 1e-9, side="right") - 1
-    )
-    return score[np.clip(idx, 0, len(score) - 1)]
-
-
-def save_json(path: Path, data) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(data), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)

@@ -1,38 +1,23 @@
-"""The ablation table: per-scheduler summaries with 95 % CIs, results.json, report.md, plots.
+"""The ablation's files: ``results.json``, ``run.json``, ``report.md`` and PNG plots.
 
 One code path for both learners (simulator and real GRPO of the policy); only the labels
-differ. For each scheduler and seed: the downstream score at each reported budget step, and
-the mean over its steps of every batch metric (spec section 6). Across the n seeds, each
-number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best"
-is the first budget step at which the scheduler's seed-mean score curve reaches the
-maximum of random's seed-mean curve (null when it never does); the curve has a point per
-budget step (simulator) or per held-out evaluation (policy); "rollouts to random's final" is
-the budget, in rollouts, at which that curve first reaches random's final seed-mean score
-(the paper's "EnvSched reaches random's result with 3x fewer rollouts"). Margins over random are
-paired by seed (same run seed): mean and CI of score(scheduler) - score(random); so is
-EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
-margin whose CI contains 0 is reported as inside the noise.
+differ. The numbers are :mod:`~envsched_gnn.eval.ablation_summary`'s: each reported as
+mean ± 95 % CI over seeds, a paired margin whose CI contains 0 as inside the noise.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import t as student_t
 
-from envsched_gnn.eval.ablate import (
+from envsched_gnn.eval.ablation_config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
-    STEP_METRICS,
     AblationConfig,
     control_name,
-    curve_steps,
-    run_names,
-    save_json,
-    scores_at,
 )
 
 CONTROL_LABELS = {
@@ -53,128 +38,6 @@ SHORT = {
     "batch/tools_used": "tools/batch",
     "batch/zero_variance_share": "zero-var share",
 }
-
-
-def mean_ci(values: Sequence[float]) -> dict:
-    """Mean and 95 % CI half-width (Student t over seeds); half-width null for one seed."""
-    x = np.asarray(values, dtype=np.float64)
-    mean = float(x.mean())
-    if x.size < 2:
-        return {"mean": mean, "ci95": None, "per_seed": x.tolist()}
-    half = float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return {"mean": mean, "ci95": half, "per_seed": x.tolist()}
-
-
-def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
-    """``{scheduler name: {...}}``: scores, metrics, curve, per-seed records (module doc)."""
-    by_name: dict[str, list[dict]] = {}
-    for run in runs:
-        by_name.setdefault(run["name"], []).append(run)
-    grid = curve_steps(config)
-    results: dict[str, dict] = {}
-    for name in run_names(config):
-        group = sorted(by_name[name], key=lambda r: r["seed"])
-        curves = np.stack([scores_at(r["records"], grid) for r in group])
-        metrics = {
-            m: mean_ci([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
-            for m in STEP_METRICS
-        }
-        results[name] = {
-            "learner": LEARNER_LABELS[config.learner],
-            "seeds": [r["seed"] for r in group],
-            "score": {
-                str(s): mean_ci([scores_at(r["records"], [s])[0] for r in group])
-                for s in config.score_steps
-            },
-            "metrics": metrics,
-            "updates": mean_ci([len(r["records"]) - 1 for r in group]),
-            "rollouts": group[0]["rollouts"],
-            "wall_s": mean_ci([r["wall_s"] for r in group]),
-            "schedule_s_per_step": mean_ci(
-                [r["schedule_s"] / max(len(r["records"]) - 1, 1) for r in group]
-            ),
-            "curve": {
-                "budget_step": grid.tolist(),
-                "score_mean": curves.mean(axis=0).tolist(),
-                "score_ci95": [mean_ci(c)["ci95"] for c in curves.T],
-            },
-            "runs": [
-                {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
-            ],
-        }
-        prediction = prediction_summary(group)
-        if prediction:
-            results[name]["prediction"] = prediction
-    if "random" in results:
-        best = max(results["random"]["curve"]["score_mean"])
-        for entry in results.values():
-            entry["steps_to_random_best"] = _first_step_reaching(entry, best, grid)
-            entry["random_best_score"] = best
-            entry["rollouts_to_random_final"] = _rollouts_to(
-                entry, results["random"]["curve"]["score_mean"][-1], grid, config
-            )
-            entry["margin_over_random"] = paired_margin(entry, results["random"], config)
-    if "envsched" in results:
-        results["envsched"]["margin_over_controls"] = {
-            control_name(c): paired_margin(results["envsched"], results[control_name(c)], config)
-            for c in config.controls
-        }
-    return results
-
-
-def _first_step_reaching(entry: dict, target: float, grid: np.ndarray) -> int | None:
-    """The first budget step at which the seed-mean curve reaches ``target``; None when it
-    never does."""
-    reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
-    return int(grid[reached[0]]) if reached.size else None
-
-
-def _rollouts_to(
-    entry: dict, target: float, grid: np.ndarray, config: AblationConfig
-) -> int | None:
-    """Rollouts (budget step x B x K) at which the seed-mean curve first reaches ``target``;
-    None when it never does."""
-    step = _first_step_reaching(entry, target, grid)
-    return None if step is None else step * config.batch_size * config.simulator.rollouts
-
-
-def prediction_summary(group: Sequence[dict]) -> dict:
-    """Per prediction metric: mean over steps per seed (steps where it is defined), mean and CI
-    over seeds, and the per-step mean over seeds; {} when the scheduler predicts nothing."""
-    summary = {}
-    for metric in PREDICTION_METRICS:
-        per_step = [[rec.get(metric, math.nan) for rec in r["records"][1:]] for r in group]
-        values = np.array(per_step, dtype=np.float64)
-        if not np.isfinite(values).any():
-            continue
-        defined = np.isfinite(values)
-        filled = np.where(defined, values, 0.0)
-        seed_means = [float(f[d].mean()) for f, d in zip(filled, defined, strict=True) if d.any()]
-        per_step = [
-            mean_ci(col[ok]) if ok.any() else None
-            for col, ok in zip(values.T, defined.T, strict=True)
-        ]
-        summary[metric] = {
-            **mean_ci(seed_means),
-            "per_step_mean": [None if c is None else c["mean"] for c in per_step],
-            "per_step_ci95": [None if c is None else c["ci95"] for c in per_step],
-        }
-    return summary
-
-
-def paired_margin(entry: dict, other_entry: dict, config: AblationConfig) -> dict:
-    """Per score step, mean and CI over seeds of score(entry) - score(other_entry), paired."""
-    runs = {r["seed"]: r for r in entry["runs"]}
-    other = {r["seed"]: r for r in other_entry["runs"]}
-    seeds = sorted(set(runs) & set(other))
-    out = {}
-    for s in config.score_steps:
-        diffs = [
-            scores_at(runs[k]["records"], [s])[0] - scores_at(other[k]["records"], [s])[0]
-            for k in seeds
-        ]
-        out[str(s)] = mean_ci(diffs) if diffs else None
-    return out
 
 
 def _fmt(stat: dict | None, digits: int = 4) -> str:
@@ -430,3 +293,21 @@ def _plot_prediction(results: dict, out: Path, label: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def save_json(path: Path, data) -> None:
+    """Write ``data`` as JSON, atomically (a temporary file, then a rename); non-finite floats
+    become null."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(data), indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

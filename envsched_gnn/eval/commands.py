@@ -8,11 +8,10 @@ from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.eval.ablate import AblationConfig
+from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
-from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
-from envsched_gnn.eval.simulate import WORLDS, SimulatorConfig
+from envsched_gnn.eval.simulator_config import WORLDS, SimulatorConfig
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo_config import GRPOConfig
 

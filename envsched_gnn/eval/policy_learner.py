@@ -4,7 +4,8 @@ Every run starts from the same policy: the SFT warm start of the built-in policy
 ``model``; the packaged demo policy when SFT's inputs match it, see
 :mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
 for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo`
-trains it with B, K, seed s and the scheduler on the ablation's train-split graph. Budget:
+trains it with B, K, seed s and the scheduler on the ablation's train-split graph
+(:func:`~envsched_gnn.training.grpo_runs.train_runs`, ``workers`` runs at a time). Budget:
 S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
 batch) runs floor(S B / G) steps.
 
@@ -12,7 +13,7 @@ Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of t
 (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
 (seeded by ``eval_seed``, the same for every run) with k samples each, the same sampling
 seed every time. Evaluations come every e = ceil(S / 5) GRPO steps and after the last one
-(:func:`~envsched_gnn.eval.ablate.eval_every_for`), so the report's columns score@e,
+(:func:`~envsched_gnn.eval.ablation_config.eval_every_for`), so the report's columns score@e,
 score@3e and score@S are the paper's 40 / 120 / 200 for S = 200. The step-0 evaluation of
 the starting policy is made once, in the first run, and shared by all the others.
 
@@ -26,61 +27,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
-from multiprocessing import get_context
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.eval.ablation_config import (
+    STEP_METRICS,
+    AblationConfig,
+    Job,
+    PolicyLearnerConfig,
+    eval_every_for,
+)
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.sft_config import SFTConfig
-
-if TYPE_CHECKING:
-    from envsched_gnn.eval.ablate import AblationConfig, Job
-
-
-@dataclass
-class PolicyLearnerConfig:
-    """The policy, its warm start and its GRPO settings (B, K, S and seeds are the harness's)."""
-
-    model: str | None = None
-    """Local HF causal LM folder to start from; None: the built-in policy."""
-    sft_steps: int = SFTConfig.max_steps
-    """SFT warm-start budget in optimiser steps (default: the SFT default); 0: no SFT,
-    ``model`` is the starting policy as is."""
-    sft_extra_tasks_per_env: int = SFTConfig.extra_tasks_per_env
-    """Fresh generated tasks per environment added to SFT's train split."""
-    recipe: GRPOConfig = field(default_factory=small_policy_recipe)
-    """GRPO's optimisation settings (learning rate, passes, advantages, KL); its scheduler,
-    B, K, steps, seed and evaluation fields are replaced by the harness's. Default: the main
-    job's recipe for the built-in policy."""
-    workers: int = 1
-    """Runs trained at once, each in its own process with one torch thread (2 on 2 cores:
-    the rollouts wait on tool calls and tokens, so two runs share the machine well)."""
-    eval_tasks: int = 0
-    """Held-out tasks scored (a fixed seeded subset of the test split; 0: all)."""
-    eval_samples: int = 4
-    """Samples per held-out task."""
-    eval_seed: int = 0
-    """Seed of the held-out subset and its sampling, the same for every run."""
-    accelerator: str = "auto"
-    """``auto``, ``cpu`` or ``gpu``."""
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    """Agent format, turn and token limits, temperature (SFT and GRPO alike)."""
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    """Worker processes of the environment runtime."""
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"--policy-workers = {self.workers}, expected >= 1")
-        if self.sft_steps < 0:
-            raise ValueError(f"--sft-steps = {self.sft_steps}, expected >= 0")
-        if self.sft_steps == 0 and self.model is None:
-            raise ValueError("--sft-steps 0 needs --model (the policy to start from as is)")
 
 
 def check_model(config: PolicyLearnerConfig) -> None:
@@ -114,8 +75,6 @@ def starting_policy(
 
 def steps_within_budget(scheduler: str, graph: TaskGraph, config: AblationConfig) -> int:
     """floor(S B / G): the GRPO steps whose batches of G tasks fit the budget of S B groups."""
-    from envsched_gnn.scheduler.registry import make_scheduler
-
     probe = make_scheduler(scheduler, graph, batch_size=config.batch_size, seed=0)
     per_step = len(probe.next_batch(0))
     return max(1, config.steps * config.batch_size // per_step)
@@ -132,8 +91,6 @@ def run_policy_jobs(
     """Train every job from one starting policy (``config.policy.workers`` at a time); returns
     the run records and what the report says about the learner (starting policy, evaluation
     set, step-0 score). The starting policy is evaluated once, before any run."""
-    from envsched_gnn.eval.ablate import eval_every_for
-
     learner = config.policy
     start_dir = starting_policy(pool, learner, out / "policy", log)
     tick = time.perf_counter()
@@ -142,7 +99,12 @@ def run_policy_jobs(
         f"policy: held-out {initial['mean_reward']:.4f} at step 0 ({initial['tasks']} tasks x "
         f"{initial['k']}, {time.perf_counter() - tick:.0f} s)"
     )
-    specs = []
+    # imported here: grpo_runs loads Lightning (seconds), which the simulator's ablation
+    # never needs
+    from envsched_gnn.training.grpo_config import LaunchConfig
+    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, train_runs
+
+    grpo_runs = []
     for job in jobs:
         graph = graphs[job.graph]
         grpo = replace(
@@ -156,36 +118,31 @@ def run_policy_jobs(
             eval_samples=learner.eval_samples,
             seed=job.seed,
         )
-        specs.append(_RunSpec(job, graph, grpo, out / "runs" / job.name / f"seed{job.seed}"))
-    context = _PolicyContext(pool, start_dir, learner, initial, config)
+        grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
+    start = SharedStart(
+        pool,
+        start_dir,
+        learner.agent,
+        learner.runtime,
+        LaunchConfig(accelerator=learner.accelerator),
+        initial,
+        eval_seed=learner.eval_seed,
+    )
     runs: list[dict] = []
     started = time.perf_counter()
-
-    def report(n: int, record: dict) -> None:
+    if learner.workers > 1:
+        log(f"policy: {len(jobs)} runs, {learner.workers} at a time")
+    trained = train_runs(start, grpo_runs, learner.workers)
+    for n, (job, run, result) in enumerate(zip(jobs, grpo_runs, trained, strict=True), 1):
+        runs.append(run_record(job, result, config, run.out_dir))
         elapsed = time.perf_counter() - started
-        evals = record["extra"]["evals"]
+        evals = result.evals
         log(
-            f"[{n}/{len(specs)}] {record['name']} seed {record['seed']}: held-out "
+            f"[{n}/{len(jobs)}] {job.name} seed {job.seed}: held-out "
             f"{evals[0]['mean_reward']:.4f} -> {evals[-1]['mean_reward']:.4f}, "
-            f"{record['rollouts']} rollouts, {record['wall_s']:.0f} s; elapsed {elapsed:.0f} s, "
-            f"eta {elapsed / n * (len(specs) - n):.0f} s"
+            f"{result.rollouts} rollouts, {result.wall_s:.0f} s; elapsed {elapsed:.0f} s, "
+            f"eta {elapsed / n * (len(jobs) - n):.0f} s"
         )
-
-    if learner.workers == 1:
-        for n, spec in enumerate(specs, 1):
-            runs.append(_train_run(spec, context))
-            report(n, runs[-1])
-    else:
-        log(f"policy: {len(specs)} runs, {learner.workers} at a time")
-        with ProcessPoolExecutor(
-            learner.workers,
-            mp_context=get_context("spawn"),
-            initializer=_init_policy_worker,
-            initargs=(context,),
-        ) as executor:
-            for n, record in enumerate(executor.map(_train_run, specs), 1):
-                runs.append(record)
-                report(n, record)
     info = {
         "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
         "starting_policy": str(start_dir),
@@ -224,63 +181,8 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
         return evaluate(engine, 0)
 
 
-@dataclass
-class _RunSpec:
-    """One GRPO run of the harness."""
-
-    job: Job
-    graph: TaskGraph
-    grpo: GRPOConfig
-    run_dir: Path
-
-
-@dataclass
-class _PolicyContext:
-    """What every run shares (handed to worker processes once, by their initializer)."""
-
-    pool: Pool
-    start_dir: Path
-    learner: PolicyLearnerConfig
-    initial: dict[str, Any]
-    config: AblationConfig
-
-
-_WORKER_CONTEXT: _PolicyContext | None = None
-
-
-def _init_policy_worker(context: _PolicyContext) -> None:
-    import torch
-
-    global _WORKER_CONTEXT
-    torch.set_num_threads(1)
-    _WORKER_CONTEXT = context
-
-
-def _train_run(spec: _RunSpec, context: _PolicyContext | None = None) -> dict:
-    from envsched_gnn.training.grpo_config import LaunchConfig
-    from envsched_gnn.training.grpo_train import train_grpo
-
-    ctx = context if context is not None else _WORKER_CONTEXT
-    learner = ctx.learner
-    result = train_grpo(
-        ctx.pool,
-        spec.graph,
-        ctx.start_dir,
-        spec.grpo,
-        spec.run_dir,
-        agent_config=learner.agent,
-        runtime_config=learner.runtime,
-        launch=LaunchConfig(accelerator=learner.accelerator, progress_bar=False),
-        initial_eval=ctx.initial,
-        eval_seed=learner.eval_seed,
-    )
-    return run_record(spec.job, result, ctx.config, spec.run_dir)
-
-
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
     """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s)."""
-    from envsched_gnn.eval.ablate import STEP_METRICS
-
     per_budget_step = config.batch_size * config.simulator.rollouts
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
     records: list[dict] = [{"step": -1, "budget_step": 0.0, "score": scores[0]}]

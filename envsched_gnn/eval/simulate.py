@@ -11,8 +11,9 @@ Two worlds run on the same engine (``SimulatorConfig.world``):
   selection, distractors; environment effects) with an informativeness knob kappa, skills
   transfer along those hidden factors, and checks that pass when the agent does nothing
   pass unless the rollout does something wrong. Its equations are in that module.
-- ``independent`` (the first world, below): per-task difficulty drawn independently of
-  anything a graph could see; skills per environment and abstract operation category.
+- ``independent`` (the first world, :mod:`envsched_gnn.eval.independent_world`): per-task
+  difficulty drawn independently of anything a graph could see; skills per environment and
+  abstract operation category. Its equations are in that module.
 
 Either can be made a null world (``shuffle_tasks``): task i is then simulated as a seeded
 random other task pi(i), so neither the graph nor the environment quotas know anything
@@ -23,19 +24,7 @@ skills (factors F(i,l)), and its logit is z(i,l) = s_env(e(i)) + sum_{f in F(i,l
 + s_task(i) - delta(i,l). Rollouts, the update and the score below hold for both, with
 w(i,l) split into w_need (checks passing only when operation l is completed) and w_rest
 (checks passing unless operation l goes wrong); the independent world has w_rest = 0.
-
-Independent world (fixed by the pool and ``world_seed``; the same for every run seed):
-
-- Task i lives in environment e(i) and needs the abstract operations of its abstract
-  description, in order, l = 1..L_i, with categories o(i,l) (``operation_categories``;
-  a task with none gets one operation of category ``"none"``). Its checks c = 0..C_i-1
-  each test one operation, l(c) = (c mod L_i) + 1; w(i,l) = |{c : l(c) = l}| / C_i.
-- Skills: one per environment s_env(e), one per operation category s_op(o) (so
-  F(i,l) = {o(i,l)}), one per task s_task(i) (memorisation, which never transfers).
-  Initial values s_env(e) ~ N(0, sigma_env^2), s_op(o) ~ N(0, sigma_op^2), s_task(i) = 0.
-- Operation difficulty: delta(i,l) = mu + b_i + eps(i,l), b_i ~ N(0, sigma_task^2),
-  eps(i,l) ~ N(0, sigma_op_noise^2).
-- Operation logit: z(i,l) = s_env(e(i)) + s_op(o(i,l)) + s_task(i) - delta(i,l).
+Both fill a :class:`~envsched_gnn.eval.simulator_world.SimulatorWorld`.
 
 Rollouts (seeded by the run seed): rollout k of task i draws a shared "luck"
 xi_k ~ N(0, sigma_roll^2); it attempts the operations in order, each succeeding with
@@ -73,154 +62,22 @@ exactly up to a Gauss-Hermite quadrature of ``quadrature_nodes`` nodes over xi. 
 expected group variance of a task (:meth:`LearnerSimulator.expected_group_variance`),
 ((K - 1) / K) Var(r_i), comes from the same quadrature over the first failed operation.
 
-Parameters and their defaults are the fields of :class:`SimulatorConfig`.
+Parameters and their defaults are the fields of
+:class:`~envsched_gnn.eval.simulator_config.SimulatorConfig`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
-
-NO_CATEGORY = "none"
-WORLDS = ("structure", "independent")
-
-
-@dataclass
-class SimulatorConfig:
-    """Parameters of the learner simulator (equations in the module docstring)."""
-
-    rollouts: int = 8
-    """K, rollouts per selected task."""
-    world: str = "structure"
-    """``structure`` (difficulty from hidden structure, with ``kappa``) or ``independent``."""
-    world_seed: int = 0
-    """Seed of the world (effects, difficulties); the run seed only drives sampling."""
-    kappa: float = 0.5
-    """kappa (structure world), the share of the difficulty's variance that the hidden
-    structure explains: 0 independent of structure, 1 a function of it."""
-    difficulty_mean: float = -1.0
-    """mu, the mean operation difficulty (logit units)."""
-    sigma_difficulty: float = 3.5
-    """sigma (structure world), the spread of the operation difficulty delta(i,l)."""
-    wrong_action: float = 0.5
-    """Probability that a failed operation does something wrong, breaking its checks that
-    pass when nothing is done (the structure world's distractor checks)."""
-    sigma_task: float = 3.0
-    """sigma_task (independent world), spread of the per-task difficulty offset b_i."""
-    sigma_op_noise: float = 1.5
-    """sigma_op_noise (independent world), spread of the per-operation difficulty eps(i,l)."""
-    sigma_env: float = 1.0
-    """sigma_env (independent world), spread of the initial environment skills."""
-    sigma_op: float = 1.0
-    """sigma_op (independent world), spread of the initial operation-category skills."""
-    sigma_roll: float = 1.0
-    """sigma_roll, spread of the per-rollout luck xi_k shared by a rollout's operations."""
-    alpha_env: float = 1.0
-    """alpha_env, learning rate of environment skills."""
-    alpha_op: float = 0.5
-    """alpha_op, learning rate of slot-level skills (operation categories; hidden factors)."""
-    alpha_task: float = 4.0
-    """alpha_task, learning rate of the per-task (non-transferring) skill."""
-    decay: float = 0.005
-    """nu, per-step relaxation of unused skills towards their initial value."""
-    batch_size: int = 64
-    """B, the nominal batch size that normalises the update."""
-    quadrature_nodes: int = 16
-    """Gauss-Hermite nodes for the exact expected reward."""
-    shuffle_tasks: bool = False
-    """The null world: simulate each task as a seeded random other task of the world
-    (:meth:`SimulatorWorld.with_tasks_shuffled`), so nothing the graph or the quotas see
-    about a task tells how it behaves: a check of the harness."""
-
-    def __post_init__(self) -> None:
-        if self.world not in WORLDS:
-            raise ValueError(f"simulator world {self.world!r}, expected one of {WORLDS}")
-        if not 0.0 <= self.kappa <= 1.0:
-            raise ValueError(f"--kappa = {self.kappa}, expected a value in [0, 1]")
-        if not 0.0 <= self.wrong_action <= 1.0:
-            raise ValueError(f"wrong_action = {self.wrong_action}, expected a value in [0, 1]")
-
-
-@dataclass
-class SimulatorWorld:
-    """The fixed structure the simulator runs on; arrays are indexed by task (N), slot (L)
-    and slot-level skill (F per slot)."""
-
-    task_ids: list[str]
-    env_names: list[str]
-    op_names: list[str]
-    """Names of the slot-level skills (operation categories, or hidden factors)."""
-    env: np.ndarray
-    """(N,) int64 environment index (the task-level skill)."""
-    slot_op: np.ndarray
-    """(N, Lmax, F) int64 slot-level skills of each operation slot."""
-    slot_op_mask: np.ndarray
-    """(N, Lmax, F) bool, True where ``slot_op`` names a skill of the slot."""
-    slot_mask: np.ndarray
-    """(N, Lmax) bool, True where the slot is a real operation."""
-    need_weight: np.ndarray
-    """(N, Lmax) float64 w_need(i,l): share of the checks that pass when l is completed."""
-    rest_weight: np.ndarray
-    """(N, Lmax) float64 w_rest(i,l): share of the checks (of l) that pass unless l goes wrong."""
-    delta: np.ndarray
-    """(N, Lmax) float64 operation difficulty (0 on padding)."""
-    test: np.ndarray
-    """(N,) bool, True for held-out tasks."""
-    s_env0: np.ndarray
-    s_op0: np.ndarray
-    kind: str = "independent"
-    """Which world this is (``SimulatorConfig.world``)."""
-    structure_score: np.ndarray | None = None
-    """(N, Lmax) float64 S(i,l), the standardised structural score (structure world only)."""
-    info: dict = field(default_factory=dict)
-    """What the world builder reports (e.g. how many tasks had a hidden structure)."""
-    index: dict[str, int] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.index = {task_id: i for i, task_id in enumerate(self.task_ids)}
-
-    @property
-    def has_rest(self) -> bool:
-        return bool(self.rest_weight.any())
-
-    def with_tasks_shuffled(self, seed: int) -> SimulatorWorld:
-        """The null world: task i is simulated as task pi(i) of this world (environment,
-        operations, checks, difficulty), pi a seeded permutation; ids and splits stay."""
-        pi = np.random.default_rng([seed, 0x0DD]).permutation(len(self.task_ids))
-        rows = {
-            name: getattr(self, name)[pi]
-            for name in (
-                "env",
-                "slot_op",
-                "slot_op_mask",
-                "slot_mask",
-                "need_weight",
-                "rest_weight",
-                "delta",
-            )
-        }
-        score = None if self.structure_score is None else self.structure_score[pi]
-        info = {**self.info, "tasks_shuffled": True}
-        return replace(self, **rows, structure_score=score, info=info)
-
-
-def pool_categories(pool: Pool) -> Callable[[Task], list[str]]:
-    """Each task's operation categories, from its abstract (given, or extracted)."""
-    from envsched_gnn.envs.abstract import abstract_of, operation_categories
-
-    def categories_of(task: Task) -> list[str]:
-        env = pool.envs.get(task.env_id)
-        try:
-            return operation_categories(abstract_of(task, env))
-        except ValueError:
-            # an abstract in a free-form format: extract one from the solution or checks
-            return operation_categories(abstract_of(replace(task, abstract=None), env))
-
-    return categories_of
+from envsched_gnn.eval.independent_world import build_independent_world
+from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.simulator_world import SimulatorWorld
+from envsched_gnn.eval.structure_world import build_structure_world
 
 
 def build_world(
@@ -234,63 +91,10 @@ def build_world(
     (default: from its abstract).
     """
     if config.world == "structure":
-        from envsched_gnn.eval.structure_world import build_structure_world
-
         world = build_structure_world(pool, config)
     else:
         world = build_independent_world(pool, config, categories_of)
     return world.with_tasks_shuffled(config.world_seed) if config.shuffle_tasks else world
-
-
-def build_independent_world(
-    pool: Pool,
-    config: SimulatorConfig,
-    categories_of: Callable[[Task], Sequence[str]] | None = None,
-) -> SimulatorWorld:
-    """The independent world (module docstring) for ``pool``, from ``config.world_seed``."""
-    if not pool.tasks:
-        raise ValueError("simulator: the pool has no tasks")
-    categories_of = categories_of or pool_categories(pool)
-    rng = np.random.default_rng(config.world_seed)
-    env_names = list(dict.fromkeys(task.env_id for task in pool.tasks))
-    env_of = {e: k for k, e in enumerate(env_names)}
-    categories = [list(categories_of(task)) or [NO_CATEGORY] for task in pool.tasks]
-    op_names = sorted({c for cats in categories for c in cats})
-    op_of = {o: k for k, o in enumerate(op_names)}
-    n = len(pool.tasks)
-    l_max = max(len(cats) for cats in categories)
-    slot_op = np.zeros((n, l_max), np.int64)
-    slot_mask = np.zeros((n, l_max), bool)
-    slot_weight = np.zeros((n, l_max), np.float64)
-    for i, (task, cats) in enumerate(zip(pool.tasks, categories, strict=True)):
-        n_checks = len(task.checklist_with_func)
-        if n_checks == 0:
-            raise ValueError(f"simulator: task {task.task_id!r} has an empty checklist_with_func")
-        slot_op[i, : len(cats)] = [op_of[c] for c in cats]
-        slot_mask[i, : len(cats)] = True
-        slot_weight[i, : len(cats)] = np.bincount(
-            np.arange(n_checks) % len(cats), minlength=len(cats)
-        )
-        slot_weight[i] /= n_checks
-    offset = rng.normal(0.0, config.sigma_task, n)
-    noise = rng.normal(0.0, config.sigma_op_noise, (n, l_max))
-    delta = config.difficulty_mean + offset[:, None] + noise
-    return SimulatorWorld(
-        task_ids=[task.task_id for task in pool.tasks],
-        env_names=env_names,
-        op_names=op_names,
-        env=np.array([env_of[task.env_id] for task in pool.tasks], np.int64),
-        slot_op=slot_op[:, :, None],
-        slot_op_mask=slot_mask[:, :, None],
-        slot_mask=slot_mask,
-        need_weight=slot_weight,
-        rest_weight=np.zeros_like(slot_weight),
-        delta=np.where(slot_mask, delta, 0.0),
-        test=np.array([task.split == "test" for task in pool.tasks], bool),
-        s_env0=rng.normal(0.0, config.sigma_env, len(env_names)),
-        s_op0=rng.normal(0.0, config.sigma_op, len(op_names)),
-        kind="independent",
-    )
 
 
 @dataclass

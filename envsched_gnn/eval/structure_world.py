@@ -66,7 +66,8 @@ from scipy.special import ndtri
 from scipy.stats import rankdata
 
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.eval.simulate import SimulatorConfig, SimulatorWorld
+from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.simulator_world import SimulatorWorld
 
 
 def operation_factors(

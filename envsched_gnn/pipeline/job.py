@@ -118,7 +118,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     )
     agent = AgentConfig()
     runtime = RuntimeConfig()
-    launch = LaunchConfig(accelerator=options.accelerator)
+    launch = LaunchConfig(accelerator=options.accelerator, print_steps=True)
     with open_store(options.store) as store:
         tick = time.perf_counter()
         _prepare_store(store, options)
@@ -157,9 +157,9 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             f"GRPO with {', '.join(configs)}: {steps} steps x {first.batch_size} tasks x "
             f"{first.group_size} rollouts each, {workers} at a time ..."
         )
-        start = SharedStart(pool, graph, policy_dir, agent, runtime, launch, initial)
-        runs = [GRPORun(config, out / "grpo" / name) for name, config in configs.items()]
-        trained = train_runs(start, runs, workers)
+        start = SharedStart(pool, policy_dir, agent, runtime, launch, initial)
+        runs = [GRPORun(config, out / "grpo" / name, graph) for name, config in configs.items()]
+        trained = list(train_runs(start, runs, workers))
         progress.lap("grpo_s", tick)
         results: dict[str, Any] = {}
         for index, (name, result) in enumerate(zip(configs, trained, strict=True)):

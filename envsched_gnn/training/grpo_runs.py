@@ -3,14 +3,14 @@
 On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (GRPO's
 rollout is a sequence of small decode steps), so two runs side by side, 1 thread each,
 finish sooner than the same two runs one after the other. Each run is
-:func:`~envsched_gnn.training.grpo_train.train_grpo`, unchanged; results come back in the
-order of the runs.
+:func:`~envsched_gnn.training.grpo_train.train_grpo`, unchanged, on its own config and graph;
+results come back in the order of the runs, each as soon as it and those before it are done.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from multiprocessing import get_context
@@ -27,10 +27,11 @@ from envsched_gnn.training.grpo_train import GRPOResult
 
 @dataclass
 class GRPORun:
-    """One run: a config and the folder it writes."""
+    """One run: a config, the folder it writes and the graph its scheduler reads."""
 
     config: GRPOConfig
     out_dir: Path
+    graph: TaskGraph
 
 
 @dataclass
@@ -38,12 +39,15 @@ class SharedStart:
     """What every run shares (sent once to each worker process)."""
 
     pool: Pool
-    graph: TaskGraph
     policy_dir: Path
     agent: AgentConfig
     runtime: RuntimeConfig
     launch: LaunchConfig
+    """How each run's trainer runs; Lightning's progress bar is always off (the bars of runs
+    side by side would garble each other), ``print_steps`` prints a line per step instead."""
     initial_eval: dict[str, Any] | None
+    eval_seed: int | None = None
+    """Seed of the held-out subset and its sampling (None: each run's own seed)."""
 
 
 def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
@@ -58,15 +62,18 @@ def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
     return max(1, min(runs, os.cpu_count() or 1))
 
 
-def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> list[GRPOResult]:
-    """Train every run from ``start``; ``workers`` > 1 runs them in that many spawned
-    processes, each with one torch thread."""
+def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> Iterator[GRPOResult]:
+    """Train every run from ``start``, yielding the results in the order of ``runs`` as they
+    finish; ``workers`` > 1 runs them in that many spawned processes, each with one torch
+    thread."""
     if workers <= 1:
-        return [_train(run, start) for run in runs]
+        for run in runs:
+            yield _train(run, start)
+        return
     with ProcessPoolExecutor(
         workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(start,)
     ) as executor:
-        return list(executor.map(_train, runs))
+        yield from executor.map(_train, runs)
 
 
 _START: SharedStart | None = None
@@ -87,12 +94,13 @@ def _train(run: GRPORun, start: SharedStart | None = None) -> GRPOResult:
     assert shared is not None, "worker started without its shared start"
     return train_grpo(
         shared.pool,
-        shared.graph,
+        run.graph,
         shared.policy_dir,
         run.config,
         run.out_dir,
         agent_config=shared.agent,
         runtime_config=shared.runtime,
-        launch=replace(shared.launch, progress_bar=False, print_steps=True),
+        launch=replace(shared.launch, progress_bar=False),
         initial_eval=shared.initial_eval,
+        eval_seed=shared.eval_seed,
     )

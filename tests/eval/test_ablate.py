@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 
 from envsched_gnn.cli import main
-from envsched_gnn.eval.ablate import (
-    AblationConfig,
-    eval_every_for,
-    run_ablation,
-    run_names,
-    score_steps_for,
-    truncate_graph,
-)
-from envsched_gnn.eval.policy_learner import PolicyLearnerConfig
+from envsched_gnn.eval.ablate import run_ablation, truncate_graph
+from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfig, run_names
 from envsched_gnn.graph.task_graph import TaskGraph
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 
@@ -128,48 +121,20 @@ def test_bad_options_are_clear_errors(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written
 
 
-@pytest.mark.parametrize(
-    ("steps", "columns", "every"),
-    [(200, (40, 120, 200), 40), (10, (2, 6, 10), 2), (2, (1, 2), 1), (7, (2, 6, 7), 2)],
-)
-def test_score_columns_scale_the_papers_40_120_200(steps, columns, every):
-    assert score_steps_for(steps) == columns
-    assert eval_every_for(steps) == every
-    assert AblationConfig(steps=steps).score_steps == columns
-
-
-def test_fewer_evaluations_score_at_them():
-    """evaluations = 2 at S = 50: held-out at 25 and 50, the score columns follow."""
-    config = AblationConfig(steps=50, evaluations=2)
-    assert eval_every_for(50, 2) == 25
-    assert config.score_steps == (25, 50)
-    assert AblationConfig.evaluations == 5  # the CLI's --evaluations default
-
-
-def test_rollouts_to_random_final_on_hand_made_curves():
-    """The first budget step whose seed-mean score reaches random's final, in rollouts."""
-    from envsched_gnn.eval.ablation_report import _rollouts_to
-
-    config = AblationConfig(steps=4, batch_size=2)  # K = 8
-    grid = np.array([0.0, 2.0, 4.0])
-    entry = {"curve": {"score_mean": [0.50, 0.61, 0.62]}}
-    assert _rollouts_to(entry, 0.61, grid, config) == 2 * 2 * 8
-    assert _rollouts_to(entry, 0.40, grid, config) == 0  # the start already reaches it
-    assert _rollouts_to(entry, 0.70, grid, config) is None
-
-
 def test_runs_record_the_predictors_spearman_against_realised_and_true_variance():
     """On a generated pool in the structure world, EnvSched's q is scored every step against
     the batch's realised variance and every task's true expected variance."""
     from envsched_gnn.envs.generator import generate_pool
-    from envsched_gnn.eval.ablate import Job, _Context, build_pool_graph, run_job, train_pool
-    from envsched_gnn.eval.simulate import SimulatorConfig, build_world
+    from envsched_gnn.eval.ablate import JobContext, build_pool_graph, run_job, train_pool
+    from envsched_gnn.eval.ablation_config import Job
+    from envsched_gnn.eval.simulate import build_world
+    from envsched_gnn.eval.simulator_config import SimulatorConfig
 
     pool = generate_pool(n_envs=4, tasks_per_env=16, seed=0, test_per_env=4)
     config = AblationConfig(steps=5, batch_size=16, simulator=SimulatorConfig(kappa=1.0))
     train = train_pool(pool)
     graph = build_pool_graph(train, 6, 12)
-    context = _Context(pool, build_world(pool, config.simulator), {"g": graph}, config)
+    context = JobContext(pool, build_world(pool, config.simulator), {"g": graph}, config)
     records = run_job(Job("envsched", "envsched", "g", 0), context)["records"][1:]
     true = [r["predict/spearman_true"] for r in records]
     batch = [r["predict/spearman_batch"] for r in records]

@@ -9,7 +9,8 @@ from scipy.stats import spearmanr
 
 from envsched_gnn.envs.check import empty_trajectory_checks
 from envsched_gnn.envs.generator import generate_pool
-from envsched_gnn.eval.simulate import LearnerSimulator, SimulatorConfig, build_world
+from envsched_gnn.eval.simulate import LearnerSimulator, build_world
+from envsched_gnn.eval.simulator_config import SimulatorConfig
 from envsched_gnn.eval.structure_world import build_structure_world, normal_scores
 from tests.envs.handmade_pool import handmade_pool
 

@@ -20,7 +20,6 @@ from tests.training.grpo_setup import (
 def test_parallel_runs_equal_serial_runs(tmp_path):
     start = SharedStart(
         POOL,
-        handmade_graph(),
         grpo_policy_dir(),
         AGENT,
         RUNTIME,
@@ -30,15 +29,15 @@ def test_parallel_runs_equal_serial_runs(tmp_path):
     configs = [small_config(scheduler="envsched"), small_config(scheduler="random")]
 
     def runs(folder: str) -> list[GRPORun]:
-        return [GRPORun(c, tmp_path / folder / c.scheduler) for c in configs]
+        return [GRPORun(c, tmp_path / folder / c.scheduler, handmade_graph()) for c in configs]
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # what each worker process uses
     try:
-        serial = train_runs(start, runs("serial"), workers=1)
+        serial = list(train_runs(start, runs("serial"), workers=1))
     finally:
         torch.set_num_threads(threads)
-    parallel = train_runs(start, runs("parallel"), workers=2)
+    parallel = list(train_runs(start, runs("parallel"), workers=2))
 
     assert [r.scheduler for r in parallel] == ["envsched", "random"]
     for one, other in zip(serial, parallel, strict=True):

@@ -1,0 +1,191 @@
+"""The ablation's vocabulary: its configs, result names, jobs and budget-step arithmetic.
+
+Shared by the orchestrator (:mod:`~envsched_gnn.eval.ablate`), the two learners
+(:mod:`~envsched_gnn.eval.simulate`, :mod:`~envsched_gnn.eval.policy_learner`) and the report
+(:mod:`~envsched_gnn.eval.ablation_summary`, :mod:`~envsched_gnn.eval.ablation_report`); kept
+apart from them so that each imports it and none imports the others' machinery.
+
+Budget steps: every scheduler gets S x B x K rollouts; the budget step of a record is
+rollouts spent / (B K). The policy learner evaluates every e = ceil(S / evaluations) steps
+(and after the last); the report's score columns are budget steps e, 3e and S, i.e. the
+paper's 40 / 120 / 200 when S = 200 (10 steps: 2 / 6 / 10).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROL
+from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.scheduler.metrics import BATCH_METRICS
+from envsched_gnn.scheduler.registry import SCHEDULERS
+from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.training.sft_config import SFTConfig
+
+ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
+BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
+K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
+DEFAULT_K = (6, 12)
+ORACLE = "envsched_oracle"
+PREDICTION_METRICS = ("predict/spearman_batch", "predict/spearman_true")
+STEP_METRICS = BATCH_METRICS
+
+
+LEARNER_LABELS = {"sim": "simulator", "policy": "policy (real GRPO)"}
+
+
+def grid_name(k_in: int, k_cross: int) -> str:
+    return f"k{k_in}_{k_cross}"
+
+
+def control_name(control: str) -> str:
+    """The result name of EnvSched on a control graph: ``envsched_<control>``."""
+    return f"envsched_{control}"
+
+
+def eval_every_for(steps: int, evaluations: int = 5) -> int:
+    """e = ceil(S / evaluations): the policy learner evaluates every e steps (and after the
+    last)."""
+    return max(1, math.ceil(steps / evaluations))
+
+
+def score_steps_for(steps: int, evaluations: int = 5) -> tuple[int, ...]:
+    """The report's score columns: budget steps e, 3e and S (40 / 120 / 200 for S = 200)."""
+    e = eval_every_for(steps, evaluations)
+    return tuple(sorted({min(e, steps), min(3 * e, steps), steps}))
+
+
+@dataclass
+class PolicyLearnerConfig:
+    """The policy, its warm start and its GRPO settings (B, K, S and seeds are the harness's)."""
+
+    model: str | None = None
+    """Local HF causal LM folder to start from; None: the built-in policy."""
+    sft_steps: int = SFTConfig.max_steps
+    """SFT warm-start budget in optimiser steps (default: the SFT default); 0: no SFT,
+    ``model`` is the starting policy as is."""
+    sft_extra_tasks_per_env: int = SFTConfig.extra_tasks_per_env
+    """Fresh generated tasks per environment added to SFT's train split."""
+    recipe: GRPOConfig = field(default_factory=small_policy_recipe)
+    """GRPO's optimisation settings (learning rate, passes, advantages, KL); its scheduler,
+    B, K, steps, seed and evaluation fields are replaced by the harness's. Default: the main
+    job's recipe for the built-in policy."""
+    workers: int = 1
+    """Runs trained at once, each in its own process with one torch thread (2 on 2 cores:
+    the rollouts wait on tool calls and tokens, so two runs share the machine well)."""
+    eval_tasks: int = 0
+    """Held-out tasks scored (a fixed seeded subset of the test split; 0: all)."""
+    eval_samples: int = 4
+    """Samples per held-out task."""
+    eval_seed: int = 0
+    """Seed of the held-out subset and its sampling, the same for every run."""
+    accelerator: str = "auto"
+    """``auto``, ``cpu`` or ``gpu``."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """Agent format, turn and token limits, temperature (SFT and GRPO alike)."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """Worker processes of the environment runtime."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"--policy-workers = {self.workers}, expected >= 1")
+        if self.sft_steps < 0:
+            raise ValueError(f"--sft-steps = {self.sft_steps}, expected >= 0")
+        if self.sft_steps == 0 and self.model is None:
+            raise ValueError("--sft-steps 0 needs --model (the policy to start from as is)")
+
+
+@dataclass
+class AblationConfig:
+    """What the harness runs; every scheduler shares the budget steps x B x K."""
+
+    seeds: int = 5
+    """Number of run seeds (0 .. seeds-1)."""
+    steps: int = 200
+    """Budget in steps of B groups of K rollouts."""
+    batch_size: int = 64
+    """B, groups per step."""
+    learner: str = "sim"
+    """``sim`` (the learner simulator) or ``policy`` (real GRPO runs of the policy)."""
+    controls: tuple[str, ...] = ()
+    """Control graphs to run EnvSched on (spec section 7): names of ``controls.CONTROLS``."""
+    schedulers: tuple[str, ...] = ENVSCHED_VARIANTS + BASELINES
+    """Registered scheduler names to run on the default graph."""
+    k_grid: tuple[tuple[int, int], ...] = K_GRID
+    """(k_in, k_cross) pairs of the neighbour-size grid (EnvSched on each graph)."""
+    score_steps: tuple[int, ...] | None = None
+    """Budget steps at which the downstream score is reported (None: ``score_steps_for``)."""
+    evaluations: int = 5
+    """Policy learner: held-out evaluations per run after step 0, every e = ceil(S /
+    evaluations) steps (each costs about as much as 10 GRPO steps of 8 x 8 on the demo
+    pool)."""
+    workers: int = 2
+    """Worker processes."""
+    control_seed: int = 0
+    """Seed of the control graphs' permutations and of the shuffled pool."""
+    oracle_graph: bool = False
+    """Also run EnvSched on the oracle graph of hidden structure (an upper bound)."""
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    """The learner simulator's parameters; K = ``simulator.rollouts`` for both learners."""
+    policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
+    """The policy learner's settings (``learner = "policy"``)."""
+
+    def __post_init__(self) -> None:
+        if self.learner not in ("sim", "policy"):
+            raise ValueError(f"--learner {self.learner!r}, expected 'sim' or 'policy'")
+        for name in ("seeds", "steps", "batch_size", "workers", "evaluations"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} = {getattr(self, name)}, expected >= 1"
+                )
+        if self.score_steps is None:
+            self.score_steps = score_steps_for(self.steps, self.evaluations)
+        unknown_controls = [c for c in self.controls if c not in CONTROLS]
+        if unknown_controls:
+            raise ValueError(
+                f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
+            )
+        self.controls = tuple(c for c in CONTROLS if c in self.controls)
+        if self.learner == "policy" and PREDICTOR_CONTROL in self.controls:
+            raise ValueError(
+                f"--controls {PREDICTOR_CONTROL} needs --learner sim (GRPO training reads one "
+                "graph for the predictor and the penalty)"
+            )
+        unknown = [name for name in self.schedulers if name not in SCHEDULERS]
+        if unknown or not self.schedulers:
+            raise ValueError(
+                f"--schedulers: unknown {unknown}, expected names of {sorted(SCHEDULERS)}"
+            )
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (run name, registered scheduler, graph key, seed), and the key of the graph of the
+    similarity penalty when it is not ``graph``."""
+
+    name: str
+    scheduler: str
+    graph: str
+    seed: int
+    penalty_graph: str | None = None
+
+
+def run_names(config: AblationConfig) -> list[str]:
+    """Result names in table order: the schedulers, the neighbour-size grid, the controls."""
+    names = list(config.schedulers)
+    names += [grid_name(*k) for k in config.k_grid if k != DEFAULT_K]
+    names += [control_name(c) for c in config.controls]
+    return names + ([ORACLE] if config.oracle_graph else [])
+
+
+def curve_steps(config: AblationConfig) -> np.ndarray:
+    """Budget steps of the score curve: every step (simulator), the evaluations (policy)."""
+    if config.learner == "sim":
+        return np.arange(config.steps + 1, dtype=np.float64)
+    e = eval_every_for(config.steps, config.evaluations)
+    return np.array(sorted({*range(0, config.steps, e), config.steps}), dtype=np.float64)
