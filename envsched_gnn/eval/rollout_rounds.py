@@ -55,13 +55,12 @@ def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Obser
         observations += [
             Observation(task_id, r, tuple(rolled.rewards[task_id])) for task_id in tasks
         ]
-        episodes = len(tasks) * config.k
         summaries.append(
             {
                 "round": r,
                 "seed": seed,
                 **summarize_groups(rolled.rewards),
-                "malformed_call_rate": rolled.malformed_calls / episodes,
+                "malformed_call_rate": rolled.malformed_call_rate,
                 "finish_reasons": dict(sorted(rolled.finish_reasons.items())),
                 "rollout_s": rolled.rollout_s,
             }

@@ -60,6 +60,8 @@ class Scheduler(Protocol):
     """What an RL framework needs from a scheduler."""
 
     name: str
+    batch_size: int
+    """B: the tasks of a step's update (an over-sampling scheduler may return more)."""
     last_batch: BatchInfo | None
     over_samples: bool
     """True for over-sampling baselines (DAPO-style dynamic sampling): ``next_batch`` returns

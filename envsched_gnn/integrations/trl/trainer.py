@@ -28,6 +28,7 @@ from envsched_gnn.integrations.rewards import RoundRewards
 from envsched_gnn.integrations.trl.callback import EnvSchedCallback
 from envsched_gnn.integrations.trl.sampler import ScheduledSlots
 from envsched_gnn.observations import Observation
+from envsched_gnn.scheduler.base import Scheduler
 
 
 class EnvSchedGRPOTrainer(GRPOTrainer):
@@ -47,13 +48,13 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        scheduler: Any,
+        scheduler: Scheduler,
         rewards: RoundRewards,
         write_observations: Callable[[Sequence[Observation]], object] | None = None,
         print_steps: bool = False,
         **kwargs: Any,
     ) -> None:
-        if getattr(scheduler, "over_samples", False):
+        if scheduler.over_samples:
             raise ValueError(
                 f"scheduler {scheduler.name!r} over-samples (DAPO-style): TRL generates a fixed "
                 "B x K per round, so use a scheduler that returns exactly B tasks"
