@@ -10,9 +10,9 @@ import pytest
 
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.eval.policy_commands import register
 from envsched_gnn.eval.policy_eval import evaluate_policy
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
-from envsched_gnn.training.commands import register
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.rollout import RolloutEngine
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
@@ -75,7 +75,7 @@ def test_evaluation_rejects_bad_requests(runtime):
 def _run_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     root = parser.add_subparsers()
-    register({name: root.add_parser(name).add_subparsers() for name in ("train", "eval")})
+    register({"eval": root.add_parser("eval").add_subparsers()})
     args = parser.parse_args(argv)
     return args.func(args)
 
