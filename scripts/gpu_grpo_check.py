@@ -44,7 +44,8 @@ def main() -> int:
     cuda = torch.cuda.is_available()
     paper = PRESETS["paper"]
     envs, tasks, test = (paper.envs, paper.tasks_per_env, paper.test_per_env)
-    batch, group, hidden, layers = paper.batch_size, paper.group_size, args.hidden, args.layers
+    batch, group = paper.grpo.batch_size, paper.grpo.group_size
+    hidden, layers = args.hidden, args.layers
     if args.small:
         envs, tasks, test, batch, group, hidden, layers = 4, 10, 2, 4, 2, 64, 2
     print(
@@ -93,7 +94,7 @@ def main() -> int:
         group_size=group,
         steps=args.steps,
         lr=1e-5,
-        micro_batch_size=paper.micro_batch_size,
+        micro_batch_size=paper.grpo.micro_batch_size,
         eval_every=0,
     )
     result = train_grpo(

@@ -96,7 +96,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
                 f"unknown preset {options.preset!r}, expected one of {sorted(PRESETS)}"
             )
         preset = PRESETS[options.preset]
-    steps = options.steps if options.steps is not None else preset.steps
+    steps = options.steps if options.steps is not None else preset.grpo.steps
     run_name = f"{datetime.now():%Y%m%d-%H%M%S}-{options.preset}-seed{options.seed}"
     out = Path(options.out) if options.out else Path("reports") / run_name
     out.mkdir(parents=True, exist_ok=True)
@@ -240,15 +240,15 @@ def _initial_eval(pool, policy_dir, config, agent, runtime, accelerator) -> dict
 
 
 def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial) -> list[str]:
-    budget = steps * preset.batch_size * preset.group_size
+    budget = steps * preset.grpo.batch_size * preset.grpo.group_size
     return [
         f"preset `{options.preset}`, seed {options.seed}, policy: {options.model or 'built-in'}",
         f"pool: {len(pool.envs)} environments x {preset.tasks_per_env} tasks "
         f"({len(pool.split('train'))} train, {len(pool.split('test'))} held-out)",
-        f"every scheduler: {steps} GRPO steps of B = {preset.batch_size} tasks x K = "
-        f"{preset.group_size} rollouts ({budget} rollouts) from the same SFT policy",
-        f"held-out evaluation: {initial['tasks']} test tasks x {preset.eval_samples} samples, "
-        f"same seed each time, at step 0 and every {preset.eval_every} steps",
+        f"every scheduler: {steps} GRPO steps of B = {preset.grpo.batch_size} tasks x K = "
+        f"{preset.grpo.group_size} rollouts ({budget} rollouts) from the same SFT policy",
+        f"held-out evaluation: {initial['tasks']} test tasks x {preset.grpo.eval_samples} samples, "
+        f"same seed each time, at step 0 and every {preset.grpo.eval_every} steps",
         "demo sizes are chosen so that the job ends in under 20 minutes on 2 CPU cores; "
         "they are far smaller than the paper's (use --preset paper on a GPU)"
         if options.preset == "demo"

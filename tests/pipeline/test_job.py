@@ -10,6 +10,7 @@ import pytest
 
 from envsched_gnn.pipeline.job import RunOptions, run_pipeline
 from envsched_gnn.pipeline.presets import Preset
+from envsched_gnn.training.grpo_config import GRPOConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.store]
 
@@ -20,13 +21,9 @@ TOY = Preset(
     sft_steps=10,
     sft_extra_tasks_per_env=0,
     sft_include_train_split=True,
-    batch_size=4,
-    group_size=2,
-    steps=2,
-    lr=1e-3,
-    eval_every=2,
-    eval_tasks=3,
-    eval_samples=2,
+    grpo=GRPOConfig(
+        batch_size=4, group_size=2, steps=2, lr=1e-3, eval_every=2, eval_tasks=3, eval_samples=2
+    ),
 )
 
 
