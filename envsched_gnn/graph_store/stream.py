@@ -22,8 +22,9 @@ import numpy as np
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.graph.task_graph import RELATIONS, RelationEdges, TaskGraph
 from envsched_gnn.graph_store.builder import BuiltGraph, EdgeRow, GraphBuild, GraphConfig
+from envsched_gnn.graph_store.connection import CHUNK
 from envsched_gnn.graph_store.embeddings import Embedder
-from envsched_gnn.graph_store.store import CHUNK, GraphStore
+from envsched_gnn.graph_store.store import GraphStore
 
 
 class _EdgeSink:
