@@ -17,8 +17,9 @@ action records its source in ``action.config_class`` and ``action.config_field``
 
 Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
 ``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
-``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(default: on)"),
-and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent: ``None``, the caller decides);
+``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(on by default;
+this flag turns it off)"), and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent:
+``None``, the caller decides);
 ``tuple[X, ...]`` and ``list[X]`` take one or more values (or, when named in ``repeatable``,
 one value per repeated option, or, given a function in ``parsers``, one text that it turns into
 the whole list: ``"a,b"`` -> ``["a", "b"]``); ``Literal[...]`` gives ``choices``.
@@ -151,7 +152,7 @@ def add_config_flags(
         ):
             help_text += " (default: %(default)s)"
         elif kwargs.get("action") == "store_false":
-            help_text += " (default: on)"
+            help_text += " (on by default; this flag turns it off)"
         dest = dest_prefix + name
         if name in positional:
             kwargs.pop("required", None)

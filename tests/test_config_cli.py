@@ -97,7 +97,7 @@ def test_help_is_the_docstring_with_the_default():
     assert actions["out"].help == "Run folder."
     assert "100%%" in actions["pool"].help
     assert actions["k_grid"].option_strings == ["--no-k-grid"]
-    assert actions["k_grid"].help == "Sweep K. (default: on)"
+    assert actions["k_grid"].help == "Sweep K. (on by default; this flag turns it off)"
     help_text = " ".join(_parser().format_help().split())
     assert "(default: 0.0001)" in help_text and "100% of it" in help_text
 

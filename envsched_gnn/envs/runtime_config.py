@@ -36,7 +36,8 @@ class SandboxConfig:
     packages: tuple[str, ...] = field(default_factory=lambda: default_packages())
     """Installed top-level packages environment code may import besides the standard
     library (mounted read-only); states may hold their classes. Default ``("mpmath",)``
-    plus the names in ``ENVSCHED_SANDBOX_PACKAGES``."""
+    plus the names in ``ENVSCHED_SANDBOX_PACKAGES`` (``--sandbox-package NAME`` adds one
+    name to them; repeatable)."""
 
     def __post_init__(self) -> None:
         for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s", "scratch_mb"):

@@ -125,7 +125,7 @@ class AblationConfig:
     evaluations) steps (each costs about as much as 10 GRPO steps of 8 x 8 on the demo
     pool)."""
     workers: int = 2
-    """Worker processes."""
+    """Worker processes of the simulator's runs (the policy learner's: --policy-workers)."""
     control_seed: int = 0
     """Seed of the control graphs' permutations and of the shuffled pool."""
     oracle_graph: bool = False
