@@ -7,16 +7,31 @@ import pytest
 from envsched_gnn.cli import GROUPS, build_parser, main
 
 
-def _commands() -> list[list[str]]:
-    parser = build_parser()
-    root = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    found = []
-    for name, sub in root.choices.items():
-        found.append([name])
-        for action in sub._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                found.extend([name, command] for command in action.choices)
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {
+        name: sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    }
+
+
+def _parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every group and command (its argv words) and its parser, from one parser build."""
+    found = {}
+    for name, sub in _subcommands(build_parser()).items():
+        found[(name,)] = sub
+        found.update({(name, command): p for command, p in _subcommands(sub).items()})
     return found
+
+
+PARSERS = _parsers()
+COMMANDS = {argv: p for argv, p in PARSERS.items() if not _subcommands(p)}
+"""The commands that run something (no sub-commands of their own)."""
+
+
+def _commands() -> list[list[str]]:
+    return [list(argv) for argv in PARSERS]
 
 
 def test_the_issue_commands_are_all_registered():
@@ -46,19 +61,11 @@ def test_a_group_without_command_prints_its_help_and_fails(capsys):
     assert "generate" in capsys.readouterr().out
 
 
-def _command_parsers() -> list[tuple[str, argparse.ArgumentParser]]:
-    root = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    found = []
-    for name, sub in root.choices.items():
-        groups = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
-        if not groups:
-            found.append((name, sub))
-        for group in groups:
-            found.extend((f"{name} {command}", p) for command, p in group.choices.items())
-    return found
-
-
-@pytest.mark.parametrize("name,parser", _command_parsers(), ids=[n for n, _ in _command_parsers()])
+@pytest.mark.parametrize(
+    "name,parser",
+    [(" ".join(argv), p) for argv, p in COMMANDS.items()],
+    ids=[" ".join(argv) for argv in COMMANDS],
+)
 def test_every_flag_takes_its_help_from_a_config_field(name, parser):
     """Flags are generated from documented config dataclasses (envsched_gnn.config_cli): each
     flag's help starts with its field's docstring, so the two cannot drift apart."""
