@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
@@ -247,7 +248,7 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
     add_config_flags(p, GraphSignalArgs, fields=["seed"])
     add_config_flags(p, RoundsConfig, fields=["limit"], dest_prefix="rounds_")
     add_config_flags(p, GraphSignalArgs, fields=["temperature", "device", "threads"])
-    add_config_flags(p, RuntimeConfig, fields=["workers"], dest_prefix="runtime_")
+    add_config_flags(p, RuntimeConfig, fields=["workers"], dest_prefix=RUNTIME_PREFIX)
     add_config_flags(
         p, GraphSignalConfig, fields=["permutations", "bootstrap"], dest_prefix="signal_"
     )
@@ -332,8 +333,7 @@ def _rollout_source(args: argparse.Namespace):
     model, tokenizer = load_policy(args.model, device=device)
     agent = load_agent_config(args.model, temperature=args.temperature)
     config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
-    runtime_config = config_from_args(RuntimeConfig, args, dest_prefix="runtime_")
-    with EnvRuntime(pool, runtime_config) as runtime:
+    with EnvRuntime(pool, runtime_config(args)) as runtime:
         engine = RolloutEngine(model, tokenizer, runtime, agent, device)
         observations, summaries = rollout_rounds(engine, pool, config)
     for summary in summaries:
