@@ -10,14 +10,13 @@ saving validates first and replaces each file atomically.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from envsched_gnn.envs.pool import Environment, Pool, Task
 from envsched_gnn.envs.pool_parse import ENV_TEXT_FIELDS, PoolError, parse_pool
 from envsched_gnn.envs.tool_effects import read_tool_effects, typical_effects
+from envsched_gnn.json_files import write_json_atomically
 
 ENVS_FILE = "envs.json"
 TASKS_FILE = "tasks.json"
@@ -64,8 +63,8 @@ def save_pool(pool: Pool, directory: str | Path) -> Path:
     tasks_raw = [task_to_dict(task) for task in pool.tasks]
     parse_pool(envs_raw, tasks_raw, envs_file="<pool to save>", tasks_file="<pool to save>")
     directory.mkdir(parents=True, exist_ok=True)
-    _write_atomically(directory / ENVS_FILE, envs_raw)
-    _write_atomically(directory / TASKS_FILE, tasks_raw)
+    write_json_atomically(directory / ENVS_FILE, envs_raw, ensure_ascii=False)
+    write_json_atomically(directory / TASKS_FILE, tasks_raw, ensure_ascii=False)
     return directory
 
 
@@ -130,19 +129,3 @@ def _read_jsonl(path: Path) -> list[Any]:
     if errors:
         raise PoolError(errors)
     return items
-
-
-def _write_atomically(path: Path, content: Any) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(content, stream, indent=1, ensure_ascii=False)
-            stream.write("\n")
-        # mkstemp creates the file 0600; a pool is ordinary data, readable as any written file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -14,12 +14,11 @@ an extension of this project, outside the EnvScaler layout; without it nothing c
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from envsched_gnn.envs.state_diff import ObservedEffect
+from envsched_gnn.json_files import write_json_atomically
 
 TOOL_EFFECTS_FILE = "tool_effects.json"
 
@@ -67,13 +66,4 @@ def write_tool_effects(directory: str | Path, effects: Mapping[str, Mapping[str,
         env_id: {tool: effects[env_id][tool].to_json() for tool in sorted(effects[env_id])}
         for env_id in sorted(effects)
     }
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(payload, out, indent=1)
-            out.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+    return write_json_atomically(path, payload)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import ObservationConfig, add_small_groups_option
 
 
@@ -103,19 +102,6 @@ def _load_files(graph_path: Path, history_path: Path, config):
     return graph, log
 
 
-def _write_json_atomically(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(payload, out)
-            out.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def _predict(args: argparse.Namespace) -> int:
     from envsched_gnn.graph.hetero import to_hetero_data
     from envsched_gnn.models.analytic import AnalyticPredictor
@@ -129,7 +115,7 @@ def _predict(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         return _fail(str(error))
     prediction = AnalyticPredictor().predict(to_hetero_data(graph), log, args.step)
-    _write_json_atomically(args.out, prediction.to_json(graph.task_ids))
+    write_json_atomically(args.out, prediction.to_json(graph.task_ids), indent=None)
     print(f"wrote predictions for {graph.num_tasks} tasks at step {args.step} to {args.out}")
     return 0
 

@@ -10,14 +10,11 @@ of step T and writes ``{"batch": [task_id, ...], "stage": {task_id: stage}, "rel
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import ObservationConfig, add_small_groups_option
 
 
@@ -69,22 +66,8 @@ def _select(args: argparse.Namespace) -> int:
     ) as error:
         print(f"envsched-gnn select: {error}", file=sys.stderr)
         return 2
-    _write_json(Path(args.out), scheduler.last_batch.to_json())
+    write_json_atomically(args.out, scheduler.last_batch.to_json())
     return 0
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Write atomically: a temporary file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _non_negative(text: str) -> int:

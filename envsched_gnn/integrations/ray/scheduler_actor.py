@@ -26,13 +26,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import observations_from_rewards
 
 
@@ -146,11 +146,7 @@ class SchedulerService:
     def _save(self) -> None:
         if self.checkpoint_path is None:
             return
-        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=self.checkpoint_path.parent, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            json.dump(self.state_dict(), out)
-        os.replace(tmp, self.checkpoint_path)
+        write_json_atomically(self.checkpoint_path, self.state_dict(), indent=None)
 
 
 EnvSchedActor = ray.remote(num_cpus=0)(SchedulerService)

@@ -1,0 +1,36 @@
+"""Writing a JSON file atomically: readers see the old file or the new one, never a torn one."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomically(
+    path: str | Path, payload: Any, *, indent: int | None = 1, ensure_ascii: bool = True
+) -> Path:
+    """Write ``payload`` as JSON (and a final newline) to a temporary file beside ``path``,
+    then rename it over ``path``; returns the path.
+
+    The parent folder is created. The file gets the mode of any file written under the
+    process's umask (``mkstemp`` alone would leave it 0600). On any failure the temporary
+    file is removed and ``path`` keeps what it held.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=indent, ensure_ascii=ensure_ascii)
+            stream.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
