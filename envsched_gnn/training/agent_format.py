@@ -75,6 +75,12 @@ class AgentConfig:
     more reward spread at 1.3-1.6, but at 1.4 our SFT policy made 4x more malformed calls)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 samples from the full tempered distribution."""
+    constrained: bool = False
+    """Decode under each environment's tool-call grammar (guided decoding): a call is always
+    well-formed JSON naming one of the environment's tools, with its parameter names, every
+    required one, and values of their schema types (enum values, strings, numbers); an answer
+    is text without a tool call. Rollouts and the GRPO update use the constrained
+    distribution alike (:mod:`~envsched_gnn.training.constrained`)."""
     tool_response_max_chars: int = 1200
     """Tool results are cut to this many characters of JSON before the policy sees them."""
     final_message: str = "Done."

@@ -42,7 +42,8 @@ class MicroBatch:
 
     Shapes: ``ids (R, L)`` int64, ``policy (R, L)`` bool (True at the policy's tokens),
     ``old_logp (N,)`` and ``advantages (N,)`` over the N policy tokens in row-major order,
-    ``lengths (R,)``.
+    ``lengths (R,)``; ``allowed (N, V)`` bool, the grammar's allowed set at each policy token
+    when the episodes were decoded constrained (else None).
     """
 
     ids: Tensor
@@ -50,6 +51,7 @@ class MicroBatch:
     old_logp: Tensor
     advantages: Tensor
     lengths: Tensor
+    allowed: Tensor | None = None
 
     @property
     def policy_tokens(self) -> int:
@@ -98,7 +100,7 @@ def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> 
     longest = int(lengths.max())
     ids = torch.zeros((len(items), longest), dtype=torch.long)
     policy = torch.zeros((len(items), longest), dtype=torch.bool)
-    old, adv = [], []
+    old, adv, allowed = [], [], []
     for row, item in enumerate(items):
         episode = item.episode
         n = episode.token_ids.numel()
@@ -106,12 +108,17 @@ def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> 
         policy[row, :n] = episode.policy_mask
         old.append(episode.old_logprobs[episode.policy_mask])
         adv.append(torch.full((int(episode.policy_mask.sum()),), float(item.advantage)))
+        allowed.append(episode.allowed_masks())
+    constrained = [a is not None for a in allowed]
+    if any(constrained) and not all(constrained):
+        raise ValueError("a micro-batch mixes constrained and unconstrained episodes")
     return MicroBatch(
         ids=ids.to(device),
         policy=policy.to(device),
         old_logp=torch.cat(old).to(device),
         advantages=torch.cat(adv).to(device),
         lengths=lengths,
+        allowed=torch.cat(allowed).to(device) if all(constrained) else None,
     )
 
 
@@ -133,9 +140,11 @@ def shared_prefix_length(ids: Tensor, policy: Tensor) -> int:
 def policy_log_probs(
     model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0, prefix: int | None = None
 ) -> tuple[Tensor, Tensor]:
-    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens, and the entropy
-    of that distribution there (detached), both ``(N,)`` in row-major order; see the module
-    docstring. ``prefix`` defaults to :func:`shared_prefix_length`; 0 runs every row whole.
+    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens (``z`` set to
+    ``-inf`` outside ``batch.allowed`` when the rollouts were constrained: the distribution
+    they sampled from), and the entropy of that distribution there (detached), both ``(N,)``
+    in row-major order; see the module docstring. ``prefix`` defaults to
+    :func:`shared_prefix_length`; 0 runs every row whole.
 
     ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
     the log-probabilities are float32 or wider (float64 stays float64).
@@ -157,9 +166,11 @@ def policy_log_probs(
     logits = head(hidden[:, :-1][predicts])
     if logits.dtype not in (torch.float32, torch.float64):
         logits = logits.float()
+    if batch.allowed is not None:
+        logits = logits.masked_fill(~batch.allowed, float("-inf"))
     logp_all = torch.log_softmax(logits / temperature, dim=-1)
     targets = ids[:, p + 1 :][predicts]
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
-        entropy = -(logp_all.exp() * logp_all).sum(dim=-1)
+        entropy = torch.special.entr(logp_all.exp()).sum(dim=-1)
     return logp, entropy

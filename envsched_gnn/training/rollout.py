@@ -12,6 +12,11 @@ grow by doubling, not a copy per token) and advance turn by turn:
 3. *act*: assistant texts are parsed, tool calls run in the runtime's workers in one
    batched ``runtime.call``; episodes that answered or hit a limit drop out of the cache.
 
+With ``AgentConfig.constrained`` every token is drawn from the tool-call grammar's allowed set
+(:mod:`~envsched_gnn.training.constrained`): the logits are ``-inf`` outside it, the recorded
+log-probabilities are those of that constrained distribution, and each policy token keeps the
+id of its mask so that the update recomputes the same distribution.
+
 Sampling is per episode (:mod:`~envsched_gnn.training.sampling`): episode (task_id, sample)
 draws its uniforms up front from a generator seeded by ``(seed, task_id, sample)``, and each
 sampled token is an inverse-CDF draw, so an episode depends only on its own tokens, not on the
@@ -40,6 +45,8 @@ from envsched_gnn.training.agent_format import (
     system_message,
     user_message,
 )
+from envsched_gnn.training.call_grammar import CallGrammar, State
+from envsched_gnn.training.constrained import ConstrainedDecoding, MaskTable
 from envsched_gnn.training.kv_cache import growing_cache
 from envsched_gnn.training.sampling import episode_seed, sample_tokens
 
@@ -60,8 +67,9 @@ class Episode:
 
     ``token_ids``, ``policy_mask`` and ``old_logprobs`` have the same length L.
     ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` for policy tokens, where
-    ``z_t`` are the logits predicting position t and T the sampling temperature (the full
-    tempered distribution, before any top-p truncation); 0 where the mask is 0.
+    ``z_t`` are the logits predicting position t (``-inf`` outside the grammar's allowed set
+    when decoding is constrained) and T the sampling temperature (the full tempered
+    distribution, before any top-p truncation); 0 where the mask is 0.
     """
 
     task_id: str
@@ -84,6 +92,18 @@ class Episode:
     """The assistant turns as text."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds of the rollout batch this episode ran in (shared by its batch)."""
+    allowed_ids: torch.Tensor | None = None
+    """(L,) int64 with constrained decoding: the :attr:`allowed_table` id of the mask each
+    policy token was sampled under; -1 where the mask is 0. None when unconstrained."""
+    allowed_table: MaskTable | None = None
+    """The masks ``allowed_ids`` refer to (shared by the engine's episodes)."""
+
+    def allowed_masks(self) -> torch.Tensor | None:
+        """``(n, V)`` bool: the allowed set of each of the n policy tokens, in order (None when
+        unconstrained)."""
+        if self.allowed_ids is None or self.allowed_table is None:
+            return None
+        return self.allowed_table.stack(self.allowed_ids[self.policy_mask])
 
 
 @dataclass
@@ -101,6 +121,9 @@ class _Live:
     turns: int = 0
     pending: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
+    allowed: list[int] = field(default_factory=list)
+    grammar: CallGrammar | None = None
+    state: State = ()
     texts: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     malformed: int = 0
@@ -142,6 +165,7 @@ class RolloutEngine:
         )
         self._episode_counter = itertools.count()
         self.last_timings: dict[str, float] = {}
+        self._constraints: ConstrainedDecoding | None = None
 
     def rollout(self, task_ids: Sequence[str], k: int = 1, seed: int = 0) -> list[Episode]:
         """``k`` samples of every entry of ``task_ids``; a repeated task id continues its
@@ -172,6 +196,31 @@ class RolloutEngine:
         self.last_timings = timings
         return finished
 
+    def _grammar(self, env_id: str) -> CallGrammar | None:
+        """The environment's call grammar when decoding is constrained."""
+        if not self.config.constrained:
+            return None
+        if self._constraints is None:
+            self._constraints = ConstrainedDecoding(
+                self.tokenizer, _logits_width(self.policy, self.tokenizer), self.format.stop_ids
+            )
+        return self._constraints.grammar(env_id, self.pool.envs[env_id].tools)
+
+    def _constrain(self, rows: list[_Live], active: torch.Tensor, logits: torch.Tensor):
+        """``logits`` with ``-inf`` outside each active row's allowed set, and the mask ids."""
+        constraints = self._constraints
+        if constraints is None:
+            return logits, None
+        ids = [
+            constraints.mask_id(e.grammar, e.state) if live else -1
+            for e, live in zip(rows, active.tolist(), strict=True)
+        ]
+        masks = torch.ones((len(rows), logits.shape[-1]), dtype=torch.bool)
+        live_rows = [i for i, mask_id in enumerate(ids) if mask_id >= 0]
+        if live_rows:
+            masks[live_rows] = constraints.table.stack(torch.tensor([ids[i] for i in live_rows]))
+        return logits.masked_fill(~masks.to(logits.device), float("-inf")), ids
+
     def _autocast(self) -> AbstractContextManager:
         if self.device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)
@@ -192,12 +241,14 @@ class RolloutEngine:
             prompt = prompts[spec.task_id]
             episodes.append(
                 _Live(
+                    grammar=self._grammar(task.env_id),
                     spec=spec,
                     runtime_id=f"rollout-{next(self._episode_counter)}",
                     uniforms=torch.rand(draws, generator=generator, dtype=torch.float64).tolist(),
                     ids=list(prompt),
                     mask=[0] * len(prompt),
                     logps=[0.0] * len(prompt),
+                    allowed=[-1] * len(prompt),
                     prompt_length=len(prompt),
                     pending=list(prompt),
                 )
@@ -286,14 +337,18 @@ class RolloutEngine:
         config = self.config
         active = torch.ones(len(rows), dtype=torch.bool)
         stops = torch.tensor(sorted(self.format.stop_ids), dtype=torch.long)
+        for episode in rows:
+            if episode.grammar is not None:
+                episode.state = episode.grammar.start
         for step in range(config.max_new_tokens):
             uniforms = torch.tensor(
                 [e.uniforms[e.drawn] for e in rows], dtype=torch.float64, device=logits.device
             )
+            logits, mask_ids = self._constrain(rows, active, logits)
             tokens, logps = sample_tokens(logits, uniforms, config.temperature, config.top_p)
             tokens, logps = tokens.cpu(), logps.cpu()
-            for episode, live, token, logp in zip(
-                rows, active.tolist(), tokens.tolist(), logps.tolist(), strict=True
+            for row, (episode, live, token, logp) in enumerate(
+                zip(rows, active.tolist(), tokens.tolist(), logps.tolist(), strict=True)
             ):
                 if live:
                     episode.drawn += 1
@@ -301,6 +356,11 @@ class RolloutEngine:
                     episode.ids.append(token)
                     episode.mask.append(1)
                     episode.logps.append(logp)
+                    episode.allowed.append(-1 if mask_ids is None else mask_ids[row])
+                    if mask_ids is not None and token not in self.format.stop_ids:
+                        episode.state = self._constraints.advance(
+                            episode.grammar, episode.state, token
+                        )
             active &= ~torch.isin(tokens, stops)
             if not active.any() or step == config.max_new_tokens - 1:
                 break
@@ -362,6 +422,7 @@ class RolloutEngine:
             episode.ids += more
             episode.mask += [0] * len(more)
             episode.logps += [0.0] * len(more)
+            episode.allowed += [-1] * len(more)
 
     def _finish(self, episodes: list[_Live], timings: dict[str, float]) -> list[Episode]:
         tick = time.perf_counter()
@@ -388,6 +449,17 @@ class RolloutEngine:
                     num_turns=e.turns,
                     finish_reason=e.finish or "answer",
                     texts=list(e.texts),
+                    allowed_ids=None
+                    if self._constraints is None
+                    else torch.tensor(e.allowed, dtype=torch.long),
+                    allowed_table=None if self._constraints is None else self._constraints.table,
                 )
             )
         return finished
+
+
+def _logits_width(policy: Any, tokenizer: Any) -> int:
+    """Width of the policy's logits: its output embedding's rows, else the vocabulary size."""
+    head = getattr(policy, "get_output_embeddings", lambda: None)()
+    weight = getattr(head, "weight", None)
+    return int(weight.shape[0]) if weight is not None else len(tokenizer)
