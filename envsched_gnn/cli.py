@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "envsched_gnn.training.grpo_commands",
     "envsched_gnn.pipeline.commands",
     "envsched_gnn.eval.policy_commands",
+    "envsched_gnn.eval.headroom_commands",
     "envsched_gnn.eval.commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
@@ -51,6 +52,7 @@ POOL_COMMANDS = (
     ("train", "grpo"),
     ("train", "demo-policy"),
     ("eval", "policy"),
+    ("eval", "headroom"),
     ("eval", "ablate"),
     ("", "run"),
 )

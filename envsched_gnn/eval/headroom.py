@@ -1,0 +1,85 @@
+"""Headroom: how much GRPO could gain from a policy on a pool, measured from K samples per task.
+
+GRPO only reinforces what the policy already samples (Yue et al. 2025: RL moves pass@1 towards
+the base model's pass@k, not past it). For task i with rewards r(i,1..K):
+
+    m_i = (1/K) sum_k r(i,k)          mean
+    b_i = max_k r(i,k)                best of K
+    s_i = max_k r(i,k) - min_k r(i,k) spread
+    h_i = b_i - m_i                   headroom: what a perfect update could lift task i by,
+                                      with the rollouts it already has
+
+A group is *zero-variance* when s_i = 0 (GRPO's advantages are all 0: no learning signal) and
+*all ones* when min_k r(i,k) = 1. Over a set of N tasks the summary is the mean of m, b and h
+(h with its Student-t 95 % interval over tasks), the shares of zero-variance, all-ones and
+all-zeros groups; :func:`headroom_table` gives it overall and per group (split, environment,
+checklist length, operation count), so that a user sees *where* the policy has room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from envsched_gnn.eval.stats import mean_ci
+
+GROUPINGS = ("split", "env", "checks", "calls")
+"""What :func:`headroom_table` groups tasks by: the pool split, the environment, the number of
+checks of the task's checklist, the number of calls of its reference solution."""
+
+
+def group_headroom(rewards: Sequence[float]) -> dict[str, float]:
+    """``m``, ``b``, ``s`` and ``h`` of one task's K rewards (module docstring)."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.size < 2:
+        raise ValueError(f"headroom needs K >= 2 rewards per task, got {r.size}")
+    mean, best, worst = float(r.mean()), float(r.max()), float(r.min())
+    return {"mean": mean, "best": best, "spread": best - worst, "headroom": best - mean}
+
+
+def summarize_headroom(groups: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+    """The module docstring's summary over ``{task_id: [r_1..r_K]}``."""
+    if not groups:
+        raise ValueError("summarize_headroom: no task")
+    stats = [group_headroom(r) for r in groups.values()]
+    rows = [np.asarray(r, dtype=np.float64) for r in groups.values()]
+    headroom = mean_ci([s["headroom"] for s in stats])
+    return {
+        "tasks": len(stats),
+        "mean_reward": float(np.mean([s["mean"] for s in stats])),
+        "mean_best": float(np.mean([s["best"] for s in stats])),
+        "headroom": headroom["mean"],
+        "headroom_ci95": headroom["ci95"],
+        "mean_spread": float(np.mean([s["spread"] for s in stats])),
+        "zero_variance_share": float(np.mean([s["spread"] == 0 for s in stats])),
+        "all_ones_share": float(np.mean([r.min() == 1.0 for r in rows])),
+        "all_zeros_share": float(np.mean([r.max() == 0.0 for r in rows])),
+    }
+
+
+def headroom_table(
+    groups: Mapping[str, Sequence[float]], key_of: Mapping[str, Callable[[str], Any]]
+) -> dict[str, Any]:
+    """``{"overall": summary, "by_<name>": {value: summary}}`` for every grouping ``name`` in
+    ``key_of`` (a function of the task id giving its group); groups sorted by value."""
+    table: dict[str, Any] = {"overall": summarize_headroom(groups)}
+    for name, key in key_of.items():
+        members: dict[Any, dict[str, Sequence[float]]] = {}
+        for task_id, rewards in groups.items():
+            members.setdefault(key(task_id), {})[task_id] = rewards
+        table[f"by_{name}"] = {
+            str(value): summarize_headroom(members[value]) for value in sorted(members)
+        }
+    return table
+
+
+def pool_groupings(pool: Any) -> dict[str, Callable[[str], Any]]:
+    """The :data:`GROUPINGS` of a pool's tasks."""
+    return {
+        "split": lambda t: pool.task(t).split or "-",
+        "env": lambda t: pool.task(t).env_id,
+        "checks": lambda t: len(pool.task(t).checklist_with_func),
+        "calls": lambda t: len(pool.task(t).reference_solution or ()),
+    }

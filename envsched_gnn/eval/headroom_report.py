@@ -1,0 +1,105 @@
+"""``eval headroom``'s files: ``headroom.json`` (every number and the per-task rewards),
+``headroom.md`` (the tables) and ``headroom.png`` (headroom and mean reward by operation
+count, one line per temperature, 95 % bands over tasks)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+COLUMNS = (
+    ("tasks", "tasks", 0),
+    ("mean", "mean_reward", 3),
+    ("best of K", "mean_best", 3),
+    ("headroom (95 % CI)", None, 3),
+    ("zero-var.", "zero_variance_share", 2),
+    ("all ones", "all_ones_share", 2),
+    ("all zeros", "all_zeros_share", 2),
+)
+
+
+def _cells(row: Mapping[str, Any]) -> list[str]:
+    cells = []
+    for _, key, digits in COLUMNS:
+        if key is None:
+            half = row["headroom_ci95"]
+            tail = f" ± {half:.3f}" if half is not None else ""
+            cells.append(f"**{row['headroom']:.3f}**{tail}")
+        else:
+            cells.append(f"{row[key]:.{digits}f}" if digits else str(row[key]))
+    return cells
+
+
+def render_markdown(runs: Sequence[Mapping[str, Any]], header: Sequence[str]) -> str:
+    """The tables of every run (one per temperature): overall, then each grouping."""
+    titles = [title for title, _, _ in COLUMNS]
+    lines = ["# Headroom: what GRPO could gain from these samples", ""]
+    lines += [f"- {line}" for line in header]
+    lines += [
+        "- headroom = best of K - mean of K, per task, averaged over tasks: what a perfect "
+        "update could lift the visited tasks by; zero-var. = groups whose K rewards are "
+        "equal (no GRPO signal).",
+        "",
+        "## Overall",
+        "",
+        "| temperature | " + " | ".join(titles) + " |",
+        "|---|" + "---|" * len(titles),
+    ]
+    for run in runs:
+        lines.append(f"| {run['temperature']} | " + " | ".join(_cells(run["overall"])) + " |")
+    groupings = [k for k in runs[0] if k.startswith("by_")] if runs else []
+    for grouping in groupings:
+        lines += ["", f"## By {grouping[3:]}", ""]
+        lines.append(f"| temperature | {grouping[3:]} | " + " | ".join(titles) + " |")
+        lines.append("|---|---|" + "---|" * len(titles))
+        for run in runs:
+            for value, row in run[grouping].items():
+                cells = " | ".join(_cells(row))
+                lines.append(f"| {run['temperature']} | {value} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_headroom(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Headroom and mean reward against the reference's call count, per temperature."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for run in runs:
+        rows = run["by_calls"]
+        xs = [int(x) for x in rows]
+        for axis, key in zip(axes, ("headroom", "mean_reward"), strict=True):
+            ys = [rows[str(x)][key] for x in xs]
+            line = axis.plot(xs, ys, marker="o", label=f"T = {run['temperature']}")[0]
+            if key == "headroom":
+                half = [rows[str(x)]["headroom_ci95"] or 0.0 for x in xs]
+                low = [y - h for y, h in zip(ys, half, strict=True)]
+                high = [y + h for y, h in zip(ys, half, strict=True)]
+                axis.fill_between(xs, low, high, color=line.get_color(), alpha=0.18, linewidth=0)
+    axes[0].set_title("headroom: best of K - mean (95 % bands over tasks)")
+    axes[1].set_title("mean reward")
+    for axis in axes:
+        axis.set_xlabel("calls in the reference solution")
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def write_headroom(
+    runs: Sequence[Mapping[str, Any]], header: Sequence[str], out_dir: str | Path
+) -> list[Path]:
+    """Write the three files into ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = out / "headroom.json"
+    data.write_text(json.dumps({"header": list(header), "runs": list(runs)}, indent=1) + "\n")
+    markdown = out / "headroom.md"
+    markdown.write_text(render_markdown(runs, header))
+    return [data, markdown, plot_headroom(runs, out / "headroom.png")]
