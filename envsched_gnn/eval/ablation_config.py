@@ -82,6 +82,9 @@ class PolicyLearnerConfig:
     """Held-out tasks scored (a fixed seeded subset of the test split; 0: all)."""
     eval_samples: int = 4
     """Samples per held-out task."""
+    pool_eval_samples: int = 0
+    """At every evaluation also roll out every train task this many times (the pool reward,
+    unbiased by which tasks each scheduler picked); 0: off."""
     eval_seed: int = 0
     """Seed of the held-out subset and its sampling, the same for every run."""
     accelerator: str = "auto"

@@ -116,6 +116,7 @@ def run_policy_jobs(
             eval_every=eval_every_for(config.steps, config.evaluations),
             eval_tasks=learner.eval_tasks,
             eval_samples=learner.eval_samples,
+            pool_eval_samples=learner.pool_eval_samples,
             seed=job.seed,
         )
         grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
@@ -165,7 +166,7 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.held_out import policy_evaluator
     from envsched_gnn.training.policy import load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 
@@ -174,8 +175,10 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     )
     device = "cuda" if cuda else "cpu"
     model, tokenizer = load_policy(policy_dir, device=device)
-    tasks = heldout_tasks(pool, learner.eval_tasks, learner.eval_seed)
-    evaluate = heldout_evaluator(tasks, learner.eval_samples, learner.eval_seed)
+    evaluate = policy_evaluator(
+        pool, learner.eval_tasks, learner.eval_samples, learner.pool_eval_samples,
+        learner.eval_seed,
+    )  # fmt: skip
     with EnvRuntime(pool, learner.runtime) as runtime:
         engine = RolloutEngine(model, tokenizer, runtime, learner.agent, device, pool)
         return evaluate(engine, 0)

@@ -11,8 +11,11 @@
 ``per_task`` rewards (task id -> k rewards), the same tasks and sampling seed every time, so
 every held-out comparison is paired by task: the difference of two policies is
 ``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval over the N tasks
-(:mod:`~envsched_gnn.eval.stats`). ``steps`` holds the per-step metrics under the stable names
-of spec section 6, ``rewards`` each step's groups.
+(:mod:`~envsched_gnn.eval.stats`). An evaluation may also hold ``pool``: the same over every
+train task (the pool reward, the curve of what the policy learned where it trained), which
+the report compares alike, with the pool's headroom (:mod:`~envsched_gnn.eval.headroom`) at
+the start and at the end. ``steps`` holds the per-step metrics under the stable names of spec
+section 6, ``rewards`` each step's groups.
 """
 
 from __future__ import annotations
@@ -33,8 +36,11 @@ from envsched_gnn.eval.stats import (
 )
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
+PARTS = {"heldout": "held-out", "pool": "pool (every train task)"}
+"""The evaluations' parts: the held-out tasks, and the train split when it was evaluated."""
 PLOTS = (
-    ("heldout_reward.png", "held-out mean reward", None),
+    ("heldout_reward.png", "held-out mean reward", "heldout"),
+    ("pool_reward.png", "pool mean reward (every train task)", "pool"),
     ("reward_variance.png", "batch mean reward variance", "batch/mean_reward_variance"),
     ("envs_covered.png", "environments covered per batch", "batch/envs_covered"),
 )
@@ -57,6 +63,17 @@ def summarize(result: Mapping) -> dict[str, float]:
     return row
 
 
+def part_of(entry: Mapping, part: str) -> Mapping | None:
+    """The held-out evaluation (the entry itself) or its ``pool`` part (None when absent)."""
+    return entry if part == "heldout" else entry.get(part)
+
+
+def has_part(results: Mapping, part: str) -> bool:
+    """Whether every evaluation of every scheduler has ``part``."""
+    evals = [e for r in results["schedulers"].values() for e in r.get("eval", [])]
+    return bool(evals) and all(part_of(e, part) for e in evals)
+
+
 def heldout_ci(entry: Mapping) -> dict | None:
     """The mean held-out reward of one evaluation with its 95 % interval over tasks."""
     per_task = entry.get("per_task")
@@ -71,15 +88,16 @@ def heldout_difference(a: Mapping, b: Mapping) -> dict | None:
     return paired_difference(task_means(a["per_task"]), task_means(b["per_task"]))
 
 
-def comparison_rows(results: Mapping) -> list[dict]:
-    """Per evaluation step: each scheduler's held-out mean with its interval, its change since
-    step 0 and, for the first scheduler against each other one, the paired difference."""
+def comparison_rows(results: Mapping, part: str = "heldout") -> list[dict]:
+    """Per evaluation step: each scheduler's mean reward on ``part`` with its interval, its
+    change since step 0 and, for the first scheduler against each other one, the paired
+    difference."""
     schedulers = results["schedulers"]
     names = list(schedulers)
     by_step: dict[int, dict[str, Mapping]] = {}
     for name in names:
         for entry in schedulers[name].get("eval", []):
-            by_step.setdefault(int(entry["step"]), {})[name] = entry
+            by_step.setdefault(int(entry["step"]), {})[name] = part_of(entry, part)
     rows = []
     for step in sorted(by_step):
         entries = by_step[step]
@@ -89,7 +107,7 @@ def comparison_rows(results: Mapping) -> list[dict]:
                 "mean": entry["mean_reward"],
                 "ci95": None,
             }
-            start = schedulers[name]["eval"][0]
+            start = part_of(schedulers[name]["eval"][0], part)
             if step > 0:
                 row["change"][name] = heldout_difference(entry, start)
         first = names[0]
@@ -124,23 +142,14 @@ def write_report(results: Mapping, out_dir: str | Path) -> list[Path]:
 
 def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
     schedulers = results["schedulers"]
-    names = list(schedulers)
     lines = [f"# EnvSched run `{results.get('run', '')}`", ""]
     lines += [f"- {note}" for note in results.get("notes", [])]
     lines += _answer(results)
-    lines += ["", "## Held-out mean reward at each evaluation (95 % intervals over tasks)", ""]
-    rows = comparison_rows(results)
-    others = names[1:]
-    header = ["step", *names, *(f"{n} change since step 0" for n in names)]
-    header += [f"{names[0]} - {o} (paired)" for o in others]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|---|" + "---|" * (len(header) - 1))
-    for row in rows:
-        cells = [str(row["step"])]
-        cells += [format_ci(row["heldout"].get(n)) for n in names]
-        cells += [format_ci(row["change"].get(n)) for n in names]
-        cells += [format_ci(row["difference"].get(o)) for o in others]
-        lines.append("| " + " | ".join(cells) + " |")
+    for part, title in PARTS.items():
+        if has_part(results, part):
+            lines += _reward_table(results, part, title)
+    if has_part(results, "pool"):
+        lines += _headroom_table(results)
     lines += ["", "## The paper's per-step metrics (mean over steps)", ""]
     columns = [
         ("mean reward", "batch/mean_reward", 3),
@@ -175,30 +184,82 @@ def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
-def _answer(results: Mapping) -> list[str]:
-    """The report's answer in words: did GRPO move the policy, and did the first scheduler
-    beat the others, each judged by its paired interval."""
-    rows = comparison_rows(results)
+def _reward_table(results: Mapping, part: str, title: str) -> list[str]:
+    """Mean reward of ``part`` at each evaluation: per scheduler, its change since step 0
+    and the first scheduler minus each other one, paired by task."""
     names = list(results["schedulers"])
-    if not rows or rows[-1]["step"] == 0:
-        return []
-    last = rows[-1]
-    lines = ["", f"## The answer at the last evaluation (step {last['step']})", ""]
-    for name in names:
-        change = last["change"].get(name)
-        if change is not None:
-            words = verdict(change, "the policy improved", "the policy got worse")
+    others = names[1:]
+    lines = ["", f"## {title.capitalize()} mean reward at each evaluation (95 % intervals over "
+             "tasks)", ""]  # fmt: skip
+    header = ["step", *names, *(f"{n} change since step 0" for n in names)]
+    header += [f"{names[0]} - {o} (paired)" for o in others]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|---|" + "---|" * (len(header) - 1))
+    for row in comparison_rows(results, part):
+        cells = [str(row["step"])]
+        cells += [format_ci(row["heldout"].get(n)) for n in names]
+        cells += [format_ci(row["change"].get(n)) for n in names]
+        cells += [format_ci(row["difference"].get(o)) for o in others]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _headroom_table(results: Mapping) -> list[str]:
+    """The pool's headroom (best of K - mean, per train task) at the start and at the end."""
+    from envsched_gnn.eval.headroom import summarize_headroom
+
+    lines = ["", "## Headroom of the pool at the start and at the end", ""]
+    lines.append(
+        "| scheduler | step | mean | best of K | headroom (95 % CI) | zero-var. | all ones |"
+    )
+    lines.append("|---|---|---|---|---|---|---|")
+    for name, result in results["schedulers"].items():
+        evals = result.get("eval", [])
+        for entry in (evals[0], evals[-1]) if len(evals) > 1 else evals:
+            pool = entry["pool"]
+            if pool["k"] < 2:
+                continue
+            row = summarize_headroom(pool["per_task"])
+            half = row["headroom_ci95"]
             lines.append(
-                f"- GRPO with {name}: held-out change since the start {format_ci(change)} "
-                f"(paired over {change['n']} tasks): {words}."
+                f"| {name} | {entry['step']} | {row['mean_reward']:.3f} | "
+                f"{row['mean_best']:.3f} | {row['headroom']:.3f}"
+                + (f" ± {half:.3f}" if half is not None else "")
+                + f" | {row['zero_variance_share']:.2f} | {row['all_ones_share']:.2f} |"
             )
-    for other, difference in last["difference"].items():
-        if difference is not None:
-            words = verdict(difference, f"{names[0]} is ahead", f"{names[0]} is behind")
-            lines.append(
-                f"- {names[0]} - {other}: {format_ci(difference)} (paired over "
-                f"{difference['n']} tasks): {words}."
-            )
+    return lines
+
+
+def _answer(results: Mapping) -> list[str]:
+    """The report's answer in words: did GRPO move the policy (held-out, and on the pool when
+    it was evaluated), and did the first scheduler beat the others, each judged by its paired
+    interval."""
+    names = list(results["schedulers"])
+    lines: list[str] = []
+    for part, title in PARTS.items():
+        if part != "heldout" and not has_part(results, part):
+            continue
+        rows = comparison_rows(results, part)
+        if not rows or rows[-1]["step"] == 0:
+            return []
+        last = rows[-1]
+        if not lines:
+            lines = ["", f"## The answer at the last evaluation (step {last['step']})", ""]
+        for name in names:
+            change = last["change"].get(name)
+            if change is not None:
+                words = verdict(change, "the policy improved", "the policy got worse")
+                lines.append(
+                    f"- GRPO with {name}: {title} change since the start {format_ci(change)} "
+                    f"(paired over {change['n']} tasks): {words}."
+                )
+        for other, difference in last["difference"].items():
+            if difference is not None:
+                words = verdict(difference, f"{names[0]} is ahead", f"{names[0]} is behind")
+                lines.append(
+                    f"- {title}: {names[0]} - {other}: {format_ci(difference)} (paired over "
+                    f"{difference['n']} tasks): {words}."
+                )
     lines.append(
         "- Each scheduler trained once (one seed): these intervals cover the evaluation's "
         "noise (which tasks, which samples), not the spread between training runs; "
@@ -218,12 +279,14 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     paths = []
     for file_name, title, metric in PLOTS:
+        if metric in PARTS and not has_part(results, metric):
+            continue
         figure, axis = plt.subplots(figsize=(6, 4))
         for name, result in results["schedulers"].items():
             xs, ys, half = _series(result, metric)
             if not xs:
                 continue
-            line = axis.plot(xs, ys, marker="o" if metric is None else None, label=name)[0]
+            line = axis.plot(xs, ys, marker="o" if metric in PARTS else None, label=name)[0]
             if half is not None:
                 axis.fill_between(
                     xs, ys - half, ys + half, color=line.get_color(), alpha=0.18, linewidth=0
@@ -244,8 +307,9 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
 def _series(result: Mapping, metric: str | None) -> tuple[list, np.ndarray, np.ndarray | None]:
     """x, y and the half-width of the 95 % band (None where there is no sampling noise to
     show) of one scheduler's curve."""
-    if metric is None:
-        stats = [(e["step"], heldout_ci(e) or {"mean": e["mean_reward"]}) for e in result["eval"]]
+    if metric in PARTS:
+        parts = [(e["step"], part_of(e, metric)) for e in result["eval"]]
+        stats = [(step, heldout_ci(p) or {"mean": p["mean_reward"]}) for step, p in parts]
         xs = [step for step, _ in stats]
         ys = np.array([stat["mean"] for _, stat in stats], dtype=np.float64)
         half = np.array([stat.get("ci95") or 0.0 for _, stat in stats], dtype=np.float64)

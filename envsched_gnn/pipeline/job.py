@@ -226,17 +226,19 @@ def _initial_eval(pool, policy_dir, config, agent, runtime, accelerator) -> dict
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
+    from envsched_gnn.training.held_out import policy_evaluator
     from envsched_gnn.training.policy import load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 
     cuda = accelerator == "gpu" or (accelerator == "auto" and torch.cuda.is_available())
     device = "cuda" if cuda else "cpu"
     model, tokenizer = load_policy(policy_dir, device=device)
-    tasks = heldout_tasks(pool, config.eval_tasks, config.seed)
+    evaluate = policy_evaluator(
+        pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, config.seed
+    )
     with EnvRuntime(pool, runtime) as env_runtime:
         engine = RolloutEngine(model, tokenizer, env_runtime, agent, device, pool)
-        return heldout_evaluator(tasks, config.eval_samples, config.seed)(engine, 0)
+        return evaluate(engine, 0)
 
 
 def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial) -> list[str]:

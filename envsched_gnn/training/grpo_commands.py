@@ -72,6 +72,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "eval_every",
             "eval_tasks",
             "eval_samples",
+            "pool_eval_samples",
         ],  # fmt: skip
         flags={"advantage_estimator": "--advantage"},
         choices={"advantage_estimator": tuple(ADVANTAGE_ESTIMATORS)},

@@ -60,6 +60,9 @@ class GRPOConfig:
     """Held-out tasks evaluated (a fixed, seeded subset of the test split); 0 means all."""
     eval_samples: int = 8
     """Samples per held-out task."""
+    pool_eval_samples: int = 0
+    """At every held-out evaluation, also roll out every train task this many times (the
+    pool the scheduler spends rollouts on, unbiased by which tasks it picked); 0: off."""
     seed: int = 0
     """Seed of the scheduler, the rollouts and the evaluation subset."""
     store_flush_timeout_s: float = 60.0
@@ -91,8 +94,10 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.group_size must be >= 2, got {self.group_size}")
         if not 0.0 < self.clip < 1.0:
             raise ValueError(f"GRPOConfig.clip must lie in (0, 1), got {self.clip}")
-        if self.kl_coef < 0 or self.eval_every < 0 or self.eval_tasks < 0:
-            raise ValueError("GRPOConfig.kl_coef, eval_every and eval_tasks must be >= 0")
+        if min(self.kl_coef, self.eval_every, self.eval_tasks, self.pool_eval_samples) < 0:
+            raise ValueError(
+                "GRPOConfig.kl_coef, eval_every, eval_tasks and pool_eval_samples must be >= 0"
+            )
         if not 0.0 <= self.negative_advantage_scale <= 1.0:
             raise ValueError(
                 "GRPOConfig.negative_advantage_scale must lie in [0, 1], got "

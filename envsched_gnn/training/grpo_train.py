@@ -27,7 +27,7 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
+from envsched_gnn.training.held_out import policy_evaluator
 
 RESULT_FILE = "grpo_result.json"
 
@@ -114,8 +114,9 @@ def train_grpo(
     evaluator = None
     if config.eval_every:
         seed = config.seed if eval_seed is None else eval_seed
-        tasks = heldout_tasks(pool, config.eval_tasks, seed)
-        evaluator = heldout_evaluator(tasks, config.eval_samples, seed)
+        evaluator = policy_evaluator(
+            pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, seed
+        )
     sink = ObservationSink(write_observations) if write_observations is not None else None
     module = GRPOModule(
         model,
@@ -172,7 +173,9 @@ def train_grpo(
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*IterableDataset.*has `__len__`.*")
         trainer.fit(module, ckpt_path=str(resume) if resume is not None else None)
-    trainer.save_checkpoint(out / "checkpoints" / "last.ckpt")
+    # the whole state (optimiser, schedulers, loops): a resumed run continues exactly; said
+    # explicitly, since Lightning logs "`weights_only` was not set" for a save without it
+    trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)
     wall_s = time.perf_counter() - start
     unwritten: list[Observation] = []
     if sink is not None:

@@ -9,6 +9,11 @@ v_i. Reported over the N evaluated tasks:
   learning signal)
 - ``mean_reward_variance`` = (1/N) sum_i v_i
 
+With ``pool_samples`` > 0 each evaluation also rolls out every task of the train split (the
+pool the scheduler spends its rollouts on) ``pool_samples`` times and reports the same summary
+under ``pool``: what the policy learned where it trained, unbiased by which tasks each
+scheduler picked (a scheduler's own batches are not: it picks what it expects to vary).
+
 :func:`heldout_evaluator` is what a GRPO run calls at step 0 and every ``eval_every`` steps;
 ``eval policy`` (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) reports the same
 summary with per-environment breakdowns.
@@ -112,24 +117,47 @@ def heldout_tasks(pool: Pool, limit: int, seed: int, split: str = "test") -> lis
 
 
 def heldout_evaluator(
-    tasks: Sequence[str], k: int, seed: int
+    tasks: Sequence[str],
+    k: int,
+    seed: int,
+    pool_tasks: Sequence[str] = (),
+    pool_samples: int = 0,
 ) -> Callable[[Any, int], dict[str, Any]]:
     """``evaluate(engine, step)``: mean reward and more over ``tasks`` x ``k`` samples, with
     the same sampling seed at every evaluation (differences come from the policy only), and
-    ``per_task`` rewards (task id -> k rewards) for comparisons paired by task."""
+    ``per_task`` rewards (task id -> k rewards) for comparisons paired by task; with
+    ``pool_samples`` the same over ``pool_tasks`` x ``pool_samples`` under ``pool``."""
 
     def evaluate(engine: Any, step: int) -> dict[str, Any]:
-        rolled = rollout_groups(engine, list(tasks), k, seed)
-        summary = summarize_groups(rolled.rewards)
-        return {
-            "mean_reward": summary["mean_reward"],
-            "full_success_rate": summary["full_success_rate"],
-            "nonzero_variance_share": summary["nonzero_variance_share"],
-            "malformed_call_rate": rolled.malformed_call_rate,
-            "rollout_s": rolled.rollout_s,
-            "tasks": len(tasks),
-            "k": k,
-            "per_task": {task_id: list(rolled.rewards[task_id]) for task_id in tasks},
-        }
+        result = _evaluation(engine, tasks, k, seed)
+        if pool_tasks and pool_samples:
+            result["pool"] = _evaluation(engine, pool_tasks, pool_samples, seed)
+        return result
 
     return evaluate
+
+
+def policy_evaluator(
+    pool: Pool, eval_tasks: int, eval_samples: int, pool_samples: int, seed: int
+) -> Callable[[Any, int], dict[str, Any]]:
+    """:func:`heldout_evaluator` over the pool's held-out tasks (all, or a seeded subset of
+    ``eval_tasks``) and, with ``pool_samples``, every train task."""
+    pool_tasks = [task.task_id for task in pool.split("train")] if pool_samples else []
+    return heldout_evaluator(
+        heldout_tasks(pool, eval_tasks, seed), eval_samples, seed, pool_tasks, pool_samples
+    )
+
+
+def _evaluation(engine: Any, tasks: Sequence[str], k: int, seed: int) -> dict[str, Any]:
+    rolled = rollout_groups(engine, list(tasks), k, seed)
+    summary = summarize_groups(rolled.rewards)
+    return {
+        "mean_reward": summary["mean_reward"],
+        "full_success_rate": summary["full_success_rate"],
+        "nonzero_variance_share": summary["nonzero_variance_share"],
+        "malformed_call_rate": rolled.malformed_call_rate,
+        "rollout_s": rolled.rollout_s,
+        "tasks": len(tasks),
+        "k": k,
+        "per_task": {task_id: list(rolled.rewards[task_id]) for task_id in tasks},
+    }
