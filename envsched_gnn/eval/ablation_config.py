@@ -89,8 +89,10 @@ class PolicyLearnerConfig:
     """Seed of the held-out subset and its sampling, the same for every run."""
     accelerator: str = "auto"
     """``auto``, ``cpu`` or ``gpu``."""
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    """Agent format, turn and token limits, temperature (SFT and GRPO alike)."""
+    agent: AgentConfig | None = None
+    """Agent format, turn and token limits, temperature, constrained decoding (SFT and GRPO
+    alike); None: the starting policy's own (its ``agent_config.json``; the defaults for an
+    SFT from scratch)."""
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     """Worker processes of the environment runtime."""
 

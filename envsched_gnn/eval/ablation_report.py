@@ -118,6 +118,37 @@ def render_margins(results: dict, config: AblationConfig) -> str:
     return "\n".join(lines)
 
 
+def render_pool(results: dict, config: AblationConfig) -> str:
+    """The pool reward (every train task, at each evaluation of the policy learner): per
+    scheduler at each score step, and the paired margins over random and over the controls."""
+    rows = [(name, entry) for name, entry in results.items() if "pool_score" in entry]
+    if not rows:
+        return ""
+    head = [f"pool@{s}" for s in config.score_steps]
+    head += [f"- random @{s}" for s in config.score_steps]
+    lines = [
+        "Pool reward: the mean reward of every train task (the pool the schedulers spend "
+        "rollouts on) at each evaluation, unbiased by which tasks a scheduler picked; mean ± "
+        "95 % CI over seeds, margins paired by seed.",
+        "",
+        "| scheduler | " + " | ".join(head) + " |",
+        "|---|" + "---|" * len(head),
+    ]
+    for name, entry in rows:
+        margin = entry.get("pool_margin_over_random", {})
+        cells = [_fmt(entry["pool_score"][str(s)]) for s in config.score_steps]
+        cells += [
+            _fmt(margin.get(str(s))) + _verdict(margin.get(str(s))) if name != "random" else "-"
+            for s in config.score_steps
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for name, margin in results.get("envsched", {}).get("pool_margin_over_controls", {}).items():
+        label = CONTROL_LABELS[name.removeprefix("envsched_")]
+        lines += ["", f"- Pool: EnvSched minus EnvSched on {label} (paired by seed): "
+                  f"{_margin_parts(margin, config)}"]  # fmt: skip
+    return "\n".join(lines)
+
+
 def write_ablation_report(results: dict, run_info: dict, config: AblationConfig, out: Path) -> None:
     """``results.json`` (keyed by scheduler name), ``run.json``, ``report.md`` and PNG plots."""
     save_json(out / "results.json", results)
@@ -138,6 +169,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         render_table(results, config),
         "",
         render_margins(results, config),
+        "",
+        render_pool(results, config),
         "",
         render_prediction(results),
         "",
@@ -210,28 +243,36 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
     import matplotlib.pyplot as plt
 
     paths = []
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    for name, entry in results.items():
-        x = np.asarray(entry["curve"]["budget_step"])
-        y = np.asarray(entry["curve"]["score_mean"])
-        ci = np.asarray([c if c is not None else 0.0 for c in entry["curve"]["score_ci95"]])
-        style = "-" if name in ("envsched", "random") else "--"
-        marker = "o" if config.learner == "policy" else None
-        ax.plot(x, y, style, marker=marker, label=name, linewidth=2.0 if style == "-" else 1.0)
-        ax.fill_between(x, y - ci, y + ci, alpha=0.12)
-    ax.set_xlabel("budget step (rollouts / (B K))")
     label = LEARNER_LABELS[config.learner]
-    ax.set_ylabel(
-        "held-out expected reward (SIMULATED)"
-        if config.learner == "sim"
-        else "held-out mean reward of the policy"
-    )
-    ax.set_title(f"Downstream score over the rollout budget (learner: {label})")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    paths.append(out / "score.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    curves = [("curve", "score.png", "Downstream score")]
+    if any("pool_curve" in entry for entry in results.values()):
+        curves.append(("pool_curve", "pool_score.png", "Pool reward (every train task)"))
+    for key, file_name, title in curves:
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        for name, entry in results.items():
+            if key not in entry:
+                continue
+            x = np.asarray(entry[key]["budget_step"])
+            y = np.asarray(entry[key]["score_mean"])
+            ci = np.asarray([c if c is not None else 0.0 for c in entry[key]["score_ci95"]])
+            style = "-" if name in ("envsched", "random") else "--"
+            marker = "o" if config.learner == "policy" else None
+            width = 2.0 if style == "-" else 1.0
+            ax.plot(x, y, style, marker=marker, label=name, linewidth=width)
+            ax.fill_between(x, y - ci, y + ci, alpha=0.12)
+        ax.set_xlabel("budget step (rollouts / (B K))")
+        ax.set_ylabel(
+            "held-out expected reward (SIMULATED)"
+            if config.learner == "sim"
+            else ("train-split" if key == "pool_curve" else "held-out")
+            + " mean reward of the policy"
+        )
+        ax.set_title(f"{title} over the rollout budget, 95 % bands (learner: {label})")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        paths.append(out / file_name)
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     for ax, metric in zip(

@@ -14,7 +14,9 @@ EnvSched's margin over each control graph, score(envsched) - score(envsched_<con
 margin whose CI contains 0 is reported as inside the noise.
 
 The score at budget step T is the score after the last scored update that fits in
-T x B x K rollouts (:func:`scores_at`).
+T x B x K rollouts (:func:`scores_at`). Where the policy learner also evaluated every train
+task (``pool_score`` in the records: the pool reward, unbiased by which tasks a scheduler
+picked), the same summary, curve and paired margins are given for it under ``pool_*`` keys.
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ from envsched_gnn.eval.ablation_config import (
 )
 
 
-def scores_at(records: Sequence[dict], budget_steps: Sequence[float]) -> np.ndarray:
-    """Score after the last scored update within each budget step (records in budget order;
-    records without a score, updates the policy learner did not evaluate after, are skipped)."""
-    scored = [r for r in records if r["score"] is not None]
+def scores_at(
+    records: Sequence[dict], budget_steps: Sequence[float], key: str = "score"
+) -> np.ndarray:
+    """Score (``key``) after the last scored update within each budget step (records in budget
+    order; records without it, updates the policy learner did not evaluate after, are
+    skipped)."""
+    scored = [r for r in records if r.get(key) is not None]
     spent = np.array([r["budget_step"] for r in scored])
-    score = np.array([r["score"] for r in scored])
+    score = np.array([r[key] for r in scored])
     idx = (
         np.searchsorted(spent, np.asarray(budget_steps, dtype=np.float64) + 1e-9, side="right") - 1
     )
@@ -95,6 +100,17 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                 {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
             ],
         }
+        if all(r["records"][0].get("pool_score") is not None for r in group):
+            pool_curves = np.stack([scores_at(r["records"], grid, "pool_score") for r in group])
+            results[name]["pool_score"] = {
+                str(s): mean_ci([scores_at(r["records"], [s], "pool_score")[0] for r in group])
+                for s in config.score_steps
+            }
+            results[name]["pool_curve"] = {
+                "budget_step": grid.tolist(),
+                "score_mean": pool_curves.mean(axis=0).tolist(),
+                "score_ci95": [mean_ci(c)["ci95"] for c in pool_curves.T],
+            }
         prediction = prediction_summary(group)
         if prediction:
             results[name]["prediction"] = prediction
@@ -107,11 +123,24 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                 entry, results["random"]["curve"]["score_mean"][-1], grid, config
             )
             entry["margin_over_random"] = paired_margin(entry, results["random"], config)
+            if "pool_score" in entry and "pool_score" in results["random"]:
+                entry["pool_margin_over_random"] = paired_margin(
+                    entry, results["random"], config, "pool_score"
+                )
     if "envsched" in results:
-        results["envsched"]["margin_over_controls"] = {
-            control_name(c): paired_margin(results["envsched"], results[control_name(c)], config)
+        envsched = results["envsched"]
+        envsched["margin_over_controls"] = {
+            control_name(c): paired_margin(envsched, results[control_name(c)], config)
             for c in config.controls
         }
+        if "pool_score" in envsched:
+            envsched["pool_margin_over_controls"] = {
+                control_name(c): paired_margin(
+                    envsched, results[control_name(c)], config, "pool_score"
+                )
+                for c in config.controls
+                if "pool_score" in results[control_name(c)]
+            }
     return results
 
 
@@ -155,15 +184,18 @@ def prediction_summary(group: Sequence[dict]) -> dict:
     return summary
 
 
-def paired_margin(entry: dict, other_entry: dict, config: AblationConfig) -> dict:
-    """Per score step, mean and CI over seeds of score(entry) - score(other_entry), paired."""
+def paired_margin(
+    entry: dict, other_entry: dict, config: AblationConfig, key: str = "score"
+) -> dict:
+    """Per score step, mean and CI over seeds of score(entry) - score(other_entry) (``key``:
+    ``score`` or ``pool_score``), paired by seed."""
     runs = {r["seed"]: r for r in entry["runs"]}
     other = {r["seed"]: r for r in other_entry["runs"]}
     seeds = sorted(set(runs) & set(other))
     out = {}
     for s in config.score_steps:
         diffs = [
-            scores_at(runs[k]["records"], [s])[0] - scores_at(other[k]["records"], [s])[0]
+            scores_at(runs[k]["records"], [s], key)[0] - scores_at(other[k]["records"], [s], key)[0]
             for k in seeds
         ]
         out[str(s)] = mean_ci(diffs) if diffs else None

@@ -41,6 +41,7 @@ from envsched_gnn.eval.ablation_config import (
 )
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.sft_config import SFTConfig
 
 
@@ -64,7 +65,7 @@ def starting_policy(
         max_steps=config.sft_steps,
         extra_tasks_per_env=config.sft_extra_tasks_per_env,
         accelerator=config.accelerator,
-        agent=config.agent,
+        agent=config.agent or AgentConfig(),
     )
     start = time.perf_counter()
     log(f"policy: SFT warm start of {config.model or 'the built-in policy'} ...")
@@ -91,8 +92,10 @@ def run_policy_jobs(
     """Train every job from one starting policy (``config.policy.workers`` at a time); returns
     the run records and what the report says about the learner (starting policy, evaluation
     set, step-0 score). The starting policy is evaluated once, before any run."""
-    learner = config.policy
-    start_dir = starting_policy(pool, learner, out / "policy", log)
+    from envsched_gnn.training.policy import load_agent_config
+
+    start_dir = starting_policy(pool, config.policy, out / "policy", log)
+    learner = replace(config.policy, agent=config.policy.agent or load_agent_config(start_dir))
     tick = time.perf_counter()
     initial = heldout_start(pool, start_dir, learner)
     log(
@@ -150,6 +153,7 @@ def run_policy_jobs(
         "policy": learner.model or "built-in",
         "sft_steps": learner.sft_steps,
         "recipe": asdict(learner.recipe),
+        "agent": asdict(learner.agent),
         "heldout": {
             "tasks": initial["tasks"],
             "samples": learner.eval_samples,
@@ -188,7 +192,10 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
     """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s)."""
     per_budget_step = config.batch_size * config.simulator.rollouts
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
+    pool = {int(e["step"]): float(e["pool"]["mean_reward"]) for e in result.evals if "pool" in e}
     records: list[dict] = [{"step": -1, "budget_step": 0.0, "score": scores[0]}]
+    if pool:
+        records[0]["pool_score"] = pool[0]
     for metrics in result.steps:
         step = int(metrics["step"])
         record = {
@@ -196,6 +203,8 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
             "budget_step": metrics["train/rollouts_total"] / per_budget_step,
             "score": scores.get(step + 1),
         }
+        if pool:
+            record["pool_score"] = pool.get(step + 1)
         record.update({name: float(metrics[name]) for name in STEP_METRICS})
         record["trained_groups"] = int(metrics["batch/kept_groups"])
         records.append(record)
