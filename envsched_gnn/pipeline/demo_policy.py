@@ -22,6 +22,7 @@ def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> 
         seed=seed,
         accelerator=accelerator,
         agent=agent,
+        policy=preset.policy,
     )
 
 
@@ -31,13 +32,12 @@ def package_demo_policy(
     """SFT of the built-in policy on the preset's pool, written to ``out`` with the manifest
     the main job checks (:mod:`~envsched_gnn.training.warm_start`)."""
     from envsched_gnn.envs.generator import generate_pool
-    from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.warm_start import package_policy
 
     preset = PRESETS[preset_name]
     pool = generate_pool(
         preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=preset.max_calls
     )
-    config = replace(demo_sft_config(preset, seed, "cpu", AgentConfig()), threads=threads)
+    config = replace(demo_sft_config(preset, seed, "cpu", preset.agent), threads=threads)
     command = f"envsched-gnn train demo-policy --preset {preset_name} --seed {seed} --out {out}"
     return package_policy(pool, config, out, command)

@@ -85,7 +85,6 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
-    from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.grpo_config import LaunchConfig
     from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
     from envsched_gnn.training.warm_start import warm_start
@@ -116,7 +115,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         f"pool: {len(pool.envs)} environments, {len(pool.split('train'))} train and "
         f"{len(pool.split('test'))} held-out tasks ({progress.lap('pool_s', tick):.1f} s)"
     )
-    agent = AgentConfig()
+    agent = preset.agent
     runtime = RuntimeConfig()
     launch = LaunchConfig(accelerator=options.accelerator, print_steps=True)
     with open_store(options.store) as store:

@@ -7,9 +7,11 @@ setting (51 x 50 tasks, B = 64, K = 8, 200 steps) for a GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.training.policy import PolicyConfig
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class Preset:
     scheduler and the seed are the job's."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Architecture and tokenizer of the built-in policy."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """The agent format and sampling of SFT, evaluation and GRPO (temperature, constrained
+    decoding); saved with the SFT policy."""
 
     def grpo_config(
         self, scheduler: str, steps: int, seed: int, lr: float | None = None

@@ -36,6 +36,8 @@ State = tuple
 """An automaton state (hashable)."""
 
 _DIGITS = frozenset(b"0123456789")
+_STRING_BYTES = frozenset(b for b in range(0x20, 256) if b not in b'"\\')
+"""Bytes that continue a JSON string as they are (no quote, no escape, no control byte)."""
 _CALL_HEAD = b'{"name": "'
 _ARGS_HEAD = b'", "arguments": {'
 _NEEDS_DELIMITER = object()
@@ -108,6 +110,7 @@ class CallGrammar:
                 self.values[name, key] = _value_spec(properties[key.decode()])
         if not self.keys:
             raise ValueError("CallGrammar: the environment has no tool with a usable name")
+        self._answer_loop = frozenset(range(256)) - {self._open_text[0]}
         self.names = tuple(self.keys)
         self.start: State = ("start",)
 
@@ -116,6 +119,18 @@ class CallGrammar:
     def can_end(self, state: State) -> bool:
         """May the turn end (end-of-turn token) in ``state``?"""
         return state[0] in ("after_call", "answer")
+
+    def loop_units(self, state: State) -> frozenset[int] | None:
+        """The units that leave ``state`` as it is (inside a string, inside an answer that
+        matches nothing of the call marker), or None: lets a mask be computed from the few
+        tokens that leave the state instead of walking the whole vocabulary."""
+        if state[0] == "answer" and state[1] == 0:
+            return self._answer_loop
+        if state[0] == "value":
+            value = state[3]
+            if value == ("string",) or (value[0] == "json" and value[2] == "str"):
+                return _STRING_BYTES
+        return None
 
     def advance(self, state: State, unit: Unit) -> State | None:
         """The state after ``unit``, or None when ``unit`` is not allowed in ``state``."""

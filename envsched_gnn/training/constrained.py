@@ -7,7 +7,10 @@ For grammar state ``s`` the allowed set is
            the turn may end in s)
 
 computed once per state by a walk over a trie of the vocabulary's units that stops wherever
-the grammar rejects a unit, and cached. Sampling and training then use the same constrained
+the grammar rejects a unit, and cached. Inside a string (where almost every token is allowed)
+the walk is replaced by its result: the tokens made only of the state's loop units
+(:meth:`~.call_grammar.CallGrammar.loop_units`), plus those of the few tokens that leave the
+loop whose rest the grammar accepts. Sampling and training then use the same constrained
 distribution
 
     pi_A(v | s) = softmax(z / T)[v] / sum_{w in A(s)} softmax(z / T)[w]   for v in A(s), else 0
@@ -142,6 +145,7 @@ class ConstrainedDecoding:
         self.table = MaskTable(width)
         self._ids: dict[tuple[int, State], int] = {}
         self._grammars: dict[str, CallGrammar] = {}
+        self._loops: dict[frozenset, tuple[torch.Tensor, list[tuple[int, int]]]] = {}
 
     def grammar(self, key: str, tools: Sequence[dict[str, Any]]) -> CallGrammar:
         """The call grammar of ``tools``, built once per ``key`` (an environment id)."""
@@ -158,6 +162,9 @@ class ConstrainedDecoding:
         return found
 
     def _allowed(self, grammar: CallGrammar, state: State) -> torch.Tensor:
+        loop = grammar.loop_units(state)
+        if loop is not None:
+            return self._allowed_in_loop(grammar, state, loop)
         mask = torch.zeros(self.width, dtype=torch.bool)
         allowed: list[int] = list(self.stop_ids) if grammar.can_end(state) else []
         todo = [(state, self._root)]
@@ -173,6 +180,33 @@ class ConstrainedDecoding:
         if not allowed:
             raise ValueError(f"the call grammar allows no token in state {state!r}")
         mask[allowed] = True
+        return mask
+
+    def _allowed_in_loop(self, grammar: CallGrammar, state: State, loop: frozenset) -> torch.Tensor:
+        """``A(state)`` where the units of ``loop`` keep ``state``: every token made of them,
+        and each other token whose units from its first one outside ``loop`` are accepted."""
+        if loop not in self._loops:
+            pure = torch.zeros(self.width, dtype=torch.bool)
+            leaving = []
+            for token, units in enumerate(self.units):
+                if units is None or token in self.stop_ids:
+                    continue
+                first = next((i for i, u in enumerate(units) if u not in loop), None)
+                if first is None:
+                    pure[token] = True
+                else:
+                    leaving.append((token, first))
+            self._loops[loop] = (pure, leaving)
+        pure, leaving = self._loops[loop]
+        mask = pure.clone()
+        mask[self.stop_ids] = grammar.can_end(state)
+        for token, first in leaving:
+            walked: State | None = state
+            for unit in self.units[token][first:]:
+                walked = grammar.advance(walked, unit)
+                if walked is None:
+                    break
+            mask[token] = walked is not None
         return mask
 
     def advance(self, grammar: CallGrammar, state: State, token: int) -> State:

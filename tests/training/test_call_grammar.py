@@ -196,3 +196,15 @@ def test_whatever_the_grammar_accepts_parses_into_a_valid_call():
                 elif spec.get("type") == "boolean":
                     assert isinstance(value, bool)
     assert calls > 50
+
+
+def test_loop_units_leave_the_state_as_it_is():
+    inside = walk('<tool_call>{"name": "get_order", "arguments": {"order_id": "OR')
+    answer = walk("Done")
+    for state in (inside, answer):
+        loop = GRAMMAR.loop_units(state)
+        assert loop and all(GRAMMAR.advance(state, u) == state for u in loop)
+        outside = [u for u in range(256) if u not in loop]
+        assert outside and all(GRAMMAR.advance(state, u) != state for u in outside)
+    assert GRAMMAR.loop_units(GRAMMAR.start) is None
+    assert GRAMMAR.loop_units(walk("<tool_call>")) is None
