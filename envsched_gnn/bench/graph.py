@@ -69,7 +69,7 @@ def reset_peak_rss(pid: int | str = "self") -> None:
 def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
     """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
     graph has (recall@k; 1.0 for the exact path)."""
-    from envsched_gnn.graph_store.builder import cross_neighbours
+    from envsched_gnn.graph_store.cross import cross_neighbours
     from envsched_gnn.graph_store.neighbours import task_hashes
 
     rng = np.random.default_rng(seed)

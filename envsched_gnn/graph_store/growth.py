@@ -35,14 +35,8 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.builder import (
-    BuiltGraph,
-    EdgeRow,
-    GraphConfig,
-    cross_edges,
-    embed_tasks,
-    within_edges,
-)
+from envsched_gnn.graph_store.builder import BuiltGraph, GraphConfig, embed_tasks, within_edges
+from envsched_gnn.graph_store.cross import EdgeRow, cross_edges
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
 from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes
 from envsched_gnn.graph_store.store import GraphStore

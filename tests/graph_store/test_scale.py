@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 
 from envsched_gnn.graph_store.ann import HnswConfig, approximate_cross, embedding_groups
-from envsched_gnn.graph_store.builder import (
-    GraphBuild,
-    GraphConfig,
-    build,
-    cross_neighbours,
-)
+from envsched_gnn.graph_store.builder import GraphBuild, GraphConfig, build
+from envsched_gnn.graph_store.cross import cross_neighbours
 from envsched_gnn.graph_store.embeddings import embed_texts, fixed_point
 from envsched_gnn.graph_store.neighbours import task_hashes
 from envsched_gnn.graph_store.stream import stream_build
