@@ -138,7 +138,9 @@ def stream_build(
         with _timed(clock, "store_write"):
             if bulk is not None:
                 bulk.load(store.server)
-            store.complete_graph_build(build, graph)
+            store.complete_graph_build(
+                build, graph, (abstracts.texts, abstracts.codes, abstracts.vectors)
+            )
     except BaseException:
         if bulk is not None:
             bulk.discard()
