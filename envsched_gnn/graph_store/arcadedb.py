@@ -346,7 +346,10 @@ class ManagedArcadeDB:
                 f"ArcadeDB in {self.folder} refused {command[:80]!r}: {detail}"
             ) from None
         except OSError as error:
-            raise StoreError(f"ArcadeDB in {self.folder}: HTTP API unreachable: {error}") from None
+            time.sleep(0.5)  # a server whose connection just broke may be dying
+            raise StoreError(
+                self.death() or f"ArcadeDB in {self.folder}: HTTP API unreachable: {error}"
+            ) from None
 
     def log_tail(self, lines: int = 20) -> str:
         path = self.folder / LOG_FILE

@@ -33,6 +33,7 @@ class GraphArgs:
 
 
 NEIGHBOURS = ["k_within", "k_cross"]
+WORKERS = ["within_workers", "embed_workers", "ray", "bulk", "show_progress"]
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -40,7 +41,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
     build = graph.add_parser("build", help="build the dual-relation graph of a pool into the store")
     add_config_flags(build, GraphArgs, fields=["pool"])
-    add_config_flags(build, GraphConfig, fields=[*NEIGHBOURS, "ann_threshold", "within_workers"])
+    add_config_flags(build, GraphConfig, fields=[*NEIGHBOURS, "ann_threshold", *WORKERS])
     add_config_flags(build, GraphArgs, fields=["store"])
     build.set_defaults(func=build_command)
 
@@ -80,14 +81,14 @@ def _fail(error: Exception) -> int:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.envs.pool_stream import PoolStream
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import build_into_store
 
     try:
         config = config_from_args(GraphConfig, args)
-        pool = load_pool(args.pool)
+        pool = PoolStream(args.pool)  # read environment by environment
         started = time.perf_counter()
         with open_store(args.store) as store:
             built = build_into_store(store, pool, config)
