@@ -118,7 +118,7 @@ class AnalyticPredictor:
             half_life_stats(history, n, h, config.defaults, out=evidence[k].T)
             for k, h in enumerate(config.half_lives)
         ]
-        relation = self._propagate(view, evidence, np.stack([s.g for s in stats]))
+        relation, quiet = self._propagate(view, evidence, np.stack([s.g for s in stats]))
         # 4.5 for both half-lives at once, all arrays (H, 3, N)
         prior = graph_prior(relation, config.relation_weights)
         node_major = (
@@ -132,7 +132,7 @@ class AnalyticPredictor:
             e_v, e_m, e_d = estimate[k]
             f = reconstructed_variance(e_m, e_d)
             calibrated = calibrate(
-                e_v, f, config.weight_variance_rank, config.weight_reconstructed_rank
+                e_v, f, config.weight_variance_rank, config.weight_reconstructed_rank, quiet
             )
             per_relation = {r: relation[r][k].T for r in RELATIONS}
             results.append(
@@ -140,17 +140,22 @@ class AnalyticPredictor:
             )
         long, short = results
         u = decline_penalty(long.u, short.u, config.eta)
-        rank = average_rank(u)
+        rank = average_rank(u, quiet)
         return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
 
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation.
+    ) -> tuple[dict[str, np.ndarray], int | None]:
+        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation, and a
+        *quiet* node (unobserved, no observed neighbour), or None.
 
         ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the targets with an observed neighbour
         (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
-        empty and gets G_r of an empty sum, g_y(t).
+        empty and gets G_r of an empty sum, g_y(t). Every quiet node thus gets the same
+        estimates, bit for bit, and so the same E, f, u: at 1M tasks with a few thousand
+        observed nearly all nodes are quiet, and the percentile ranks sort only the others
+        (``tie_hint`` of :func:`~envsched_gnn.models.calibration.average_rank`; 5 sorts of 1M
+        values were most of a step's prediction).
         """
         half_lives, n = g.shape[0], view.num_nodes
         g_t = torch.from_numpy(g)
@@ -165,6 +170,13 @@ class AnalyticPredictor:
         no_neighbour = layer.update(x.new_zeros(1, 4 * half_lives), g_t).numpy()[0]
         work = 4 * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
         out = {}
+        quiet = None
+        if all(rows is not None for rows, _ in targets.values()):
+            touched = observed.copy()
+            for rows, _ in targets.values():
+                touched[rows] = True
+            first = int(np.argmin(touched)) if n else 0
+            quiet = first if n and not touched[first] else None
         with intra_op_threads(work):
             for r, (rows, adjacency) in targets.items():
                 if rows is None:
@@ -175,7 +187,7 @@ class AnalyticPredictor:
                 out[r][:] = no_neighbour[..., None]
                 if rows.shape[0]:
                     out[r][:, :, rows] = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
-        return out
+        return out, quiet
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:

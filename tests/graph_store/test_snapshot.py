@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
+from envsched_gnn.graph_store.builder import build
 from envsched_gnn.graph_store.connect import connect_store
 from envsched_gnn.graph_store.growth import add_environment
 from envsched_gnn.graph_store.snapshot import read_snapshot, read_snapshot_abstracts
@@ -67,6 +68,6 @@ def test_a_stale_snapshot_is_refused(managed_store, embedder, config, tmp_path) 
     assert read_snapshot(path, marker["build"], counts) is None  # another build's
     read = managed_store.read_graph()
     assert read.num_tasks == len(POOL.tasks)  # the store's graph, not the snapshot's
-    assert rows(read) == rows(grown)
+    assert rows(read) == rows(grown) == rows(build(POOL, config, embedder=embedder).graph)
     old_counts = {"tasks": 18, "within": 18 * 5, "cross": 0}
     assert read_snapshot(old, old_build, old_counts) is None  # counts that do not match
