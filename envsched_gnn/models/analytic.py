@@ -121,12 +121,8 @@ class AnalyticPredictor:
         relation, quiet = self._propagate(view, evidence, np.stack([s.g for s in stats]))
         # 4.5 for both half-lives at once, all arrays (H, 3, N)
         prior = graph_prior(relation, config.relation_weights)
-        node_major = (
-            evidence[:, :3].transpose(2, 0, 1),
-            evidence[:, 3].T,
-            prior.transpose(2, 0, 1),
-        )
-        estimate = np.ascontiguousarray(shrink(*node_major, config.lambda_s).transpose(1, 2, 0))
+        weight = evidence[:, 3:]  # (H, 1, N): W broadcast over the three y
+        estimate = shrink(evidence[:, :3], weight, prior, config.lambda_s)
         results = []
         for k, s in enumerate(stats):
             e_v, e_m, e_d = estimate[k]
@@ -161,8 +157,13 @@ class AnalyticPredictor:
         g_t = torch.from_numpy(g)
         observed = (evidence[:, 3] > 0).any(axis=0)
         targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
-        # the layer's input, node-major (N, H, 4)
-        x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
+        # the layer's input, node-major (N, H, 4): of every node when a relation is propagated
+        # whole, else of the nodes the kept rows name (their columns renumbered, the entries
+        # and their order unchanged, so every sum is the same)
+        if any(rows is None for rows, _ in targets.values()):
+            x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
+        else:
+            x, targets = _named_columns(evidence, targets)
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
@@ -197,3 +198,19 @@ class AnalyticPredictor:
             return view.task_ids.index(task_id)
         except ValueError:
             raise ValueError(f"unknown task {task_id!r}: it is not a node of the graph") from None
+
+
+def _named_columns(evidence: np.ndarray, targets: dict) -> tuple[torch.Tensor, dict]:
+    """The evidence of the nodes the kept rows of ``targets`` name, node-major (C, H, 4), and
+    those rows' adjacencies with their columns renumbered into it (entries in order)."""
+    from envsched_gnn.graph.hetero import csr_tensor
+
+    columns = [adjacency.col_indices().numpy() for _, adjacency in targets.values()]
+    named = np.unique(np.concatenate(columns)) if columns else np.zeros(0, np.int64)
+    renumbered = {}
+    for (r, (rows, adjacency)), col in zip(targets.items(), columns, strict=True):
+        crow, sim = adjacency.crow_indices().numpy(), adjacency.values().numpy()
+        shape = (rows.shape[0], named.shape[0])
+        renumbered[r] = (rows, csr_tensor(crow, np.searchsorted(named, col), sim, shape))
+    x = np.ascontiguousarray(evidence[:, :, named].transpose(2, 0, 1))
+    return torch.from_numpy(x), renumbered

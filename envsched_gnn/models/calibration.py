@@ -49,9 +49,10 @@ def shrink(
 ) -> np.ndarray:
     """E_y = (W ybar + lambda_s P_y) / (W + lambda_s).
 
-    Shapes: (N, ..., C), (N, ...), (N, ..., C) -> (N, ..., C).
+    Shapes: ``weighted_sum`` and ``prior`` alike, say (N, C) or (H, C, N); ``weight``
+    broadcastable against them, (N, 1) or (H, 1, N) -> the shape of ``weighted_sum``.
     """
-    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)[..., None]
+    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)
 
 
 def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
@@ -205,12 +206,18 @@ def calibrate(
     pr_v = percentile_rank(e_v, tie_hint)
     pr_f = percentile_rank(f, tie_hint)
     level = weight_variance * pr_v + weight_reconstructed * pr_f
-    return {
-        "pr_E_v": pr_v,
-        "pr_f": pr_f,
-        "percentile": level,
-        "u": quantile_map(sorted_values(e_v, tie_hint), level),
-    }
+    ordered = sorted_values(e_v, tie_hint)
+    common = None
+    if tie_hint is not None:  # tasks with the hint's E_v and f share its level and its u
+        common = (e_v == e_v[tie_hint]) & (f == f[tie_hint])
+    if common is not None and 2 * int(np.count_nonzero(common)) > e_v.shape[0]:
+        rest = np.flatnonzero(~common)
+        u = np.empty(e_v.shape[0])
+        u[rest] = quantile_map(ordered, level[rest])
+        u[common] = quantile_map(ordered, level[tie_hint : tie_hint + 1])[0]
+    else:
+        u = quantile_map(ordered, level)
+    return {"pr_E_v": pr_v, "pr_f": pr_f, "percentile": level, "u": u}
 
 
 def decline_penalty(u_long: np.ndarray, u_short: np.ndarray, eta: float) -> np.ndarray:
