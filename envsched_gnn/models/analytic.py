@@ -118,11 +118,8 @@ class AnalyticPredictor:
             half_life_stats(history, n, h, config.defaults, out=evidence[k].T)
             for k, h in enumerate(config.half_lives)
         ]
-        relation, quiet = self._propagate(view, evidence, np.stack([s.g for s in stats]))
-        # 4.5 for both half-lives at once, all arrays (H, 3, N)
-        prior = graph_prior(relation, config.relation_weights)
-        weight = evidence[:, 3:]  # (H, 1, N): W broadcast over the three y
-        estimate = shrink(evidence[:, :3], weight, prior, config.lambda_s)
+        relation, quiet, touched = self._propagate(view, evidence, np.stack([s.g for s in stats]))
+        prior, estimate = self._prior_and_estimate(evidence, relation, quiet, touched)
         results = []
         for k, s in enumerate(stats):
             e_v, e_m, e_d = estimate[k]
@@ -139,11 +136,35 @@ class AnalyticPredictor:
         rank = average_rank(u, quiet)
         return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
 
+    def _prior_and_estimate(
+        self, evidence: np.ndarray, relation: dict, quiet: int | None, touched
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """4.5 for both half-lives at once, all arrays (H, 3, N): P_y and E_y. With a quiet
+        node, computed for the ``touched`` nodes and that one, whose values every other node
+        shares (the same operations on the same numbers)."""
+        config = self.config
+        weighted, weight = evidence[:, :3], evidence[:, 3:]  # W broadcast over the three y
+        if quiet is None:
+            prior = graph_prior(relation, config.relation_weights)
+            return prior, shrink(weighted, weight, prior, config.lambda_s)
+        nodes = np.append(touched, quiet)
+        part = graph_prior(
+            {r: g[:, :, nodes] for r, g in relation.items()}, config.relation_weights
+        )
+        estimated = shrink(weighted[:, :, nodes], weight[:, :, nodes], part, config.lambda_s)
+        out = []
+        for values in (part, estimated):
+            full = np.empty(weighted.shape)
+            full[:] = values[:, :, -1:]
+            full[:, :, touched] = values[:, :, :-1]
+            out.append(full)
+        return out[0], out[1]
+
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], int | None]:
-        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation, and a
-        *quiet* node (unobserved, no observed neighbour), or None.
+    ) -> tuple[dict[str, np.ndarray], int | None, np.ndarray | None]:
+        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation, a
+        *quiet* node (unobserved, no observed neighbour) or None, and the other nodes.
 
         ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the targets with an observed neighbour
         (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
@@ -171,13 +192,14 @@ class AnalyticPredictor:
         no_neighbour = layer.update(x.new_zeros(1, 4 * half_lives), g_t).numpy()[0]
         work = 4 * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
         out = {}
-        quiet = None
+        quiet = touched = None
         if all(rows is not None for rows, _ in targets.values()):
-            touched = observed.copy()
+            mask = observed.copy()
             for rows, _ in targets.values():
-                touched[rows] = True
-            first = int(np.argmin(touched)) if n else 0
-            quiet = first if n and not touched[first] else None
+                mask[rows] = True
+            first = int(np.argmin(mask)) if n else 0
+            if n and not mask[first]:
+                quiet, touched = first, np.flatnonzero(mask)
         with intra_op_threads(work):
             for r, (rows, adjacency) in targets.items():
                 if rows is None:
@@ -188,7 +210,7 @@ class AnalyticPredictor:
                 out[r][:] = no_neighbour[..., None]
                 if rows.shape[0]:
                     out[r][:, :, rows] = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
-        return out, quiet
+        return out, quiet, touched
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:
