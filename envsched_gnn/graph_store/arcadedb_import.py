@@ -29,7 +29,8 @@ from envsched_gnn.graph_store.queries import ARCADEDB_EDGE_TYPES
 
 EDGE_TYPES = {"within": "WITHIN", "cross": "CROSS"}
 BUCKETS = {"Environment": 1, "Task": 2, "Abstract": 3, "IN_ENV": 4, "WITHIN": 5, "CROSS": 6}
-"""Bucket numbers of the file's own rids (``#<bucket>:<position>``), one per type."""
+"""Bucket numbers of the file's own rids (``#<bucket>:<position>``), one per type; a task's
+position is its node index, so an edge names its ends without a lookup."""
 COMMIT_EVERY = 20_000
 """Records per transaction of the import (a whole import in one transaction exhausts the
 server's 1 GB heap at 100,000 tasks)."""
@@ -90,7 +91,6 @@ class ArcadeImportFile:
             props = {key: value for key, value in props.items() if value is not None}
             rid = f"#{BUCKETS['Task']}:{node}"
             self.vertices.write(_json({"t": "v", "c": {"t": "Task", "r": rid, "p": props}}))
-            self.counts["Task"] += 1
             self._edge("IN_ENV", rid, self.env_rids[task.env_id], {})
 
     def abstracts(self, vectors: Mapping[str, np.ndarray]) -> None:
