@@ -27,8 +27,10 @@ def assert_same_pool(stream: PoolStream, pool) -> None:
 @pytest.mark.parametrize("layout", ["json", "jsonl"])
 def test_streamed_pool_equals_the_loaded_pool(tmp_path, layout) -> None:
     folder = write_handmade_pool(tmp_path / "pool")  # tools as a JSON string in one env
+    tasks = json.loads((folder / "tasks.json").read_text())
+    tasks[2]["task"] += " — für Zoë, 日本"  # multi-byte UTF-8: offsets are in bytes
+    (folder / "tasks.json").write_text(json.dumps(tasks, ensure_ascii=False, indent=1))
     if layout == "jsonl":
-        tasks = json.loads((folder / "tasks.json").read_text())
         (folder / "tasks.json").unlink()
         lines = [json.dumps(t, ensure_ascii=False) for t in tasks]
         (folder / "tasks.jsonl").write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]))
@@ -58,3 +60,14 @@ def test_streamed_pool_reports_the_defects_load_pool_reports(tmp_path) -> None:
     (folder / "tasks.json").write_text(json.dumps(tasks)[:-40])
     with pytest.raises(PoolError, match="invalid JSON"):
         PoolStream(folder)
+
+
+def test_the_task_array_is_read_across_chunk_boundaries(tmp_path, monkeypatch) -> None:
+    import envsched_gnn.envs.pool_stream as pool_stream
+
+    folder = write_handmade_pool(tmp_path / "pool")
+    tasks = json.loads((folder / "tasks.json").read_text())
+    tasks[0]["task"] += " ü" * 40  # multi-byte characters split between chunks
+    (folder / "tasks.json").write_text(json.dumps(tasks, ensure_ascii=False))
+    monkeypatch.setattr(pool_stream, "READ_BYTES", 7)
+    assert_same_pool(PoolStream(folder), load_pool(folder))
