@@ -1,13 +1,17 @@
 """``envsched-gnn bench graph``: build, store and read back the task graph of a large pool.
 
-Per size N: a replicated generator pool (:func:`generate_replicated_pool`, environments of
-``--tasks-per-env`` tasks, the built-in domains repeated), streamed into a fresh managed
-ArcadeDB store (:func:`~envsched_gnn.graph_store.stream.stream_build`), read back with
-``read_graph``, and one EnvSched scheduling step on the graph read back. Prints the seconds
-of each phase (pool generation, within TF-IDF, embedding of the distinct abstracts, cross
-kNN, all store writes, read back), the distinct abstracts, the cross path (exact or ANN),
-the ANN's recall@k_cross against the exact kNN on ``--recall-sample`` random targets, the
-peak RSS of this process and of the store's server, and the ingest rates.
+Per size N: a replicated generator pool (:func:`write_replicated_pool`, environments of
+``--tasks-per-env`` tasks, the built-in domains repeated) written to disk once and read back
+environment by environment (:class:`~envsched_gnn.envs.pool_stream.PoolStream`), streamed
+into a fresh managed ArcadeDB store (:func:`~envsched_gnn.graph_store.stream.stream_build`;
+a first build: the bulk import), read back with ``read_graph`` (the snapshot) and, with
+``--store-read``, from the store itself; one new environment of 50 tasks added
+(``graph add-env``); one EnvSched scheduling step on the graph read back. Prints the
+seconds of each phase (pool generation and scan, within TF-IDF with the reading of each
+environment, embedding of the distinct abstracts, cross kNN, all store writes, read back,
+add-env), the distinct abstracts, the cross path (exact or ANN), the ANN's recall@k_cross
+against the exact kNN on ``--recall-sample`` random targets, the peak RSS of this process
+and of the store's server, and the ingest rates.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ class GraphBenchArgs:
     """Torch threads."""
     progress: bool = False
     """Show progress bars."""
+    pool_dir: str | None = None
+    """Folder holding the pools on disk (pool-<N>, written once and reused; default: a
+    temporary folder)."""
+    store_read: bool = True
+    """Also read the graph back from the store itself, not only from its snapshot."""
+    add_env_tasks: int = 50
+    """Tasks of the environment added to the built graph (0: no add-env)."""
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:
@@ -66,17 +77,18 @@ def reset_peak_rss(pid: int | str = "self") -> None:
         Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
+def cross_recall(graph, q: np.ndarray, group: np.ndarray, k: int, sample: int, seed: int) -> float:
     """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
-    graph has (recall@k; 1.0 for the exact path)."""
-    from envsched_gnn.graph_store.builder import cross_neighbours
+    graph has (recall@k; 1.0 for the exact path). ``q`` the distinct fixed-point embeddings,
+    ``group`` each node's row."""
+    from envsched_gnn.graph_store.cross import cross_neighbours
     from envsched_gnn.graph_store.neighbours import task_hashes
 
     rng = np.random.default_rng(seed)
     targets = np.sort(rng.choice(graph.num_tasks, min(sample, graph.num_tasks), replace=False))
     env_codes = graph.env_index()[1]
     hashes = task_hashes(graph.task_ids)
-    dst, src, _ = cross_neighbours(q, env_codes, hashes, targets, k, block=64)
+    dst, src, _ = cross_neighbours(q, env_codes, hashes, targets, k, group=group, block=64)
     cross = graph.edges["cross"]
     have = set(zip(cross.dst.tolist(), cross.src.tolist(), strict=True))
     wanted = list(zip(dst.tolist(), src.tolist(), strict=True))
@@ -86,16 +98,15 @@ def cross_recall(graph, q: np.ndarray, k: int, sample: int, seed: int) -> float:
 def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     """Every phase at one pool size (see the module docstring)."""
     from envsched_gnn.bench.scheduler import time_steps
-    from envsched_gnn.envs.generator.tasks import generate_replicated_pool
+    from envsched_gnn.envs.pool_stream import PoolStream
     from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.graph_store.cross import distinct_groups
     from envsched_gnn.graph_store.embeddings import EmbeddingConfig, fixed_point
     from envsched_gnn.graph_store.stream import stream_build
 
     out: dict = {"tasks": num_tasks}
     started = time.perf_counter()
-    n_envs = -(-num_tasks // args.tasks_per_env)
-    pool = generate_replicated_pool(n_envs, args.tasks_per_env, seed=args.seed)
-    pool = type(pool)(pool.envs, pool.tasks[:num_tasks])
+    pool = PoolStream(_pool_on_disk(args, num_tasks, folder))
     out["pool_s"] = time.perf_counter() - started
     config = config_from_args(
         GraphConfig,
@@ -110,22 +121,59 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
         out["build_store_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        graph = store.read_graph()
+        graph = store.read_graph()  # the snapshot written by the build
         out["read_back_s"] = time.perf_counter() - started
+        if args.store_read:
+            store.snapshot_path.unlink()
+            started = time.perf_counter()
+            from_store = store.read_graph()
+            out["store_read_s"] = time.perf_counter() - started
+            if sorted(from_store.edge_rows()) != sorted(graph.edge_rows()):
+                raise AssertionError("the snapshot and the store hold different graphs")
+            del from_store
         out["peak_rss_mib"] = peak_rss_mib()  # build, store and read back (pool excluded)
         server = store.server
         out["server_peak_rss_mib"] = peak_rss_mib(server.pid) if server else float("nan")
+        if args.add_env_tasks:
+            out["add_env_s"] = _add_one_environment(args, store, pool, config)
     out.update({f"{name}_s": seconds for name, seconds in phases.items()})
     edges = sum(len(e) for e in graph.edges.values())
     out["edges"] = edges
-    out["distinct_abstracts"] = len(set(built.abstracts.values()))
+    out["distinct_abstracts"] = len(built.node_abstracts.texts)
     out["cross_path"] = "ann" if num_tasks >= config.ann_threshold else "exact"
     out["edges_per_s_written"] = edges / max(phases.get("store_write", 0.0), 1e-9)
-    q = fixed_point(np.stack([built.embeddings[t] for t in graph.task_ids]))
-    out["recall"] = cross_recall(graph, q, config.k_cross, args.recall_sample, args.seed)
+    abstracts = built.node_abstracts
+    q, group = distinct_groups(fixed_point(abstracts.vectors), abstracts.codes)
+    out["recall"] = cross_recall(graph, q, group, config.k_cross, args.recall_sample, args.seed)
     step = time_steps(graph, repeats=3, history_steps=2, seed=args.seed)
     out["step_s"] = step["step_seconds"]
     return out
+
+
+def _pool_on_disk(args: argparse.Namespace, num_tasks: int, folder: Path) -> Path:
+    """The replicated pool of ``num_tasks`` tasks on disk, written once (reused when there)."""
+    from envsched_gnn.envs.generator.tasks import write_replicated_pool
+
+    where = Path(args.pool_dir or folder) / f"pool-{num_tasks}-{args.tasks_per_env}-{args.seed}"
+    if not (where / "tasks.jsonl").exists():
+        n_envs, rest = divmod(num_tasks, args.tasks_per_env)
+        if rest:
+            raise ValueError(f"--tasks {num_tasks}: not a multiple of --tasks-per-env")
+        write_replicated_pool(where, n_envs, args.tasks_per_env, seed=args.seed)
+    return where
+
+
+def _add_one_environment(args, store, pool, config) -> float:
+    """Seconds of ``graph add-env`` of one new replicated environment into the built graph."""
+    from envsched_gnn.envs.generator.tasks import replicated_environments
+    from envsched_gnn.envs.pool import Pool
+    from envsched_gnn.graph_store.growth import add_environment
+
+    n_envs = len(pool.envs)
+    *_, (env, tasks) = replicated_environments(n_envs + 1, args.add_env_tasks, seed=args.seed)
+    started = time.perf_counter()
+    add_environment(store, Pool({env.env_id: env}, tasks), env.env_id, config)
+    return time.perf_counter() - started
 
 
 COLUMNS = (  # (result key, header, width, format)
@@ -139,11 +187,17 @@ COLUMNS = (  # (result key, header, width, format)
     ("cross_s", "cross_s", 8, ".1f"),
     ("store_write_s", "write_s", 8, ".1f"),
     ("read_back_s", "read_s", 7, ".1f"),
+    ("store_read_s", "db_read_s", 9, ".1f"),
+    ("add_env_s", "add_env_s", 9, ".1f"),
     ("recall", "recall", 7, ".4f"),
     ("peak_rss_mib", "rss_MiB", 8, ".0f"),
     ("server_peak_rss_mib", "srv_MiB", 8, ".0f"),
     ("step_s", "step_s", 7, ".3f"),
 )
+
+
+def _cell(value, width: int, spec: str) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -158,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-graph-") as folder:
         for n in sizes:
             r = bench_size(args, n, Path(folder))
-            print(" ".join(f"{r[key]:>{width}{spec}}" for key, _, width, spec in COLUMNS))
+            print(" ".join(_cell(r.get(key), width, spec) for key, _, width, spec in COLUMNS))
             print(json.dumps(r), flush=True)
     return 0
 
@@ -170,8 +224,15 @@ def register(groups: dict) -> None:
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     add_config_flags(p, GraphBenchArgs, fields=["tasks", "tasks_per_env"])
-    add_config_flags(p, GraphConfig, fields=["ann_threshold", "within_workers"])
     add_config_flags(
-        p, GraphBenchArgs, fields=["chunk", "recall_sample", "seed", "threads", "progress"]
+        p, GraphConfig, fields=["ann_threshold", "within_workers", "embed_workers", "ray", "bulk"]
+    )
+    add_config_flags(
+        p,
+        GraphBenchArgs,
+        fields=[
+            *("chunk", "recall_sample", "seed", "threads", "progress"),
+            *("pool_dir", "store_read", "add_env_tasks"),
+        ],
     )
     p.set_defaults(func=_run)

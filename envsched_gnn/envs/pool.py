@@ -9,7 +9,7 @@ A pool is a folder with ``envs.json`` (environments keyed by ``env_id``) and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -87,3 +87,20 @@ class Pool:
 
     def split(self, name: str) -> list[Task]:
         return [task for task in self.tasks if task.split == name]
+
+    def task_refs(self) -> list[tuple[str, str]]:
+        """``(task_id, env_id)`` of every task, in file order."""
+        return [(task.task_id, task.env_id) for task in self.tasks]
+
+
+class PoolSource(Protocol):
+    """What a graph build reads of a pool, environment by environment: a :class:`Pool` in
+    memory, or a :class:`~envsched_gnn.envs.pool_stream.PoolStream` reading each environment's
+    tasks from disk when asked (so memory does not grow with the pool)."""
+
+    envs: dict[str, Environment]
+    tool_effects: dict[str, dict[str, frozenset[str]]]
+
+    def task_refs(self) -> list[tuple[str, str]]: ...
+
+    def tasks_of(self, env_id: str) -> list[Task]: ...

@@ -39,9 +39,9 @@ def load_pool(directory: str | Path) -> Pool:
         errors.append(f"{tasks_path}: missing (a pool needs {TASKS_FILE} or {TASKS_JSONL_FILE})")
     if errors:
         raise PoolError(errors)
-    envs_raw = _read_json(envs_path)
+    envs_raw = read_json(envs_path)
     if tasks_path.is_file():
-        tasks_file, tasks_raw = tasks_path, _read_json(tasks_path)
+        tasks_file, tasks_raw = tasks_path, read_json(tasks_path)
     else:
         tasks_file, tasks_raw = jsonl_path, _read_jsonl(jsonl_path)
     pool = parse_pool(envs_raw, tasks_raw, envs_file=str(envs_path), tasks_file=str(tasks_file))
@@ -100,7 +100,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
     return item
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

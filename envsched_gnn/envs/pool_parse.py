@@ -36,7 +36,7 @@ class PoolError(ValueError):
 def parse_pool(envs_raw: Any, tasks_raw: Any, *, envs_file: str, tasks_file: str) -> Pool:
     """Validates decoded ``envs.json`` / ``tasks.json`` content and builds the :class:`Pool`."""
     errors: list[str] = []
-    envs, classes = _parse_envs(envs_raw, envs_file, errors)
+    envs, classes = parse_envs(envs_raw, envs_file, errors)
     declared = set(envs_raw) if isinstance(envs_raw, dict) else set()
     tasks = _parse_tasks(tasks_raw, tasks_file, envs, classes, declared, errors)
     if errors:
@@ -44,9 +44,11 @@ def parse_pool(envs_raw: Any, tasks_raw: Any, *, envs_file: str, tasks_file: str
     return Pool(envs=envs, tasks=tasks)
 
 
-def _parse_envs(
+def parse_envs(
     raw: Any, file: str, errors: list[str]
 ) -> tuple[dict[str, Environment], dict[str, set[str]]]:
+    """The environments of decoded ``envs.json`` content and the classes each one's code
+    defines; defects are added to ``errors``."""
     envs: dict[str, Environment] = {}
     classes: dict[str, set[str]] = {}
     if not isinstance(raw, dict):
@@ -129,26 +131,41 @@ def _parse_tasks(
         return []
     tasks: list[Task] = []
     first_seen: dict[str, int] = {}
-    check_cache: dict[str, str | None] = {}
+    context = (envs, classes, declared, {})
     for index, item in enumerate(raw):
-        where = f"{file}: task #{index}"
-        if not isinstance(item, dict):
-            errors.append(f"{where}: expected an object, got {type(item).__name__}")
-            continue
-        task_id = _normalise_id(item.get("task_id"))
-        if task_id is None:
-            errors.append(f"{where}: field 'task_id' must be a non-empty string or an integer")
-            continue
-        where = f"{file}: task #{index} ({task_id!r})"
-        if task_id in first_seen:
-            errors.append(f"{where}: duplicate task_id (first at task #{first_seen[task_id]})")
-            continue
-        first_seen[task_id] = index
-        context = (envs, classes, declared, check_cache)
-        task = _parse_task(item, task_id, where, context, errors)
+        task = parse_task(item, index, file, context, first_seen, errors)
         if task is not None:
             tasks.append(task)
     return tasks
+
+
+def parse_task(
+    item: Any,
+    index: int,
+    file: str,
+    context: tuple,
+    first_seen: dict[str, int],
+    errors: list[str],
+) -> Task | None:
+    """Task #``index`` of ``file``, checked; None with its defects added to ``errors``.
+
+    ``context``: (environments, their classes, the declared env ids, a cache of check
+    defects by source); ``first_seen`` maps each task id met so far to its index.
+    """
+    where = f"{file}: task #{index}"
+    if not isinstance(item, dict):
+        errors.append(f"{where}: expected an object, got {type(item).__name__}")
+        return None
+    task_id = _normalise_id(item.get("task_id"))
+    if task_id is None:
+        errors.append(f"{where}: field 'task_id' must be a non-empty string or an integer")
+        return None
+    where = f"{file}: task #{index} ({task_id!r})"
+    if task_id in first_seen:
+        errors.append(f"{where}: duplicate task_id (first at task #{first_seen[task_id]})")
+        return None
+    first_seen[task_id] = index
+    return _parse_task(item, task_id, where, context, errors)
 
 
 def _parse_task(

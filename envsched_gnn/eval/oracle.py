@@ -21,7 +21,7 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.builder import EdgeRow
+from envsched_gnn.graph_store.cross import EdgeRow
 from envsched_gnn.graph_store.neighbours import task_hashes, top_neighbours
 
 

@@ -8,7 +8,9 @@ scheduling step uses, built here once per graph: the analytic predictor reads it
 views of its arrays) every step; the learned one keeps float32 block copies of it, the one
 graph cache of ``models`` (``LearnedPropagation._graph``). A grown graph is a new
 ``HeteroData``: edit the edges of a loaded one in place and its ``adj_t`` no longer
-describes them (call :func:`add_adjacency` again).
+describes them (call :func:`add_adjacency` again). Beside ``adj_t``, each relation keeps
+its entries by source (``source_ptr``, ``source_targets``), so that a step finds the targets
+of its few observed tasks without a pass over all E entries.
 """
 
 from __future__ import annotations
@@ -65,7 +67,20 @@ def add_adjacency(data):
         else:
             crow, col, sim = np.zeros(num_nodes + 1, np.int64), np.zeros(0, np.int64), np.zeros(0)
         store.adj_t = csr_tensor(crow, col, sim, (num_nodes, num_nodes))
+        store.source_ptr, store.source_targets = _by_source(crow, col, num_nodes)
     return data
+
+
+def _by_source(crow: np.ndarray, col: np.ndarray, num_nodes: int):
+    """The targets of each source j, ``source_targets[source_ptr[j]:source_ptr[j+1]]``
+    (int64 tensors): which rows of ``adj_t`` an observed j enters, without a pass over E."""
+    import torch
+
+    targets = np.repeat(np.arange(num_nodes, dtype=np.int64), np.diff(crow))
+    order = np.argsort(col, kind="stable")
+    ptr = np.zeros(num_nodes + 1, np.int64)
+    np.cumsum(np.bincount(col, minlength=num_nodes), out=ptr[1:])
+    return torch.from_numpy(ptr), torch.from_numpy(np.ascontiguousarray(targets[order]))
 
 
 def _sorted_by_target(store, relation: str, num_nodes: int):

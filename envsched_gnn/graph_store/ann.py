@@ -1,6 +1,6 @@
 """Approximate cross kNN for large pools: HNSW candidates over distinct embeddings, exact re-rank.
 
-The exact cross relation (:func:`~envsched_gnn.graph_store.builder.cross_edges`) compares
+The exact cross relation (:func:`~envsched_gnn.graph_store.cross.cross_neighbours`) compares
 every target with every task: O(N^2 d). At or above ``GraphConfig.ann_threshold`` tasks the
 builder uses this module instead, in three steps:
 
@@ -94,14 +94,18 @@ def approximate_cross(
     hashes: np.ndarray,
     k: int,
     config: HnswConfig,
+    *,
+    group: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Cross in-neighbours of every node: ``(dst, src, sim)`` grouped by dst in node order,
     best first, plus the nodes left to the exact path (ascending).
 
-    ``q``: fixed-point embeddings ``(N, D)``; ``env_codes``: environment index per node;
-    ``hashes``: :func:`~envsched_gnn.graph_store.neighbours.task_hashes` of the node ids.
+    ``q``: fixed-point embeddings ``(N, D)``, or with ``group`` the groups already found:
+    ``q`` the distinct vectors ``(U, D)`` as :func:`embedding_groups` sorts them and ``group``
+    (N,) each node's; ``env_codes``: environment index per node; ``hashes``:
+    :func:`~envsched_gnn.graph_store.neighbours.task_hashes` of the node ids.
     """
-    distinct, group = embedding_groups(q)
+    distinct, group = embedding_groups(q) if group is None else (q, group)
     order = np.argsort(group, kind="stable")
     starts = np.searchsorted(group[order], np.arange(len(distinct) + 1))
     members = [order[starts[g] : starts[g + 1]] for g in range(len(distinct))]

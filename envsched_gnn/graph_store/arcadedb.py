@@ -316,6 +316,41 @@ class ManagedArcadeDB:
                 )
             time.sleep(0.2)
 
+    def sql(self, command: str, *, transaction: bool = True, timeout: float = 3600.0) -> list:
+        """Run one ArcadeDB SQL command over the loopback HTTP API; returns its result rows.
+
+        ``transaction=False`` lets the command manage its own transactions (``IMPORT
+        DATABASE ... WITH commitEvery``) instead of running inside one (a whole import in one
+        transaction exhausts the heap). A failure is a :class:`StoreError` with the server's
+        message.
+        """
+        import base64
+        import urllib.error
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.http_port}/api/v1/command/{self.database}"
+        if not transaction:
+            url += "?autoCommit=false"
+        token = base64.b64encode(":".join(self.auth).encode()).decode()
+        request = urllib.request.Request(
+            url,
+            data=json.dumps({"language": "sql", "command": command}).encode(),
+            headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read())["result"]
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")[:2000]
+            raise StoreError(
+                f"ArcadeDB in {self.folder} refused {command[:80]!r}: {detail}"
+            ) from None
+        except OSError as error:
+            time.sleep(0.5)  # a server whose connection just broke may be dying
+            raise StoreError(
+                self.death() or f"ArcadeDB in {self.folder}: HTTP API unreachable: {error}"
+            ) from None
+
     def log_tail(self, lines: int = 20) -> str:
         path = self.folder / LOG_FILE
         if not path.exists():

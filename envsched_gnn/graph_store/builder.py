@@ -10,9 +10,10 @@ For each target task i:
   their abstract operation descriptions (:mod:`embeddings`).
 
 Each chosen neighbour gives a directed edge j -> i; similarities <= 0 are dropped and
-the rest clipped into (0, 1]. Nodes are in task-id order. Within similarities are computed
-per environment (never an N x N over all tasks); cross ones in row blocks of the exact
-fixed-point cosines.
+the rest clipped into (0, 1]. Nodes are in task-id order. A build reads the pool one
+environment at a time (:class:`GraphBuild`): its within similarities (never an N x N over all
+tasks) and its abstracts; then the distinct abstracts are embedded once each, and the cross
+kNN (:mod:`~envsched_gnn.graph_store.cross`) runs over the distinct vectors.
 
 Ties in the ranking are broken by a hash of the pair (target i, candidate j):
 see :mod:`~envsched_gnn.graph_store.neighbours`.
@@ -27,20 +28,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
-from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.envs.pool import Pool, PoolSource, Task
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.ann import HnswConfig, approximate_cross
+from envsched_gnn.graph_store.ann import HnswConfig
+from envsched_gnn.graph_store.cross import EdgeRow, cross_blocks, distinct_groups, index_rows
 from envsched_gnn.graph_store.embeddings import (
     Embedder,
     EmbeddingConfig,
     embed_texts,
-    exact_cosines,
     fixed_point,
 )
 from envsched_gnn.graph_store.neighbours import task_hashes, top_neighbours
+from envsched_gnn.graph_store.parallel import ordered_map
 from envsched_gnn.graph_store.views import within_similarity
-
-EdgeRow = tuple[str, str, str, float]
 
 
 @dataclass
@@ -56,6 +56,15 @@ class GraphConfig:
     within_workers: int = 1
     """Processes computing within edges, environments split among them (results in
     environment order, identical for any count; 1: in this process)."""
+    embed_workers: int = 1
+    """Processes embedding the distinct abstracts, in chunks (each vector a pure function of
+    its text: identical for any count; 1: in this process)."""
+    ray: str | None = None
+    """Run the within TF-IDF and the embedding as Ray tasks: 'local' (a Ray on this machine)
+    or a cluster address such as ray://head:10001; the cross kNN and the writes stay here."""
+    bulk: bool = True
+    """Write a first build into an empty managed ArcadeDB store through ArcadeDB's importer
+    (one JSONL file, IMPORT DATABASE) instead of batched UNWIND transactions."""
     show_progress: bool = True
     """Show progress bars on the long parts."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
@@ -71,10 +80,21 @@ class GraphConfig:
     deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
 
     def __post_init__(self) -> None:
-        for name in ("k_within", "k_cross", "block", "within_workers", "ann_threshold"):
+        names = ("k_within", "k_cross", "block", "within_workers", "embed_workers")
+        for name in (*names, "ann_threshold"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"GraphConfig.{name} must be a positive integer, got {value!r}")
+
+
+@dataclass
+class Abstracts:
+    """Every node's abstract, compactly: the distinct ``texts`` (T,), each node's text
+    ``codes`` (N,) and the float32 embedding of each distinct text ``vectors`` (T, 384)."""
+
+    texts: list[str]
+    codes: np.ndarray
+    vectors: np.ndarray
 
 
 @dataclass
@@ -82,119 +102,42 @@ class BuiltGraph:
     """A built graph with what it was built from: each task's abstract and its embedding."""
 
     graph: TaskGraph
-    abstracts: dict[str, str]
-    embeddings: dict[str, np.ndarray]
+    node_abstracts: Abstracts
     seconds: float = 0.0
 
+    @property
+    def abstracts(self) -> dict[str, str]:
+        """task id -> abstract text."""
+        texts = self.node_abstracts.texts
+        codes = self.node_abstracts.codes.tolist()
+        return {t: texts[c] for t, c in zip(self.graph.task_ids, codes, strict=True)}
 
-def _edge_rows(ids: Sequence[str], sims: np.ndarray, valid: np.ndarray, k: int, relation: str):
-    """Edges neighbour -> target from
-    :func:`~envsched_gnn.graph_store.neighbours.top_neighbours` of the rows of ``sims``."""
+    @property
+    def embeddings(self) -> dict[str, np.ndarray]:
+        """task id -> float32 embedding."""
+        vectors, codes = self.node_abstracts.vectors, self.node_abstracts.codes.tolist()
+        return {t: vectors[c] for t, c in zip(self.graph.task_ids, codes, strict=True)}
+
+
+def within_arrays(tasks: Sequence[Task], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Within edges of ONE environment's tasks, given sorted by id (TF-IDF fitted on them
+    only): ``(src, dst, sim)`` positions in ``tasks``, grouped by target, best first."""
+    ids = [t.task_id for t in tasks]
+    sims = within_similarity(tasks)
     hashes = task_hashes(ids)
-    rows, cols = top_neighbours(sims, valid, k, hashes, hashes)
-    return _rows(ids, rows, cols, np.minimum(sims[rows, cols], 1.0), relation)
+    rows, cols = top_neighbours(sims, ~np.eye(len(ids), dtype=bool), k, hashes, hashes)
+    return cols, rows, np.minimum(sims[rows, cols], 1.0)
 
 
 def within_edges(tasks: Sequence[Task], k: int) -> list[EdgeRow]:
     """Within edges of ONE environment's tasks (TF-IDF fitted on them only)."""
     tasks = sorted(tasks, key=lambda t: t.task_id)
-    ids = [t.task_id for t in tasks]
-    sims = within_similarity(tasks)
-    return _edge_rows(ids, sims, ~np.eye(len(ids), dtype=bool), k, "within")
-
-
-def cross_neighbours(
-    q: np.ndarray,
-    env_codes: np.ndarray,
-    hashes: np.ndarray,
-    targets: Sequence[int],
-    k: int,
-    *,
-    block: int = 1024,
-    progress: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact cross in-neighbours of the ``targets`` (node indices) among all nodes of other
-    environments: ``(dst, src, sim)`` grouped by target in the order given, best first.
-
-    ``q``: fixed-point embeddings ``(N, 384)``; ``env_codes``: environment index per node;
-    ``hashes``: :func:`~envsched_gnn.graph_store.neighbours.task_hashes` of the node ids.
-    """
-    from tqdm.auto import tqdm
-
-    targets = np.asarray(targets, np.int64)
-    dst, src, sim = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-    starts = range(0, len(targets), block)
-    for start in tqdm(starts, desc="cross kNN", unit="block", disable=not progress):
-        part = targets[start : start + block]
-        sims = exact_cosines(q[part], q)
-        valid = env_codes[part][:, None] != env_codes[None, :]
-        found_rows, cols = top_neighbours(sims, valid, k, hashes[part], hashes)
-        dst.append(part[found_rows])
-        src.append(cols)
-        sim.append(np.minimum(sims[found_rows, cols], 1.0))
-    return np.concatenate(dst), np.concatenate(src), np.concatenate(sim)
-
-
-def cross_edges(
-    ids: Sequence[str],
-    envs: Sequence[str],
-    q: np.ndarray,
-    targets: Sequence[int],
-    k: int,
-    *,
-    block: int = 1024,
-    progress: bool = False,
-) -> list[EdgeRow]:
-    """Exact cross edges into the ``targets`` (node indices) from all nodes of other environments.
-
-    ``ids`` in task-id order, ``q`` their fixed-point embeddings ``(N, 384)``.
-    """
-    env_codes = np.unique(np.asarray(envs), return_inverse=True)[1]
-    found = cross_neighbours(
-        q, env_codes, task_hashes(ids), targets, k, block=block, progress=progress
-    )
-    return _rows(ids, *found, "cross")
-
-
-def cross_blocks(
-    ids: Sequence[str], envs: Sequence[str], q: np.ndarray, config: GraphConfig
-) -> Iterator[list[EdgeRow]]:
-    """Cross edges into every node, in node order, one list per block of ``config.block``
-    targets: exact below ``config.ann_threshold`` nodes, else the approximate kNN of
-    :mod:`~envsched_gnn.graph_store.ann` (and the exact one for the nodes it leaves)."""
-    env_codes = np.unique(np.asarray(envs), return_inverse=True)[1]
-    hashes = task_hashes(ids)
-    k, block = config.k_cross, config.block
-    if len(ids) < config.ann_threshold:
-        from tqdm.auto import tqdm
-
-        starts = range(0, len(ids), block)
-        for start in tqdm(starts, desc="cross kNN", unit="block", disable=not config.show_progress):
-            targets = range(start, min(start + block, len(ids)))
-            yield _rows(ids, *cross_neighbours(q, env_codes, hashes, targets, k), "cross")
-        return
-    *approximate, left = approximate_cross(q, env_codes, hashes, k, config.hnsw)
-    exact = cross_neighbours(q, env_codes, hashes, left, k, block=block)
-    dst, src, sim = (np.concatenate(pair) for pair in zip(approximate, exact, strict=True))
-    by_target = np.argsort(dst, kind="stable")
-    dst, src, sim = dst[by_target], src[by_target], sim[by_target]
-    for start in range(0, len(dst), block * k):
-        part = slice(start, start + block * k)
-        yield _rows(ids, dst[part], src[part], sim[part], "cross")
-
-
-def _rows(
-    ids: Sequence[str], dst: np.ndarray, src: np.ndarray, sim: np.ndarray, relation: str
-) -> list[EdgeRow]:
-    """Index arrays as ``(src id, dst id, relation, sim)`` rows."""
-    return [
-        (ids[s], ids[d], relation, w)
-        for d, s, w in zip(dst.tolist(), src.tolist(), sim.tolist(), strict=True)
-    ]
+    src, dst, sim = within_arrays(tasks, k)
+    return index_rows([t.task_id for t in tasks], dst, src, sim, "within")
 
 
 def abstracts_of(
-    pool: Pool, tasks: Sequence[Task], llm_extractor: LlmExtractor | None = None
+    pool: PoolSource, tasks: Sequence[Task], llm_extractor: LlmExtractor | None = None
 ) -> list[str]:
     """Each task's abstract operation description: given, else from ``llm_extractor`` when
     set, else extracted deterministically (with the pool's replayed tool effects, if any)."""
@@ -219,16 +162,34 @@ def embed_tasks(
     return texts, embed_texts(texts, embedder, cache)
 
 
+@dataclass
+class EnvironmentPart:
+    """One environment's share of a build: its tasks (sorted by id), their node indices
+    ``nodes``, its within edges ``(src, dst, sim)`` as node indices, and its tasks' abstracts."""
+
+    env_id: str
+    tasks: list[Task]
+    nodes: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    sim: np.ndarray
+    texts: list[str]
+
+
 class GraphBuild:
     """The steps of building the graph of a pool, run in order by :func:`build` (in memory) or
-    by :func:`~envsched_gnn.graph_store.stream.stream_build` (written to a store as produced).
+    by :func:`~envsched_gnn.graph_store.stream.stream_build` (written to a store as produced):
+    :meth:`parts` (environment by environment: tasks, within edges, abstracts),
+    :meth:`embed`, :meth:`cross`.
 
     Nodes are the pool's tasks in task-id order; ``cache`` maps abstract text -> embedding.
+    The pool is read one environment at a time (a
+    :class:`~envsched_gnn.envs.pool_stream.PoolStream` never holds more in memory).
     """
 
     def __init__(
         self,
-        pool: Pool,
+        pool: PoolSource,
         config: GraphConfig | None = None,
         *,
         embedder: Embedder | None = None,
@@ -238,53 +199,77 @@ class GraphBuild:
         self.config = config or GraphConfig()
         self.embedder = embedder or Embedder(self.config.embedding)
         self.cache = cache
-        self.tasks = sorted(pool.tasks, key=lambda t: t.task_id)
-        self.ids = [t.task_id for t in self.tasks]
-        self.envs = [t.env_id for t in self.tasks]
-        if len(set(self.ids)) != len(self.ids):
+        refs = sorted(pool.task_refs())
+        self.ids = [task_id for task_id, _ in refs]
+        self.envs = [env_id for _, env_id in refs]
+        self.index = {task_id: i for i, task_id in enumerate(self.ids)}
+        if len(self.index) != len(self.ids):
             raise ValueError("the pool has duplicate task ids")
-        self.by_env: dict[str, list[Task]] = {}
-        for task in self.tasks:
-            self.by_env.setdefault(task.env_id, []).append(task)
+        self.env_ids = sorted(set(self.envs))
+        missing = [e for e in self.env_ids if e not in pool.envs]
+        if missing:
+            raise ValueError(
+                f"tasks refer to environment(s) {missing} that the pool does not define"
+            )
+
+    def parts(self) -> Iterator[EnvironmentPart]:
+        """Each environment's part, environments in id order (within TF-IDF in
+        ``within_workers`` processes or on Ray, as the config says)."""
+        from tqdm.auto import tqdm
+
+        config = self.config
+        items = (
+            (sorted(self.pool.tasks_of(env_id), key=lambda t: t.task_id), config.k_within)
+            for env_id in self.env_ids
+        )
+        workers = min(config.within_workers, len(self.env_ids))
+        done = ordered_map(within_arrays, items, workers=workers, ray=config.ray)
+        bar = tqdm(done, total=len(self.env_ids), desc="within (TF-IDF)", unit="env")
+        for (tasks, _), (src, dst, sim) in bar if config.show_progress else done:
+            nodes = np.fromiter((self.index[t.task_id] for t in tasks), np.int64, len(tasks))
+            texts = abstracts_of(self.pool, tasks, config.llm_extractor)
+            yield EnvironmentPart(tasks[0].env_id, tasks, nodes, nodes[src], nodes[dst], sim, texts)
 
     def within(self) -> Iterator[list[EdgeRow]]:
         """Within edges, one list per environment (environments in id order)."""
-        from tqdm.auto import tqdm
+        for part in self.parts():
+            yield index_rows(self.ids, part.dst, part.src, part.sim, "within")
 
-        hide = not self.config.show_progress
-        envs = [self.by_env[env_id] for env_id in sorted(self.by_env)]
-        k, workers = self.config.k_within, min(self.config.within_workers, len(envs))
-        bar = tqdm(total=len(envs), desc="within (TF-IDF)", unit="env", disable=hide)
-        if workers <= 1:
-            for tasks in envs:
-                yield within_edges(tasks, k)
-                bar.update()
-            return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    def embed(self, parts_texts: Iterable[tuple[np.ndarray, list[str]]]) -> Abstracts:
+        """The abstracts ``(nodes, texts)`` of every part, each distinct text not cached
+        embedded once (in ``embed_workers`` processes or on Ray)."""
+        codes = np.full(len(self.ids), -1, np.int64)
+        distinct: dict[str, int] = {}
+        for nodes, texts in parts_texts:
+            codes[nodes] = [distinct.setdefault(text, len(distinct)) for text in texts]
+        texts = list(distinct)
+        workers, ray = self.config.embed_workers, self.config.ray
+        vectors = embed_texts(texts, self.embedder, self.cache, workers=workers, ray=ray)
+        return Abstracts(texts, codes, vectors)
 
-        context = multiprocessing.get_context("spawn")  # no fork after torch's threads
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            for rows in pool.map(within_edges, envs, [k] * len(envs), chunksize=16):
-                yield rows
-                bar.update()
-
-    def embed(self) -> tuple[list[str], np.ndarray]:
-        """Every task's abstract and its embedding (each distinct abstract not cached, once)."""
-        return embed_tasks(
-            self.pool, self.tasks, self.embedder, self.cache, self.config.llm_extractor
+    def cross(self, abstracts: Abstracts) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Cross edges ``(dst, src, sim)`` as node indices, blocks in node order."""
+        config = self.config
+        q, group = distinct_groups(fixed_point(abstracts.vectors), abstracts.codes)
+        env_codes = np.unique(np.asarray(self.envs), return_inverse=True)[1].reshape(-1)
+        return cross_blocks(
+            q,
+            group,
+            env_codes,
+            task_hashes(self.ids),
+            config.k_cross,
+            block=config.block,
+            ann_threshold=config.ann_threshold,
+            hnsw=config.hnsw,
+            progress=config.show_progress,
         )
-
-    def cross(self, vectors: np.ndarray) -> Iterator[list[EdgeRow]]:
-        """Cross edges of the embeddings ``vectors`` (node order), one list per block."""
-        return cross_blocks(self.ids, self.envs, fixed_point(vectors), self.config)
 
     def graph(self, rows: Iterable[EdgeRow]) -> TaskGraph:
         return TaskGraph.from_edge_rows(list(zip(self.ids, self.envs, strict=True)), rows)
 
 
 def build(
-    pool: Pool,
+    pool: PoolSource,
     config: GraphConfig | None = None,
     *,
     embedder: Embedder | None = None,
@@ -293,15 +278,15 @@ def build(
     """Build the graph of every task of ``pool``; ``cache`` maps abstract text -> embedding."""
     started = time.perf_counter()
     steps = GraphBuild(pool, config, embedder=embedder, cache=cache)
-    rows = [row for part in steps.within() for row in part]
-    texts, vectors = steps.embed()
-    rows += [row for part in steps.cross(vectors) for row in part]
-    return BuiltGraph(
-        steps.graph(rows),
-        dict(zip(steps.ids, texts, strict=True)),
-        dict(zip(steps.ids, vectors, strict=True)),
-        time.perf_counter() - started,
-    )
+    rows: list[EdgeRow] = []
+    texts = []
+    for part in steps.parts():
+        rows += index_rows(steps.ids, part.dst, part.src, part.sim, "within")
+        texts.append((part.nodes, part.texts))
+    abstracts = steps.embed(texts)
+    for dst, src, sim in steps.cross(abstracts):
+        rows += index_rows(steps.ids, dst, src, sim, "cross")
+    return BuiltGraph(steps.graph(rows), abstracts, time.perf_counter() - started)
 
 
 def build_graph(

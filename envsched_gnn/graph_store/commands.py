@@ -27,12 +27,17 @@ class GraphArgs:
     """Path of the graph.json to write."""
     env: str | None = None
     """Environment id to add (default: every one the store lacks)."""
+    neo4j_import: str | None = None
+    """Write the graph as the CSV files of `neo4j-admin database import full` (and the
+    command, import.sh) into this folder instead of a store: the bulk path of a first build
+    into Neo4j, run on the Neo4j server with the database stopped."""
     store: str | None = None
     """bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a
     folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)."""
 
 
 NEIGHBOURS = ["k_within", "k_cross"]
+WORKERS = ["within_workers", "embed_workers", "ray", "bulk", "show_progress"]
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -40,8 +45,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
     build = graph.add_parser("build", help="build the dual-relation graph of a pool into the store")
     add_config_flags(build, GraphArgs, fields=["pool"])
-    add_config_flags(build, GraphConfig, fields=[*NEIGHBOURS, "ann_threshold", "within_workers"])
-    add_config_flags(build, GraphArgs, fields=["store"])
+    add_config_flags(build, GraphConfig, fields=[*NEIGHBOURS, "ann_threshold", *WORKERS])
+    add_config_flags(build, GraphArgs, fields=["store", "neo4j_import"])
     build.set_defaults(func=build_command)
 
     export = graph.add_parser("export", help="write the store's graph as graph.json")
@@ -80,15 +85,21 @@ def _fail(error: Exception) -> int:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    from envsched_gnn.envs.pool_io import load_pool
+    from envsched_gnn.envs.pool_stream import PoolStream
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import build_into_store
 
     try:
         config = config_from_args(GraphConfig, args)
-        pool = load_pool(args.pool)
+        pool = PoolStream(args.pool)  # read environment by environment
         started = time.perf_counter()
+        if args.neo4j_import:
+            from envsched_gnn.graph_store.neo4j_import import write_neo4j_import
+
+            script = write_neo4j_import(pool, args.neo4j_import, config)
+            print(f"wrote the neo4j-admin import files; run {script} on the Neo4j server")
+            return 0
         with open_store(args.store) as store:
             built = build_into_store(store, pool, config)
         _print_stats(built.graph, time.perf_counter() - started, "graph built")

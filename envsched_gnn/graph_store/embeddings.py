@@ -22,7 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.graph_store.parallel import ordered_map
+
 DIM = 384
+WORKER_CHUNK = 2048
+"""Distinct texts per piece of work when abstracts are embedded in worker processes or Ray."""
 FIXED_POINT = float(2**20)
 BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256)
 
@@ -103,15 +107,54 @@ class Embedder:
         return out
 
 
-def embed_texts(
-    texts: Sequence[str], embedder: Embedder, cache: Mapping[str, np.ndarray] | None = None
+_WORKER_EMBEDDERS: dict[tuple, Embedder] = {}
+
+
+def encode_in_worker(texts: Sequence[str], config: EmbeddingConfig) -> np.ndarray:
+    """:meth:`Embedder.encode` in a worker process or Ray task, on one torch thread, the
+    encoder loaded once per process. A vector is a pure function of its text, so it equals
+    the one this process would compute."""
+    import torch
+
+    torch.set_num_threads(1)
+    key = (config.batch_size, config.seed)
+    if key not in _WORKER_EMBEDDERS:
+        _WORKER_EMBEDDERS[key] = Embedder(EmbeddingConfig(config.batch_size, config.seed, False))
+    return _WORKER_EMBEDDERS[key].encode(texts)
+
+
+def encode_distinct(
+    texts: Sequence[str], embedder: Embedder, *, workers: int = 1, ray: str | None = None
 ) -> np.ndarray:
-    """Embeddings of ``texts``: cached ones from ``cache``, other distinct texts encoded once."""
+    """Embeddings of distinct ``texts``: here, or in chunks of :data:`WORKER_CHUNK` spread over
+    ``workers`` processes or Ray tasks (:func:`~envsched_gnn.graph_store.parallel.ordered_map`)."""
+    if (workers <= 1 and ray is None) or not texts:
+        return embedder.encode(texts)
+    chunks = [
+        (list(texts[start : start + WORKER_CHUNK]), embedder.config)
+        for start in range(0, len(texts), WORKER_CHUNK)
+    ]
+    parts = ordered_map(encode_in_worker, chunks, workers=workers, ray=ray)
+    return np.concatenate([vectors for _, vectors in parts])
+
+
+def embed_texts(
+    texts: Sequence[str],
+    embedder: Embedder,
+    cache: Mapping[str, np.ndarray] | None = None,
+    *,
+    workers: int = 1,
+    ray: str | None = None,
+) -> np.ndarray:
+    """Embeddings of ``texts``: cached ones from ``cache``, other distinct texts encoded once
+    (:func:`encode_distinct`)."""
     cache = cache or {}
     missing = list(dict.fromkeys(text for text in texts if text not in cache))
     known = dict(cache)
     if missing:
-        known.update(zip(missing, embedder.encode(missing), strict=True))
+        known.update(
+            zip(missing, encode_distinct(missing, embedder, workers=workers, ray=ray), strict=True)
+        )
     out = np.zeros((len(texts), DIM), np.float32)
     for i, text in enumerate(texts):
         out[i] = known[text]

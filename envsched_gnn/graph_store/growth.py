@@ -19,8 +19,11 @@ the threshold; above it, both equal the exact graph wherever the ANN found each 
 exact neighbours (recall 1), and otherwise a grown target keeps every neighbour its
 approximate list had unless a newcomer beats it.
 
-Old embeddings come from the cache (the store's Abstract nodes), so only T_E's abstracts
-that the store does not know yet are embedded.
+Old embeddings come from the snapshot beside the store (:mod:`.snapshot`) or its Abstract
+nodes, so only T_E's abstracts that the store does not know yet are embedded. The plan works
+on index arrays: the old targets are re-ranked in blocks (their k_cross current neighbours
+and the newcomers in one (targets, k + |T_E|) table sorted by similarity and pair key), so
+that growing a 1M-task graph costs seconds, not a Python loop over a million targets.
 Observations and predictions are never touched. In a store, a build or a growth marks the
 graph complete only once all of it is written (``GraphStore.begin_graph_build``), so an
 interrupted one cannot be read as a valid graph.
@@ -28,49 +31,60 @@ interrupted one cannot be read as a valid graph.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.graph.task_graph import TaskGraph
+from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
+from envsched_gnn.graph_store import queries
 from envsched_gnn.graph_store.builder import (
+    Abstracts,
     BuiltGraph,
-    EdgeRow,
     GraphConfig,
-    cross_edges,
     embed_tasks,
-    within_edges,
+    within_arrays,
 )
+from envsched_gnn.graph_store.cross import cross_neighbours, distinct_groups
 from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
 from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes
+from envsched_gnn.graph_store.snapshot import read_snapshot_abstracts
 from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.graph_store.stream import stream_build
+
+RERANK_BLOCK = 65_536
+"""Old targets re-ranked at a time (their candidate table is (block, k_cross + |T_E|))."""
 
 
 @dataclass
 class Growth:
-    """What adding one environment changes."""
+    """What adding one environment changes: the new tasks, their abstracts and embeddings,
+    the edges added ``(src, dst, sim)`` per relation and the cross edges removed
+    ``(src, dst)``, as task ids; the grown graph and every node's abstract."""
 
     tasks: list[Task]
     abstracts: dict[str, str]
     embeddings: dict[str, np.ndarray]
-    added: list[EdgeRow]
+    added: dict[str, list[tuple[str, str, float]]]
     removed_cross: list[tuple[str, str]]
     graph: TaskGraph
+    node_abstracts: Abstracts
 
 
 def plan_growth(
     graph: TaskGraph,
-    old_embeddings: Mapping[str, np.ndarray],
+    old: Abstracts,
     pool: Pool,
     env_id: str,
     config: GraphConfig,
     embedder: Embedder,
-    cache: Mapping[str, np.ndarray] | None = None,
+    cache=None,
 ) -> Growth:
-    """The changes that add ``pool``'s environment ``env_id`` to ``graph`` (nothing is written)."""
+    """The changes that add ``pool``'s environment ``env_id`` to ``graph`` (nothing is written).
+
+    ``old``: the abstract of every node of ``graph`` (codes in its node order);
+    ``cache``: abstract text -> embedding.
+    """
     if env_id not in pool.envs:
         raise ValueError(f"environment {env_id!r} is not defined in the pool")
     if env_id in set(graph.env_ids):
@@ -81,79 +95,147 @@ def plan_growth(
     clash = [t.task_id for t in new_tasks if t.task_id in graph.index]
     if clash:
         raise ValueError(f"task id(s) {clash[:10]} of {env_id!r} are already in the graph")
-    missing = [t for t in graph.task_ids if t not in old_embeddings]
-    if missing:
-        raise ValueError(f"no cached embedding for task(s) {missing[:10]}; rebuild the graph")
+    if old.codes.shape != (graph.num_tasks,) or (old.codes < 0).any():
+        raise ValueError("no cached embedding for some task(s) of the graph; rebuild the graph")
 
     texts, vectors = embed_tasks(pool, new_tasks, embedder, cache, config.llm_extractor)
-    added: list[EdgeRow] = list(within_edges(new_tasks, config.k_within))
-
     new_ids = [t.task_id for t in new_tasks]
-    embeddings = {**old_embeddings, **dict(zip(new_ids, vectors, strict=True))}
     ids = sorted([*graph.task_ids, *new_ids])
-    env_of = {
-        **dict(zip(graph.task_ids, graph.env_ids, strict=True)),
-        **dict.fromkeys(new_ids, env_id),
-    }
-    envs = [env_of[t] for t in ids]
-    q = fixed_point(np.stack([embeddings[t] for t in ids]))
     position = {t: i for i, t in enumerate(ids)}
-    added += cross_edges(
-        ids, envs, q, [position[t] for t in new_ids], config.k_cross, block=config.block
+    old_at = np.fromiter((position[t] for t in graph.task_ids), np.int64, graph.num_tasks)
+    new_at = np.fromiter((position[t] for t in new_ids), np.int64, len(new_ids))
+    envs = [""] * len(ids)
+    for t, e in zip(graph.task_ids, graph.env_ids, strict=True):
+        envs[position[t]] = e
+    for t in new_ids:
+        envs[position[t]] = env_id
+    abstracts = _grown_abstracts(old, old_at, new_at, texts, vectors, len(ids))
+
+    src, dst, sim = within_arrays(new_tasks, config.k_within)
+    added = {"within": (new_at[src], new_at[dst], sim)}
+    q, group = distinct_groups(fixed_point(abstracts.vectors), abstracts.codes)
+    env_codes = np.unique(np.asarray(envs), return_inverse=True)[1].reshape(-1)
+    hashes = task_hashes(ids)
+    dst, src, sim = cross_neighbours(
+        q, env_codes, hashes, new_at, config.k_cross, group=group, block=config.block
     )
+    cross = graph.edges["cross"]
+    old_cross = (old_at[cross.src], old_at[cross.dst], cross.sim)
+    kept, displaced = _rerank_old_targets(
+        old_cross, old_at, new_at, q, group, hashes, config.k_cross
+    )
+    added["cross"] = tuple(np.concatenate(p) for p in zip((src, dst, sim), displaced, strict=True))
 
-    removed, displaced = _displaced_cross(graph, embeddings, new_ids, config)
-    added += displaced
-
-    kept = [
-        row for row in graph.edge_rows() if row[2] != "cross" or (row[0], row[1]) not in removed
-    ]
-    grown = TaskGraph.from_edge_rows(list(zip(ids, envs, strict=True)), [*kept, *added])
+    within = graph.edges["within"]
+    edges = {
+        "within": _edges((old_at[within.src], old_at[within.dst], within.sim), added["within"]),
+        "cross": _edges(tuple(part[kept] for part in old_cross), added["cross"]),
+    }
+    removed = sorted(
+        (ids[s], ids[d])
+        for s, d in zip(old_cross[0][~kept].tolist(), old_cross[1][~kept].tolist(), strict=True)
+    )
     return Growth(
         new_tasks,
         dict(zip(new_ids, texts, strict=True)),
         dict(zip(new_ids, vectors, strict=True)),
-        added,
-        sorted(removed),
-        grown,
+        {r: _id_rows(ids, *arrays) for r, arrays in added.items()},
+        removed,
+        TaskGraph(ids, envs, edges),
+        abstracts,
     )
 
 
-def _displaced_cross(
-    graph: TaskGraph,
-    embeddings: Mapping[str, np.ndarray],
-    new_ids: Sequence[str],
-    config: GraphConfig,
-) -> tuple[set[tuple[str, str]], list[EdgeRow]]:
-    """Old targets' cross edges displaced by newcomers, and the newcomer edges replacing them."""
-    current: dict[str, list[tuple[str, float]]] = {t: [] for t in graph.task_ids}
-    for src, dst, relation, sim in graph.edge_rows():
-        if relation == "cross":
-            current[dst].append((src, sim))
-    newcomers = set(new_ids)
-    q_new = fixed_point(np.stack([embeddings[t] for t in new_ids]))
-    hash_of = dict(zip(graph.task_ids, task_hashes(graph.task_ids).tolist(), strict=True))
-    hash_of.update(zip(new_ids, task_hashes(new_ids).tolist(), strict=True))
-    removed: set[tuple[str, str]] = set()
-    added: list[EdgeRow] = []
-    for start in range(0, graph.num_tasks, config.block):
-        targets = graph.task_ids[start : start + config.block]
-        q_old = fixed_point(np.stack([embeddings[t] for t in targets]))
-        sims = np.minimum(exact_cosines(q_old, q_new), 1.0)
-        for target, row in zip(targets, sims.tolist(), strict=True):
-            candidates = current[target] + [
-                (n, s) for n, s in zip(new_ids, row, strict=True) if s > 0
-            ]
-            keys = pair_keys(
-                np.uint64(hash_of[target]),
-                np.array([hash_of[n] for n, _ in candidates], np.uint64),
-            ).tolist()
-            ranked = sorted(zip(candidates, keys, strict=True), key=lambda c: (-c[0][1], c[1]))
-            best = [c for c, _ in ranked[: config.k_cross]]
-            chosen = {n for n, _ in best}
-            removed.update((n, target) for n, _ in current[target] if n not in chosen)
-            added.extend((n, target, "cross", s) for n, s in best if n in newcomers)
-    return removed, added
+def _edges(*parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> RelationEdges:
+    return RelationEdges(*(np.concatenate(c) for c in zip(*parts, strict=True)))
+
+
+def _id_rows(ids, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> list:
+    return [
+        (ids[s], ids[d], w)
+        for s, d, w in zip(src.tolist(), dst.tolist(), sim.tolist(), strict=True)
+    ]
+
+
+def _grown_abstracts(
+    old: Abstracts, old_at: np.ndarray, new_at: np.ndarray, texts, vectors, n: int
+) -> Abstracts:
+    """Every node's abstract in the grown node order: the old texts, then the new ones."""
+    known = {text: code for code, text in enumerate(old.texts)}
+    all_texts, all_vectors = list(old.texts), [old.vectors]
+    codes = np.full(n, -1, np.int64)
+    codes[old_at] = old.codes
+    new_codes = []
+    for text, vector in zip(texts, vectors, strict=True):
+        if text not in known:
+            known[text] = len(all_texts)
+            all_texts.append(text)
+            all_vectors.append(vector[None, :])
+        new_codes.append(known[text])
+    codes[new_at] = new_codes
+    return Abstracts(all_texts, codes, np.concatenate(all_vectors).astype(np.float32))
+
+
+def _rerank_old_targets(
+    old_cross: tuple[np.ndarray, np.ndarray, np.ndarray],
+    old_at: np.ndarray,
+    new_at: np.ndarray,
+    q: np.ndarray,
+    group: np.ndarray,
+    hashes: np.ndarray,
+    k: int,
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by
+    similarity, then pair key. Returns which old cross edges stay (bool, in ``old_cross``
+    order) and the newcomer edges ``(src, dst, sim)`` that enter. Node indices are the grown
+    graph's."""
+    src, dst, sim = old_cross
+    order = np.argsort(dst, kind="stable")
+    targets = old_at  # every old node, in its grown position
+    counts = np.bincount(dst, minlength=group.shape[0])[targets]
+    width = max(int(counts.max()) if counts.size else 0, 0) + new_at.shape[0]
+    starts = np.zeros(group.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=group.shape[0]), out=starts[1:])
+    kept = np.zeros(src.shape[0], bool)
+    entered: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    q_new = q[group[new_at]]
+    for first in range(0, targets.shape[0], RERANK_BLOCK):
+        block = targets[first : first + RERANK_BLOCK]
+        rows = block.shape[0]
+        cand_sim = np.full((rows, width), -np.inf)
+        cand_src = np.full((rows, width), -1, np.int64)
+        cand_edge = np.full((rows, width), -1, np.int64)  # position in old_cross, -1: newcomer
+        have = counts[first : first + RERANK_BLOCK]
+        # the current in-neighbours of each target, left-aligned
+        base = np.repeat(starts[block], have)
+        within_row = np.arange(base.shape[0]) - np.repeat(np.cumsum(have) - have, have)
+        edge = order[base + within_row]
+        row_of = np.repeat(np.arange(rows), have)
+        cand_sim[row_of, within_row] = sim[edge]
+        cand_src[row_of, within_row] = src[edge]
+        cand_edge[row_of, within_row] = edge
+        new_sims = np.minimum(exact_cosines(q[group[block]], q_new), 1.0)
+        columns = width - new_at.shape[0] + np.arange(new_at.shape[0])
+        cand_sim[:, columns] = np.where(new_sims > 0, new_sims, -np.inf)
+        cand_src[:, columns] = new_at[None, :]
+        keys = pair_keys(hashes[block][:, None], hashes[np.maximum(cand_src, 0)])
+        ranked = np.lexsort((keys, -cand_sim), axis=1)[:, :k]
+        chosen_sim = np.take_along_axis(cand_sim, ranked, axis=1)
+        chosen_edge = np.take_along_axis(cand_edge, ranked, axis=1)
+        chosen_src = np.take_along_axis(cand_src, ranked, axis=1)
+        valid = chosen_sim > -np.inf
+        kept[chosen_edge[valid & (chosen_edge >= 0)]] = True
+        enter = valid & (chosen_edge < 0)
+        entered.append(
+            (
+                chosen_src[enter],
+                np.broadcast_to(block[:, None], enter.shape)[enter],
+                chosen_sim[enter],
+            )
+        )
+    if not entered:
+        return kept, (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    return kept, tuple(np.concatenate(c) for c in zip(*entered, strict=True))
 
 
 def build_into_store(
@@ -174,8 +256,8 @@ def add_environment(
 ) -> TaskGraph:
     """Add environment ``env_id`` of ``pool`` to a store or an in-memory graph; return the graph.
 
-    A store supplies the old tasks' embeddings from its cache and receives the changes; an
-    in-memory graph's old tasks must be in ``pool`` (they are embedded again).
+    A store supplies the old tasks' embeddings from its snapshot or its cache and receives the
+    changes; an in-memory graph's old tasks must be in ``pool`` (they are embedded again).
     """
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)
@@ -185,27 +267,59 @@ def add_environment(
         if unknown:
             raise ValueError(f"task(s) {unknown[:10]} of the graph are not in the pool")
         old = [pool.task(t) for t in target.task_ids]
-        _, vectors = embed_tasks(pool, old, embedder, llm_extractor=config.llm_extractor)
-        old_embeddings = dict(zip(target.task_ids, vectors, strict=True))
-        return plan_growth(target, old_embeddings, pool, env_id, config, embedder).graph
+        texts, vectors = embed_tasks(pool, old, embedder, llm_extractor=config.llm_extractor)
+        old_abstracts = _abstracts_of_nodes(
+            target.task_ids,
+            dict(zip(target.task_ids, zip(texts, vectors, strict=True), strict=True)),
+        )
+        return plan_growth(target, old_abstracts, pool, env_id, config, embedder).graph
 
-    cached = target.read_embeddings()
     graph = target.read_graph(empty_ok=True)
-    old_embeddings = {t: vector for t, (_, vector) in cached.items()}
-    cache = target.read_abstracts()
-    growth = plan_growth(graph, old_embeddings, pool, env_id, config, embedder, cache)
+    old_abstracts, cache = _stored_abstracts(target, graph)
+    growth = plan_growth(graph, old_abstracts, pool, env_id, config, embedder, cache)
     graph_build = target.begin_graph_build()
     target.write_environments([pool.envs[env_id]])
     target.write_tasks(growth.tasks)
     target.write_embeddings(
         {t: (growth.abstracts[t], growth.embeddings[t]) for t in growth.abstracts}
     )
-    within = [(s, d, w) for s, d, r, w in growth.added if r == "within"]
-    cross = [(s, d, w) for s, d, r, w in growth.added if r == "cross"]
-    target.apply_edge_changes("within", within, [])
-    target.apply_edge_changes("cross", cross, growth.removed_cross)
-    target.complete_graph_build(graph_build, growth.graph)
+    target.apply_edge_changes("within", growth.added["within"], [])
+    target.apply_edge_changes("cross", growth.added["cross"], growth.removed_cross)
+    abstracts = growth.node_abstracts
+    target.complete_graph_build(
+        graph_build, growth.graph, (abstracts.texts, abstracts.codes, abstracts.vectors)
+    )
     return growth.graph
+
+
+def _stored_abstracts(store: GraphStore, graph: TaskGraph) -> tuple[Abstracts, dict]:
+    """Every node's abstract and the embedding cache: from the snapshot of the stored build
+    when it has them (a 1M-task graph's are a second away), else from the store."""
+    marker = store.query(queries.READ_BUILD, id=queries.GRAPH_BUILD)
+    build = marker[0]["props"].get("build") if marker else None
+    snapshot = store.snapshot_path
+    found = read_snapshot_abstracts(snapshot, build) if snapshot and build else None
+    if found is not None and found[1].shape == (graph.num_tasks,):
+        texts, codes, vectors = found
+        return Abstracts(texts, codes, vectors), dict(zip(texts, vectors, strict=True))
+    return _abstracts_of_nodes(graph.task_ids, store.read_embeddings()), store.read_abstracts()
+
+
+def _abstracts_of_nodes(task_ids, embeddings) -> Abstracts:
+    """``task_id -> (text, vector)`` as :class:`Abstracts` in ``task_ids`` order (code -1 for
+    a task without one)."""
+    texts: dict[str, int] = {}
+    vectors = []
+    codes = np.full(len(task_ids), -1, np.int64)
+    for i, task_id in enumerate(task_ids):
+        if task_id in embeddings:
+            text, vector = embeddings[task_id]
+            if text not in texts:
+                texts[text] = len(texts)
+                vectors.append(np.asarray(vector, np.float32))
+            codes[i] = texts[text]
+    stacked = np.stack(vectors) if vectors else np.zeros((0, 384), np.float32)
+    return Abstracts(list(texts), codes, stacked)
 
 
 def add_pool(

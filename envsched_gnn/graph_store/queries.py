@@ -195,4 +195,10 @@ RETURN n.id AS task_id, n.env AS env, ev.relation AS relation, ev.sim AS sim, ev
 ORDER BY share DESC, task_id
 """
 
+ARCADEDB_EDGE_TYPES = (  # ArcadeDB SQL: an import needs its edge types to exist
+    "CREATE EDGE TYPE IN_ENV IF NOT EXISTS",
+    "CREATE EDGE TYPE WITHIN IF NOT EXISTS",
+    "CREATE EDGE TYPE CROSS IF NOT EXISTS",
+)
+
 DELETE_SOME_NODES = "MATCH (n) WITH n LIMIT $limit DETACH DELETE n RETURN count(*) AS n"

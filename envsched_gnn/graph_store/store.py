@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -36,18 +37,17 @@ from envsched_gnn.graph_store.nodes import (
     task_properties,
     text_key,
 )
+from envsched_gnn.graph_store.snapshot import (
+    SNAPSHOT_FILE,
+    edge_counts,
+    read_snapshot,
+    write_snapshot,
+)
 from envsched_gnn.observations import Observation, ObservationError
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def _edge_counts(graph: TaskGraph) -> dict[str, int]:
-    counts = dict.fromkeys(RELATIONS, 0)
-    for _, _, relation, _ in graph.edge_rows():
-        counts[relation] += 1
-    return counts
 
 
 class GraphStore(StoreConnection):
@@ -57,6 +57,11 @@ class GraphStore(StoreConnection):
     owns the driver and the managed server, and closes both when its ``with`` block ends.
     The connection (sessions, retries, a dead server named) is :class:`StoreConnection`'s.
     """
+
+    @property
+    def snapshot_path(self) -> Path | None:
+        """The graph snapshot beside a managed store (:mod:`.snapshot`); None for a remote one."""
+        return self.server.folder / SNAPSHOT_FILE if self.server is not None else None
 
     def ensure_constraints(self) -> None:
         """Create the uniqueness constraints (``IF NOT EXISTS``) of ``queries.CONSTRAINTS``."""
@@ -160,10 +165,11 @@ class GraphStore(StoreConnection):
         )
         return build
 
-    def complete_graph_build(self, build: str, graph: TaskGraph) -> None:
-        """Marks ``build`` complete once the store holds exactly ``graph``'s tasks and edges."""
+    def complete_graph_build(self, build: str, graph: TaskGraph, abstracts=None) -> None:
+        """Marks ``build`` complete once the store holds exactly ``graph``'s tasks and edges,
+        and writes its snapshot (with ``abstracts``, see :func:`.snapshot.write_snapshot`)."""
         counts = {"tasks": self.count_tasks(), **{r: self.count_edges(r) for r in RELATIONS}}
-        wanted = {"tasks": graph.num_tasks, **_edge_counts(graph)}
+        wanted = edge_counts(graph)
         if counts != wanted:
             raise StoreError(
                 f"graph build {build} in {self.where}: the store holds {counts} after writing, "
@@ -185,6 +191,8 @@ class GraphStore(StoreConnection):
                 f"graph build {build} in {self.where}: another build started while it ran; "
                 "rerun `envsched-gnn graph build` once it is done"
             )
+        if self.snapshot_path is not None:
+            write_snapshot(self.snapshot_path, build, graph, abstracts)
 
     def apply_edge_changes(
         self,
@@ -225,7 +233,15 @@ class GraphStore(StoreConnection):
 
         Raises :class:`StoreError` unless the store holds a completely written graph (see
         the module docstring); with ``empty_ok``, a store without tasks gives an empty graph.
+        A snapshot of the same complete build (:mod:`.snapshot`) is read instead of the store.
         """
+        marker = self.query(queries.READ_BUILD, id=queries.GRAPH_BUILD)
+        marker = marker[0]["props"] if marker else {}
+        if self.snapshot_path is not None and marker.get("status") == "complete":
+            counts = {name: marker.get(name) for name in ("tasks", *RELATIONS)}
+            graph = read_snapshot(self.snapshot_path, marker.get("build"), counts)
+            if graph is not None:
+                return graph
 
         def work(tx):
             marker = tx.run(queries.READ_BUILD, id=queries.GRAPH_BUILD).single()
@@ -245,13 +261,15 @@ class GraphStore(StoreConnection):
                 f"the graph in the store {self.where} is incomplete: build {marker.get('build')} "
                 f"started at {marker.get('started')} never finished (interrupted?); {rebuild}"
             )
-        counts = {"tasks": graph.num_tasks, **_edge_counts(graph)}
+        counts = edge_counts(graph)
         recorded = {name: marker.get(name) for name in counts}
         if counts != recorded:
             raise StoreError(
                 f"the graph in the store {self.where} holds {counts}, but its build "
                 f"{marker.get('build')} completed with {recorded} (changed since?); {rebuild}"
             )
+        if self.snapshot_path is not None:
+            write_snapshot(self.snapshot_path, marker["build"], graph)
         return graph
 
     @staticmethod

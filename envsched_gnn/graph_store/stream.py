@@ -1,62 +1,73 @@
-"""Streaming a pool's graph into the store: each part written, in batches, as it is produced.
+"""Streaming a pool's graph into the store: each part written as it is produced.
 
-Order: environments and tasks (``UNWIND`` chunks); the store's ``WITHIN`` / ``CROSS`` edges
-deleted in batches (observations, predictions and task nodes stay); within edges environment
-by environment; the abstracts' embeddings (an Abstract node per distinct text the store does
-not cache yet, so a known abstract is never embedded again); cross edges block by block.
-Edges are ``CREATE``d, not ``MERGE``d, since their relation was just emptied.
+Order: environments; then environment by environment its tasks and within edges; the
+distinct abstracts' embeddings (an Abstract node per text the store does not cache yet, so
+a known abstract is never embedded again) and each task's abstract; cross edges block by
+block. Two ways to write:
 
-Memory: edge rows are held one batch at a time; the graph returned is kept as index arrays
-(24 bytes an edge), and equals :func:`~envsched_gnn.graph_store.builder.build` of the same
-pool and cache, edge for edge and in the same order.
+* **batched** (growth, a store that holds a graph, Neo4j): ``UNWIND`` chunks; the store's
+  ``WITHIN`` / ``CROSS`` edges are first deleted in batches (observations, predictions and
+  task nodes stay), and edges are ``CREATE``d, not ``MERGE``d, since their relation was just
+  emptied;
+* **bulk** (a first build into an empty managed ArcadeDB, ``GraphConfig.bulk``): the same
+  records into one file for ArcadeDB's importer
+  (:class:`~envsched_gnn.graph_store.arcadedb_import.ArcadeImportFile`), imported at the end.
+
+Either way the graph is marked complete only at the end, and a snapshot of it is written
+beside a managed store (:mod:`~envsched_gnn.graph_store.snapshot`). Memory: edges are kept as
+index arrays (24 bytes an edge), edge rows one batch at a time; the graph returned equals
+:func:`~envsched_gnn.graph_store.builder.build` of the same pool and cache, edge for edge and
+in the same order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 
-from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.pool import PoolSource
 from envsched_gnn.graph.task_graph import RELATIONS, RelationEdges, TaskGraph
-from envsched_gnn.graph_store.builder import BuiltGraph, EdgeRow, GraphBuild, GraphConfig
+from envsched_gnn.graph_store.arcadedb_import import ArcadeImportFile
+from envsched_gnn.graph_store.builder import BuiltGraph, GraphBuild, GraphConfig
 from envsched_gnn.graph_store.connection import CHUNK
 from envsched_gnn.graph_store.embeddings import Embedder
 from envsched_gnn.graph_store.store import GraphStore
 
+IMPORT_FOLDER = "bulk-import"
+"""Folder of the managed store's own folder where the bulk path writes its file."""
+
 
 class _EdgeSink:
-    """Buffers edge rows per relation, writes full batches, keeps the edges as index arrays."""
+    """Keeps every relation's edges as index arrays and hands them to the writer: batches of
+    ``chunk`` rows to the store, or straight into the bulk file."""
 
-    def __init__(self, store: GraphStore, ids: list[str], chunk: int, clock: dict) -> None:
-        self.store, self.chunk, self.clock = store, chunk, clock
-        self.index = {task_id: i for i, task_id in enumerate(ids)}
+    def __init__(
+        self, store: GraphStore, ids: list[str], chunk: int, bulk: ArcadeImportFile | None
+    ) -> None:
+        self.store, self.ids, self.chunk, self.bulk = store, ids, chunk, bulk
         self.pending: dict[str, list[tuple[str, str, float]]] = {r: [] for r in RELATIONS}
         self.kept: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
             r: [] for r in RELATIONS
         }
 
-    def add(self, rows: Iterable[EdgeRow]) -> None:
-        rows = list(rows)
-        for relation in RELATIONS:
-            part = [(s, d, w) for s, d, r, w in rows if r == relation]
-            if not part:
-                continue
-            self.kept[relation].append(
-                (
-                    np.fromiter((self.index[s] for s, _, _ in part), np.int64, len(part)),
-                    np.fromiter((self.index[d] for _, d, _ in part), np.int64, len(part)),
-                    np.fromiter((w for _, _, w in part), np.float64, len(part)),
-                )
-            )
-            self.pending[relation] += part
-            if len(self.pending[relation]) >= self.chunk:
-                self.flush(relation)
+    def add(self, relation: str, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> None:
+        self.kept[relation].append((src, dst, sim))
+        if self.bulk is not None:
+            self.bulk.relation(relation, src, dst, sim)
+            return
+        ids = self.ids
+        self.pending[relation] += [
+            (ids[s], ids[d], w)
+            for s, d, w in zip(src.tolist(), dst.tolist(), sim.tolist(), strict=True)
+        ]
+        if len(self.pending[relation]) >= self.chunk:
+            self.flush(relation)
 
     def flush(self, relation: str) -> None:
-        with _timed(self.clock, "store_write"):
+        if self.pending[relation]:
             self.store.create_edges(relation, self.pending[relation], chunk=self.chunk)
         self.pending[relation] = []
 
@@ -79,22 +90,29 @@ def _timed(clock: dict, name: str):
         clock[name] = clock.get(name, 0.0) + time.perf_counter() - started
 
 
-def _drain(parts: Iterator[list[EdgeRow]], sink: _EdgeSink, clock: dict, phase: str) -> None:
-    """Write every part of one relation, timing the production as ``phase``."""
+def _timed_items(items: Iterator, clock: dict, phase: str) -> Iterator:
+    """The items of ``items``, the time spent producing them counted as ``phase``."""
     while True:
         with _timed(clock, phase):
-            part = next(parts, None)
-        if part is None:
-            break
-        sink.add(part)
-    for relation in RELATIONS:
-        if sink.pending[relation]:
-            sink.flush(relation)
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
+
+
+def bulk_file(store: GraphStore, config: GraphConfig) -> ArcadeImportFile | None:
+    """The bulk file of a first build, when ``config.bulk`` and the store is a managed ArcadeDB
+    holding no environment, task or abstract; else None (the batched path)."""
+    if not config.bulk or store.server is None:
+        return None
+    if any(store.count_nodes(label) for label in ("Task", "Environment", "Abstract")):
+        return None
+    return ArcadeImportFile(store.server.folder / IMPORT_FOLDER)
 
 
 def stream_build(
     store: GraphStore,
-    pool: Pool,
+    pool: PoolSource,
     config: GraphConfig | None = None,
     *,
     embedder: Embedder | None = None,
@@ -104,7 +122,8 @@ def stream_build(
     """Build the graph of ``pool`` into ``store`` part by part; returns what was built.
 
     ``phases``, when given, receives the seconds of each phase: ``store_write`` (every
-    write), ``within``, ``embed`` and ``cross`` (computing only).
+    write, the bulk file and its import included), ``within`` (reading each environment and
+    its TF-IDF), ``embed`` and ``cross`` (computing only).
     """
     started = time.perf_counter()
     clock = phases if phases is not None else {}
@@ -112,26 +131,58 @@ def stream_build(
         cache = store.read_abstracts()
     steps = GraphBuild(pool, config, embedder=embedder, cache=cache)
     with _timed(clock, "store_write"):
+        bulk = bulk_file(store, steps.config)
         build = store.begin_graph_build()  # an interrupted build is never read as a graph
-        store.write_environments(pool.envs.values())
-        store.write_tasks(steps.tasks)
-        for relation in RELATIONS:
-            store.delete_edges(relation)
-    sink = _EdgeSink(store, steps.ids, chunk, clock)
-    _drain(steps.within(), sink, clock, "within")
+    try:
+        graph, abstracts = _write_parts(store, steps, bulk, cache, chunk, clock)
+        with _timed(clock, "store_write"):
+            if bulk is not None:
+                bulk.load(store.server)
+            store.complete_graph_build(
+                build, graph, (abstracts.texts, abstracts.codes, abstracts.vectors)
+            )
+    except BaseException:
+        if bulk is not None:
+            bulk.discard()
+        raise
+    return BuiltGraph(graph, abstracts, time.perf_counter() - started)
+
+
+def _write_parts(store, steps: GraphBuild, bulk, cache, chunk: int, clock: dict):
+    """Every record of the build, written (or added to the bulk file) as produced."""
+    pool = steps.pool
+    with _timed(clock, "store_write"):
+        if bulk is not None:
+            bulk.environments(pool.envs.values())
+        else:
+            store.write_environments(pool.envs.values())
+            for relation in RELATIONS:
+                store.delete_edges(relation)
+    sink = _EdgeSink(store, steps.ids, chunk, bulk)
+    texts = []
+    for part in _timed_items(steps.parts(), clock, "within"):
+        with _timed(clock, "store_write"):
+            if bulk is not None:
+                bulk.tasks(part.tasks, part.nodes, part.texts)
+            else:
+                store.write_tasks(part.tasks)
+            sink.add("within", part.src, part.dst, part.sim)
+        texts.append((part.nodes, part.texts))
+    with _timed(clock, "store_write"):
+        sink.flush("within")
     with _timed(clock, "embed"):
-        texts, vectors = steps.embed()
-    new = {t: v for t, v in zip(texts, vectors, strict=True) if t not in cache}
+        abstracts = steps.embed(texts)
+    new = {t: v for t, v in zip(abstracts.texts, abstracts.vectors, strict=True) if t not in cache}
     with _timed(clock, "store_write"):
-        store.write_abstracts(new)
-        store.write_task_abstracts(dict(zip(steps.ids, texts, strict=True)))
-    _drain(steps.cross(vectors), sink, clock, "cross")
-    graph = TaskGraph(steps.ids, steps.envs, sink.edges())
+        if bulk is not None:
+            bulk.abstracts(new)
+        else:
+            store.write_abstracts(new)
+            node_texts = [abstracts.texts[c] for c in abstracts.codes.tolist()]
+            store.write_task_abstracts(dict(zip(steps.ids, node_texts, strict=True)))
+    for dst, src, sim in _timed_items(steps.cross(abstracts), clock, "cross"):
+        with _timed(clock, "store_write"):
+            sink.add("cross", src, dst, sim)
     with _timed(clock, "store_write"):
-        store.complete_graph_build(build, graph)
-    return BuiltGraph(
-        graph,
-        dict(zip(steps.ids, texts, strict=True)),
-        dict(zip(steps.ids, vectors, strict=True)),
-        time.perf_counter() - started,
-    )
+        sink.flush("cross")
+    return TaskGraph(steps.ids, steps.envs, sink.edges()), abstracts

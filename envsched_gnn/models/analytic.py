@@ -118,21 +118,14 @@ class AnalyticPredictor:
             half_life_stats(history, n, h, config.defaults, out=evidence[k].T)
             for k, h in enumerate(config.half_lives)
         ]
-        relation = self._propagate(view, evidence, np.stack([s.g for s in stats]))
-        # 4.5 for both half-lives at once, all arrays (H, 3, N)
-        prior = graph_prior(relation, config.relation_weights)
-        node_major = (
-            evidence[:, :3].transpose(2, 0, 1),
-            evidence[:, 3].T,
-            prior.transpose(2, 0, 1),
-        )
-        estimate = np.ascontiguousarray(shrink(*node_major, config.lambda_s).transpose(1, 2, 0))
+        relation, quiet, touched = self._propagate(view, evidence, np.stack([s.g for s in stats]))
+        prior, estimate = self._prior_and_estimate(evidence, relation, quiet, touched)
         results = []
         for k, s in enumerate(stats):
             e_v, e_m, e_d = estimate[k]
             f = reconstructed_variance(e_m, e_d)
             calibrated = calibrate(
-                e_v, f, config.weight_variance_rank, config.weight_reconstructed_rank
+                e_v, f, config.weight_variance_rank, config.weight_reconstructed_rank, quiet
             )
             per_relation = {r: relation[r][k].T for r in RELATIONS}
             results.append(
@@ -140,24 +133,58 @@ class AnalyticPredictor:
             )
         long, short = results
         u = decline_penalty(long.u, short.u, config.eta)
-        rank = average_rank(u)
+        rank = average_rank(u, quiet)
         return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
+
+    def _prior_and_estimate(
+        self, evidence: np.ndarray, relation: dict, quiet: int | None, touched
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """4.5 for both half-lives at once, all arrays (H, 3, N): P_y and E_y. With a quiet
+        node, computed for the ``touched`` nodes and that one, whose values every other node
+        shares (the same operations on the same numbers)."""
+        config = self.config
+        weighted, weight = evidence[:, :3], evidence[:, 3:]  # W broadcast over the three y
+        if quiet is None:
+            prior = graph_prior(relation, config.relation_weights)
+            return prior, shrink(weighted, weight, prior, config.lambda_s)
+        nodes = np.append(touched, quiet)
+        part = graph_prior(
+            {r: g[:, :, nodes] for r, g in relation.items()}, config.relation_weights
+        )
+        estimated = shrink(weighted[:, :, nodes], weight[:, :, nodes], part, config.lambda_s)
+        out = []
+        for values in (part, estimated):
+            full = np.empty(weighted.shape)
+            full[:] = values[:, :, -1:]
+            full[:, :, touched] = values[:, :, :-1]
+            out.append(full)
+        return out[0], out[1]
 
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation.
+    ) -> tuple[dict[str, np.ndarray], int | None, np.ndarray | None]:
+        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation, a
+        *quiet* node (unobserved, no observed neighbour) or None, and the other nodes.
 
         ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the targets with an observed neighbour
         (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
-        empty and gets G_r of an empty sum, g_y(t).
+        empty and gets G_r of an empty sum, g_y(t). Every quiet node thus gets the same
+        estimates, bit for bit, and so the same E, f, u: at 1M tasks with a few thousand
+        observed nearly all nodes are quiet, and the percentile ranks sort only the others
+        (``tie_hint`` of :func:`~envsched_gnn.models.calibration.average_rank`; 5 sorts of 1M
+        values were most of a step's prediction).
         """
         half_lives, n = g.shape[0], view.num_nodes
         g_t = torch.from_numpy(g)
         observed = (evidence[:, 3] > 0).any(axis=0)
         targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
-        # the layer's input, node-major (N, H, 4)
-        x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
+        # the layer's input, node-major (N, H, 4): of every node when a relation is propagated
+        # whole, else of the nodes the kept rows name (their columns renumbered, the entries
+        # and their order unchanged, so every sum is the same)
+        if any(rows is None for rows, _ in targets.values()):
+            x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
+        else:
+            x, targets = _named_columns(evidence, targets)
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
@@ -165,6 +192,14 @@ class AnalyticPredictor:
         no_neighbour = layer.update(x.new_zeros(1, 4 * half_lives), g_t).numpy()[0]
         work = 4 * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
         out = {}
+        quiet = touched = None
+        if all(rows is not None for rows, _ in targets.values()):
+            mask = observed.copy()
+            for rows, _ in targets.values():
+                mask[rows] = True
+            first = int(np.argmin(mask)) if n else 0
+            if n and not mask[first]:
+                quiet, touched = first, np.flatnonzero(mask)
         with intra_op_threads(work):
             for r, (rows, adjacency) in targets.items():
                 if rows is None:
@@ -175,7 +210,7 @@ class AnalyticPredictor:
                 out[r][:] = no_neighbour[..., None]
                 if rows.shape[0]:
                     out[r][:, :, rows] = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
-        return out
+        return out, quiet, touched
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:
@@ -185,3 +220,19 @@ class AnalyticPredictor:
             return view.task_ids.index(task_id)
         except ValueError:
             raise ValueError(f"unknown task {task_id!r}: it is not a node of the graph") from None
+
+
+def _named_columns(evidence: np.ndarray, targets: dict) -> tuple[torch.Tensor, dict]:
+    """The evidence of the nodes the kept rows of ``targets`` name, node-major (C, H, 4), and
+    those rows' adjacencies with their columns renumbered into it (entries in order)."""
+    from envsched_gnn.graph.hetero import csr_tensor
+
+    columns = [adjacency.col_indices().numpy() for _, adjacency in targets.values()]
+    named = np.unique(np.concatenate(columns)) if columns else np.zeros(0, np.int64)
+    renumbered = {}
+    for (r, (rows, adjacency)), col in zip(targets.items(), columns, strict=True):
+        crow, sim = adjacency.crow_indices().numpy(), adjacency.values().numpy()
+        shape = (rows.shape[0], named.shape[0])
+        renumbered[r] = (rows, csr_tensor(crow, np.searchsorted(named, col), sim, shape))
+    x = np.ascontiguousarray(evidence[:, :, named].transpose(2, 0, 1))
+    return torch.from_numpy(x), renumbered

@@ -49,9 +49,10 @@ def shrink(
 ) -> np.ndarray:
     """E_y = (W ybar + lambda_s P_y) / (W + lambda_s).
 
-    Shapes: (N, ..., C), (N, ...), (N, ..., C) -> (N, ..., C).
+    Shapes: ``weighted_sum`` and ``prior`` alike, say (N, C) or (H, C, N); ``weight``
+    broadcastable against them, (N, 1) or (H, 1, N) -> the shape of ``weighted_sum``.
     """
-    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)[..., None]
+    return (weighted_sum + lambda_s * prior) / (weight + lambda_s)
 
 
 def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
@@ -59,17 +60,54 @@ def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
     return e_d * e_m * (1.0 - e_m)
 
 
-def average_rank(x: np.ndarray) -> np.ndarray:
+def average_rank(x: np.ndarray, tie_hint: int | None = None) -> np.ndarray:
     """1-based ranks of ``x``, ties (equal to :data:`TIE_DECIMALS` decimals) sharing their average.
 
     Equal to ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``.
-    Shapes: (N,) -> (N,).
+    ``tie_hint``: an entry that likely ties with most others (say, a task with no evidence
+    at all); when more than half the entries tie with it, only the others are sorted and the
+    tie block is placed among them, which gives the same ranks (each is (start + 1 + end) / 2
+    of its block either way). Shapes: (N,) -> (N,).
     """
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
     # np.round(x, 12) is rint(x * 1e12) / 1e12, so these integers tie exactly when the
     # rounded values do
     key = np.rint(x * 10.0**TIE_DECIMALS)
+    if tie_hint is not None and n > 2:
+        common = key == key[tie_hint]
+        count = int(np.count_nonzero(common))
+        if 2 * count > n:
+            return _rank_around_block(key, common, count)
+    return _sorted_ranks(key)
+
+
+def _rank_around_block(key: np.ndarray, common: np.ndarray, count: int) -> np.ndarray:
+    """:func:`average_rank` of the integer keys ``key`` whose ``common`` entries (``count`` of
+    them) all hold one key: the others are ranked among themselves and shifted past the block."""
+    rest = np.flatnonzero(~common)
+    block_key = key[common.argmax()]
+    ranks = np.empty(key.shape[0])
+    if rest.shape[0] == 0:
+        ranks[:] = (1 + key.shape[0]) / 2.0
+        return ranks
+    rest_key = key[rest]
+    order = np.argsort(rest_key, kind="stable")
+    sorted_key = rest_key[order]
+    starts = np.concatenate(([0], np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1))
+    ends = np.append(starts[1:], rest.shape[0])
+    below = int(np.searchsorted(sorted_key, block_key, side="left"))
+    above = starts >= below  # blocks of larger keys (none equals the block's key)
+    starts = starts + np.where(above, count, 0)
+    ends = ends + np.where(above, count, 0)
+    ranks[rest[order]] = np.repeat((starts + 1 + ends) / 2.0, ends - starts)
+    ranks[common] = (below + 1 + below + count) / 2.0
+    return ranks
+
+
+def _sorted_ranks(key: np.ndarray) -> np.ndarray:
+    """:func:`average_rank` of the integer-valued float keys ``key`` by one full sort."""
+    n = key.shape[0]
     if 0 < n <= _PACK_LIMIT and key.min() >= 0 and key.max() < 2.0**_KEY_BITS:
         # one value sort of (key << 23 | index) is several times faster than an argsort
         packed = key.astype(np.int64)
@@ -102,9 +140,25 @@ def percentile_from_rank(ranks: np.ndarray) -> np.ndarray:
     return (ranks - 1.0) / max(n - 1, 1)
 
 
-def percentile_rank(x: np.ndarray) -> np.ndarray:
-    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (N,)."""
-    return percentile_from_rank(average_rank(x))
+def percentile_rank(x: np.ndarray, tie_hint: int | None = None) -> np.ndarray:
+    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (N,).
+
+    ``tie_hint`` as in :func:`average_rank`."""
+    return percentile_from_rank(average_rank(x, tie_hint))
+
+
+def sorted_values(x: np.ndarray, tie_hint: int | None = None) -> np.ndarray:
+    """``np.sort(x)``; when more than half the entries equal ``x[tie_hint]``, only the others
+    are sorted and the block of equal values is placed among them. Shapes: (N,) -> (N,)."""
+    if tie_hint is None:
+        return np.sort(x)
+    common = x == x[tie_hint]
+    count = int(np.count_nonzero(common))
+    if 2 * count <= x.shape[0]:
+        return np.sort(x)
+    rest = np.sort(x[~common])
+    below = int(np.searchsorted(rest, x[tie_hint], side="left"))
+    return np.concatenate((rest[:below], np.full(count, x[tie_hint]), rest[below:]))
 
 
 def quantile_map(ordered: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -138,21 +192,32 @@ def quantile_map(ordered: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def calibrate(
-    e_v: np.ndarray, f: np.ndarray, weight_variance: float, weight_reconstructed: float
+    e_v: np.ndarray,
+    f: np.ndarray,
+    weight_variance: float,
+    weight_reconstructed: float,
+    tie_hint: int | None = None,
 ) -> dict[str, np.ndarray]:
     """u_h = Q_v(w_v pr(E_v) + w_f pr(f)), with the intermediate percentiles. Shapes: (N,).
 
-    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``.
+    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``. ``tie_hint``:
+    a task likely to share its values with most others (:func:`average_rank`).
     """
-    pr_v = percentile_rank(e_v)
-    pr_f = percentile_rank(f)
+    pr_v = percentile_rank(e_v, tie_hint)
+    pr_f = percentile_rank(f, tie_hint)
     level = weight_variance * pr_v + weight_reconstructed * pr_f
-    return {
-        "pr_E_v": pr_v,
-        "pr_f": pr_f,
-        "percentile": level,
-        "u": quantile_map(np.sort(e_v), level),
-    }
+    ordered = sorted_values(e_v, tie_hint)
+    common = None
+    if tie_hint is not None:  # tasks with the hint's E_v and f share its level and its u
+        common = (e_v == e_v[tie_hint]) & (f == f[tie_hint])
+    if common is not None and 2 * int(np.count_nonzero(common)) > e_v.shape[0]:
+        rest = np.flatnonzero(~common)
+        u = np.empty(e_v.shape[0])
+        u[rest] = quantile_map(ordered, level[rest])
+        u[common] = quantile_map(ordered, level[tie_hint : tie_hint + 1])[0]
+    else:
+        u = quantile_map(ordered, level)
+    return {"pr_E_v": pr_v, "pr_f": pr_f, "percentile": level, "u": u}
 
 
 def decline_penalty(u_long: np.ndarray, u_short: np.ndarray, eta: float) -> np.ndarray:

@@ -29,14 +29,19 @@ class RelationCSR:
     col: np.ndarray
     sim: np.ndarray
     adj_t: torch.Tensor
+    source_ptr: np.ndarray | None = None
+    source_targets: np.ndarray | None = None
 
     @classmethod
-    def of(cls, adj_t: torch.Tensor) -> RelationCSR:
+    def of(cls, adj_t: torch.Tensor, by_source=None) -> RelationCSR:
+        ptr, targets = by_source if by_source is not None else (None, None)
         return cls(
             adj_t.crow_indices().numpy(),
             adj_t.col_indices().numpy(),
             adj_t.values().numpy(),
             adj_t,
+            None if ptr is None else ptr.numpy(),
+            None if targets is None else targets.numpy(),
         )
 
     def neighbours(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -55,12 +60,14 @@ class RelationCSR:
         them, plus the kept rows' entries.
         """
         num_nodes = self.crow.shape[0] - 1
-        has = np.zeros(num_nodes, bool)
-        filled = np.flatnonzero(self.crow[1:] > self.crow[:-1])
-        if filled.shape[0]:
-            # any over the non-empty rows (the empty rows between two of them hold no entries)
-            has[filled] = np.logical_or.reduceat(observed[self.col], self.crow[filled])
-        rows = np.flatnonzero(has)
+        rows = self._rows_entered_by(observed)
+        if rows is None:
+            has = np.zeros(num_nodes, bool)
+            filled = np.flatnonzero(self.crow[1:] > self.crow[:-1])
+            if filled.shape[0]:
+                # any over the non-empty rows (the empty rows between two of them hold none)
+                has[filled] = np.logical_or.reduceat(observed[self.col], self.crow[filled])
+            rows = np.flatnonzero(has)
         if 2 * rows.shape[0] > num_nodes:
             return None, self.adj_t
         start, counts = self.crow[rows], self.crow[rows + 1] - self.crow[rows]
@@ -68,6 +75,20 @@ class RelationCSR:
         np.cumsum(counts, out=crow[1:])
         entry = np.repeat(start - crow[:-1], counts) + np.arange(crow[-1])
         return rows, csr_tensor(crow, self.col[entry], self.sim[entry], (rows.shape[0], num_nodes))
+
+    def _rows_entered_by(self, observed: np.ndarray) -> np.ndarray | None:
+        """The targets of the observed sources (sorted, distinct) from the by-source index,
+        O(observed entries); None without the index or when most nodes are observed."""
+        if self.source_ptr is None:
+            return None
+        sources = np.flatnonzero(observed)
+        if 8 * sources.shape[0] > observed.shape[0]:
+            return None
+        start = self.source_ptr[sources]
+        counts = self.source_ptr[sources + 1] - start
+        offsets = np.cumsum(counts) - counts
+        entry = np.repeat(start - offsets, counts) + np.arange(int(counts.sum()))
+        return np.unique(self.source_targets[entry])
 
 
 @dataclass(frozen=True)
@@ -117,4 +138,7 @@ def _relation(data, relation: str, num_nodes: int) -> RelationCSR:
         )
     if adj_t.dtype != torch.float64:
         raise ValueError(f"relation {relation!r}: adj_t must be float64, got {adj_t.dtype}")
-    return RelationCSR.of(adj_t.cpu())
+    store = data[edge_type]
+    ptr, targets = getattr(store, "source_ptr", None), getattr(store, "source_targets", None)
+    by_source = None if ptr is None or targets is None else (ptr.cpu(), targets.cpu())
+    return RelationCSR.of(adj_t.cpu(), by_source)

@@ -352,7 +352,11 @@ def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, idx: np.ndarray, k:
     pos = np.arange(gain.shape[0])
     for values in (-gain, -q, tie, idx):
         v = values[pos]
-        kth = v[np.argpartition(v, k - 1)[k - 1]]
+        best = v.min()
+        # a pool of 1M tasks ties by the hundred thousand (equal coverage scores, the equal q
+        # of tasks without evidence): then the k-th value is the best, found without a
+        # partition of them all
+        kth = best if np.count_nonzero(v == best) >= k else v[np.argpartition(v, k - 1)[k - 1]]
         better = pos[v < kth]
         chosen.append(better)
         k -= better.shape[0]

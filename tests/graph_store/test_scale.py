@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 
 from envsched_gnn.graph_store.ann import HnswConfig, approximate_cross, embedding_groups
-from envsched_gnn.graph_store.builder import (
-    GraphBuild,
-    GraphConfig,
-    build,
-    cross_neighbours,
-)
+from envsched_gnn.graph_store.builder import GraphBuild, GraphConfig, build
+from envsched_gnn.graph_store.cross import cross_neighbours
 from envsched_gnn.graph_store.embeddings import embed_texts, fixed_point
 from envsched_gnn.graph_store.neighbours import task_hashes
 from envsched_gnn.graph_store.stream import stream_build
@@ -96,3 +92,14 @@ def test_within_edges_from_worker_processes_equal_in_process(embedder, config) -
     steps.config = replace(config, within_workers=2)
     assert [row for part in steps.within() for row in part] == alone
     assert len(alone) == 35 * 6
+
+
+def test_graph_of_a_streamed_pool_equals_the_graph_of_the_loaded_pool(embedder, config, tmp_path):
+    from envsched_gnn.envs.pool_io import load_pool, save_pool
+    from envsched_gnn.envs.pool_stream import PoolStream
+
+    save_pool(small_pool(4, 6, seed=8), tmp_path / "pool")
+    streamed = build(PoolStream(tmp_path / "pool"), config, embedder=embedder)
+    loaded = build(load_pool(tmp_path / "pool"), config, embedder=embedder)
+    assert rows_of(streamed.graph) == rows_of(loaded.graph)
+    assert streamed.abstracts == loaded.abstracts

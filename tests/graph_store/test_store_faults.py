@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,21 +71,35 @@ def _export(folder: Path, out: Path, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.parametrize("bulk", [False, True], ids=["batched", "bulk"])
 @pytest.mark.parametrize("fault", ["kill -9 of the server", "the builder dies"])
-def test_an_interrupted_build_is_never_read_as_a_graph(tmp_path, embedder, config, capsys, fault):
+def test_an_interrupted_build_is_never_read_as_a_graph(
+    tmp_path, embedder, config, capsys, fault, bulk
+):
     folder, pool = tmp_path / "store", handmade_pool()
+    config = replace(config, bulk=bulk)
+
+    def fail(store) -> None:
+        if fault.startswith("kill"):
+            kill_server(store)
+        else:
+            raise KeyboardInterrupt  # as if the process were killed here
+
     with open_store(folder) as store:
-        write_rows = store.write_rows
+        write_rows, sql = store.write_rows, store.server.sql
 
         def interrupted(cypher, rows, **kwargs):
             if "WITHIN" in cypher and ("MERGE" in cypher or "CREATE" in cypher):  # edges
-                if fault.startswith("kill"):
-                    kill_server(store)
-                else:
-                    raise KeyboardInterrupt  # as if the process were killed here
+                fail(store)
             return write_rows(cypher, rows, **kwargs)
 
+        def interrupted_import(command, **kwargs):
+            if command.startswith("IMPORT DATABASE"):
+                fail(store)
+            return sql(command, **kwargs)
+
         store.write_rows = interrupted
+        store.server.sql = interrupted_import
         with pytest.raises((StoreError, KeyboardInterrupt)) as failure:
             build_into_store(store, pool, config, embedder=embedder)
         if fault.startswith("kill"):
@@ -95,7 +110,8 @@ def test_an_interrupted_build_is_never_read_as_a_graph(tmp_path, embedder, confi
         assert not (tmp_path / "graph.json").exists()
         return
     with open_store(folder) as store:
-        assert store.count_tasks() == len(pool.tasks)  # the nodes are there, the graph is not
+        # batched, the nodes are there and the graph is not; bulk, nothing was imported
+        assert store.count_tasks() == (0 if bulk else len(pool.tasks))
         with pytest.raises(StoreError, match="incomplete.*never finished.*rerun"):
             store.read_graph()
         built = build_into_store(store, pool, config, embedder=embedder)

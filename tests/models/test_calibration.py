@@ -4,12 +4,14 @@ from scipy.stats import rankdata
 
 from envsched_gnn.models.calibration import (
     SINGLE_TASK_PERCENTILE,
+    TIE_DECIMALS,
     average_rank,
     calibrate,
     decline_penalty,
     percentile_rank,
     quantile_map,
     reconstructed_variance,
+    sorted_values,
 )
 
 
@@ -79,3 +81,25 @@ def test_average_rank_large_random_matches_scipy():
     values = np.random.default_rng(4).random(20_000) * 0.25
     values[::7] = values[3]
     np.testing.assert_array_equal(average_rank(values), rankdata(np.round(values, 12)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranks_and_sort_around_a_tie_block_equal_the_full_ones(seed):
+    """With a hint inside a large block of equal values, only the others are sorted; the
+    ranks and the sorted values are the full sort's, bit for bit."""
+    rng = np.random.default_rng(seed)
+    n = 5000
+    x = np.full(n, rng.uniform(0, 0.25))
+    rest = rng.choice(n, 900 + 300 * seed, replace=False)
+    x[rest] = np.round(rng.uniform(0, 0.25, rest.shape[0]), 3)  # ties among the others too
+    hint = int(np.setdiff1d(np.arange(n), rest)[seed])  # a task in the block
+    x[rest[:7]] = x[hint]  # some of the others hold the block's value too
+    assert np.array_equal(average_rank(x, hint), average_rank(x))
+    assert np.array_equal(average_rank(x, hint), rankdata(np.round(x, TIE_DECIMALS)))
+    assert np.array_equal(percentile_rank(x, hint), percentile_rank(x))
+    assert np.array_equal(sorted_values(x, hint), np.sort(x))
+    small = int(rest[0])  # a hint outside any large block: the full sort, same answer
+    assert np.array_equal(average_rank(x, small), average_rank(x))
+    assert np.array_equal(sorted_values(x, small), np.sort(x))
+    block = np.full(n, 0.125)
+    assert np.array_equal(average_rank(block, 3), average_rank(block))

@@ -13,7 +13,9 @@ task depends only on its seed, environment and index.
 
 from __future__ import annotations
 
+import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 from envsched_gnn.envs.abstract import abstract_from_calls
@@ -181,18 +183,56 @@ def generate_replicated_pool(n_envs: int, tasks_per_env: int = 100, seed: int = 
     (ids ``<env>-<index>``, every draw from ``random.Random(f"{seed}:{domain}:r<replica>:...")``).
     All tasks are split ``train``. 10,000 x 100 is the issue-15 scale (about 0.6 ms a task).
     """
-    if n_envs < 1 or tasks_per_env < 1:
-        raise GeneratorError(f"n_envs={n_envs}, tasks_per_env={tasks_per_env}: must be >= 1")
     envs: dict[str, Environment] = {}
     tasks: list[Task] = []
+    for env, env_tasks in replicated_environments(n_envs, tasks_per_env, seed):
+        envs[env.env_id] = env
+        tasks += env_tasks
+    return Pool(envs=envs, tasks=tasks)
+
+
+def replicated_environments(
+    n_envs: int, tasks_per_env: int = 100, seed: int = 0
+) -> Iterator[tuple[Environment, list[Task]]]:
+    """The environments of :func:`generate_replicated_pool` and their tasks, one at a time."""
+    if n_envs < 1 or tasks_per_env < 1:
+        raise GeneratorError(f"n_envs={n_envs}, tasks_per_env={tasks_per_env}: must be >= 1")
+    built = {domain.key: build_environment(domain) for domain in DOMAINS}
     for n in range(n_envs):
         domain, replica = DOMAINS[n % len(DOMAINS)], n // len(DOMAINS)
         env_id = f"{domain.key}-r{replica:04d}"
-        env = Environment(**{**vars(build_environment(domain)), "env_id": env_id})
-        envs[env_id] = env
+        env = Environment(**{**vars(built[domain.key]), "env_id": env_id})
         made = _env_tasks(domain, env, tasks_per_env, seed, f"r{replica}", env_id)
-        tasks += [Task(**{**vars(task), "env_id": env_id}) for task in made]
-    return Pool(envs=envs, tasks=tasks)
+        yield env, [Task(**{**vars(task), "env_id": env_id}) for task in made]
+
+
+def write_replicated_pool(
+    directory: str | Path, n_envs: int, tasks_per_env: int = 100, seed: int = 0
+) -> Path:
+    """:func:`generate_replicated_pool` written environment by environment (``envs.json`` and
+    ``tasks.jsonl``), never held in memory: the pool of a 1M-task benchmark. Files are written
+    under temporary names and renamed once complete."""
+    from envsched_gnn.envs.pool_io import (
+        ENVS_FILE,
+        TASKS_JSONL_FILE,
+        environment_to_dict,
+        task_to_dict,
+    )
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    envs: dict[str, dict] = {}
+    partial = directory / f".{TASKS_JSONL_FILE}.partial"
+    with partial.open("w", encoding="utf-8") as handle:
+        for env, env_tasks in replicated_environments(n_envs, tasks_per_env, seed):
+            envs[env.env_id] = environment_to_dict(env)
+            for task in env_tasks:
+                handle.write(json.dumps(task_to_dict(task), ensure_ascii=False) + "\n")
+    envs_partial = directory / f".{ENVS_FILE}.partial"
+    envs_partial.write_text(json.dumps(envs, ensure_ascii=False), encoding="utf-8")
+    envs_partial.replace(directory / ENVS_FILE)
+    partial.replace(directory / TASKS_JSONL_FILE)
+    return directory
 
 
 def _with_split(task: Task, split: str) -> Task:

@@ -1,0 +1,79 @@
+"""Where a build's independent pieces of work run: in this process, in spawned worker
+processes, or as Ray tasks on a cluster; results always come back in input order.
+
+Each piece (one environment's within TF-IDF, one chunk of abstracts to embed) is a pure
+function of its arguments, so the graph does not depend on where it ran (tested:
+``graph build --ray local`` and ``--within-workers 2`` give the graph of the plain build).
+At most ``window`` pieces are in flight, so the inputs of a streamed pool are read from disk
+only a few environments ahead of the results.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+RAY_LOCAL = "local"
+"""``--ray local``: start (or join) a Ray instance on this machine; else a cluster address."""
+
+
+def ordered_map(
+    fn: Callable,
+    items: Iterable[tuple],
+    *,
+    workers: int = 1,
+    ray: str | None = None,
+    window: int | None = None,
+) -> Iterator[tuple[tuple, Any]]:
+    """``(args, fn(*args))`` for every ``args`` of ``items``, in order.
+
+    ``ray``: run each call as a Ray task (:data:`RAY_LOCAL` or a cluster address; an
+    already initialised Ray is used as it is); else ``workers`` > 1 spawned processes, else
+    this process. ``window``: calls in flight (default 4 per worker).
+    """
+    if ray is not None:
+        yield from _ray_map(fn, items, ray, window)
+        return
+    if workers <= 1:
+        for args in items:
+            yield args, fn(*args)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # no fork after torch's threads
+    with ProcessPoolExecutor(workers, mp_context=context) as executor:
+        yield from _windowed(lambda args: executor.submit(fn, *args), items, window or 4 * workers)
+
+
+def _windowed(submit: Callable, items: Iterable[tuple], window: int, result=None) -> Iterator:
+    pending: deque = deque()
+    for args in items:
+        pending.append((args, submit(args)))
+        if len(pending) >= window:
+            args, future = pending.popleft()
+            yield args, (result(future) if result else future.result())
+    while pending:
+        args, future = pending.popleft()
+        yield args, (result(future) if result else future.result())
+
+
+def connect_ray(address: str) -> Any:
+    """The ``ray`` module, initialised: an existing instance, else one at ``address``."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ValueError(
+            "--ray needs the 'ray' package: pip install 'envsched-gnn[ray]'"
+        ) from error
+    if not ray.is_initialized():
+        ray.init(address=None if address == RAY_LOCAL else address, log_to_driver=False)
+    return ray
+
+
+def _ray_map(fn: Callable, items: Iterable[tuple], address: str, window: int | None) -> Iterator:
+    ray = connect_ray(address)
+    remote = ray.remote(num_cpus=1)(fn)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    yield from _windowed(lambda args: remote.remote(*args), items, window or 4 * cpus, ray.get)

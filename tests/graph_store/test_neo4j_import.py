@@ -1,0 +1,73 @@
+"""The Neo4j bulk path writes the documented ``neo4j-admin database import`` files (no Neo4j
+here: the files themselves are checked)."""
+
+from __future__ import annotations
+
+import csv
+
+from envsched_gnn.cli import main
+from envsched_gnn.envs.pool_io import save_pool
+from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_store.neo4j_import import HEADERS, field, write_neo4j_import
+from envsched_gnn.graph_store.nodes import task_properties, text_key
+from tests.graph_store.small_pool import small_pool
+
+POOL = small_pool(3, 5, seed=6)
+
+
+def read(path):
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def test_fields_follow_the_importer_quoting() -> None:
+    assert field('say "hi"\nthen') == '"say ""hi""\nthen"'
+    assert field(None) == "" and field("") == '""'
+    assert field(0.25) == "0.25" and field(7) == "7"
+    assert field(["a", "b"]) == '"a;b"'
+
+
+def test_import_files_hold_the_graph_and_its_records(tmp_path, embedder, config) -> None:
+    script = write_neo4j_import(POOL, tmp_path / "import", config, embedder=embedder)
+    folder = tmp_path / "import"
+    for name, header in HEADERS.items():
+        assert tuple(read(folder / name)[0]) == header, name
+    command = script.read_text()
+    assert "neo4j-admin database import full" in command
+    assert command.count("--nodes=") == 4 and command.count("--relationships=") == 3
+    assert "--multiline-fields=true" in command
+    built = build(POOL, config, embedder=embedder)
+    rows = []
+    for relation in ("within", "cross"):
+        for src, dst, sim, kind in read(folder / f"{relation}.csv")[1:]:
+            assert kind == relation.upper()
+            rows.append((src, dst, relation, float(sim)))
+    assert sorted(rows) == sorted(built.graph.edge_rows())  # repr of a float reads back exactly
+    tasks = {row[0]: row for row in read(folder / "tasks.csv")[1:]}
+    header = HEADERS["tasks.csv"]
+    for task in POOL.tasks:
+        row = dict(zip(header, tasks[task.task_id], strict=True))
+        props = task_properties(task)
+        assert row["instruction"] == props["instruction"] and row["checks"] == props["checks"]
+        assert row["abstract_text"] == built.abstracts[task.task_id]
+        assert row["abstract_key"] == text_key(row["abstract_text"]) and row[":LABEL"] == "Task"
+    in_env = read(folder / "in_env.csv")[1:]
+    assert sorted((t, e) for t, e, _ in in_env) == sorted((t.task_id, t.env_id) for t in POOL.tasks)
+    abstracts = read(folder / "abstracts.csv")[1:]
+    assert len(abstracts) == len(set(built.abstracts.values()))
+    key, text, embedding, _ = abstracts[0]
+    assert [float(x) for x in embedding.split(";")] == built.embeddings[
+        next(t for t, a in built.abstracts.items() if a == text)
+    ].astype(float).tolist()
+    (marker,) = read(folder / "graph_build.csv")[1:]
+    counts = dict(zip(("tasks", "within", "cross"), map(int, marker[5:8]), strict=True))
+    assert marker[0] == "graph" and marker[2] == "complete"
+    assert counts == {r: len(e) for r, e in built.graph.edges.items()} | {"tasks": 15}
+
+
+def test_graph_build_writes_the_import_files(tmp_path, capsys) -> None:
+    save_pool(POOL, tmp_path / "pool")
+    argv = ["graph", "build", "--pool", str(tmp_path / "pool"), "--no-show-progress"]
+    assert main([*argv, "--neo4j-import", str(tmp_path / "out")]) == 0
+    assert "import.sh" in capsys.readouterr().out
+    assert (tmp_path / "out" / "cross.csv").exists()
