@@ -88,21 +88,38 @@ def convert(files: BfclFiles, category: str = "base") -> Pool:
     tasks = []
     for entry in entries:
         where = f"{DATA_DIR}: task {entry.get('id')!r}"
-        involved = sorted(entry["involved_classes"])
-        for name in involved:
-            if name not in defining:
-                raise BfclImportError(f"{where}: no module of {CODE_DIR}/ defines {name}")
-            if name not in classes:
-                classes[name] = _api_class(files, sources, name, defining[name])
-        api = [classes[name] for name in involved]
-        excluded = sorted(entry.get("excluded_function") or [])
-        env_id = "bfcl-" + "-".join(involved) + "".join(f"-no-{name}" for name in excluded)
-        if env_id not in envs:
-            envs[env_id] = _environment(sources, env_id, api, excluded, origin)
-        if entry["id"] not in answers:
-            raise BfclImportError(f"{where}: has no ground truth in {DATA_DIR}/possible_answer/")
-        tasks.append(_task(entry, answers[entry["id"]], envs[env_id], api, category, where))
+        try:
+            involved = sorted(entry["involved_classes"])
+            for name in involved:
+                if name not in defining:
+                    raise BfclImportError(f"{where}: no module of {CODE_DIR}/ defines {name}")
+                if name not in classes:
+                    classes[name] = _api_class(files, sources, name, defining[name])
+            api = [classes[name] for name in involved]
+            _check_tools_unique(api, where)
+            excluded = sorted(entry.get("excluded_function") or [])
+            env_id = "bfcl-" + "-".join(involved) + "".join(f"-no-{name}" for name in excluded)
+            if env_id not in envs:
+                envs[env_id] = _environment(sources, env_id, api, excluded, origin)
+            if entry["id"] not in answers:
+                raise BfclImportError(
+                    f"{where}: has no ground truth in {DATA_DIR}/possible_answer/"
+                )
+            tasks.append(_task(entry, answers[entry["id"]], envs[env_id], api, category, where))
+        except KeyError as missing:
+            raise BfclImportError(f"{where}: has no field {missing}") from None
     return Pool(envs=envs, tasks=tasks)
+
+
+def _check_tools_unique(api: list[ApiClass], where: str) -> None:
+    """BFCL calls a tool by name; two involved classes with one tool name would be ambiguous."""
+    owners: dict[str, str] = {}
+    for cls in api:
+        for tool in cls.parameters:
+            if owners.setdefault(tool, cls.name) != cls.name:
+                raise BfclImportError(
+                    f"{where}: tool {tool!r} of both {owners[tool]} and {cls.name}"
+                )
 
 
 def _category(files: BfclFiles, category: str) -> tuple[list[dict], dict[str, list]]:
@@ -277,6 +294,6 @@ def _parse_call(text: str, parameters: dict[str, list[str]], where: str) -> tupl
         named = zip(parameters[tool][: len(node.args)], node.args, strict=True)
         arguments = {name: ast.literal_eval(value) for name, value in named}
         arguments.update({k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg})
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError):
         raise BfclImportError(f"{where}: an argument is not a literal") from None
     return tool, json.loads(json.dumps(arguments))

@@ -23,7 +23,11 @@ is the episode API and the placement of episodes on workers; configured by
 :class:`~envsched_gnn.envs.runtime_config.RuntimeConfig`.
 
 Reward of an episode: ``r = (number of checks returning True) / (number of checks)``
-(:class:`~envsched_gnn.envs.episode.EpisodeScore`).
+(:class:`~envsched_gnn.envs.episode.EpisodeScore`). A state no check can run on (the scorer
+cannot load it, or the tool process cannot send it) scores 0 with ``EpisodeScore.unscored``
+saying why, and the runtime warns about it once per task and cause: it is the state's fault
+or the runtime's, not a verdict of the checks. Tool results are any JSON value
+(:mod:`~envsched_gnn.envs.tool_results`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import csv
 import hashlib
 import importlib
 import json
+import shutil
 import sys
 import zipfile
 
@@ -93,12 +94,24 @@ def test_import_bfcl_converts_every_base_task_from_a_folder_or_the_wheel(tmp_pat
     assert "2026.3.23" in from_folder.envs[task.env_id].env_class_code
 
 
-def test_categories_a_final_state_cannot_check_are_refused(tmp_path):
+def test_what_cannot_be_converted_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(BfclImportError, match="no call is made in a turn"):
         convert(BfclFiles(VENDORED), "miss_func")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     assert main(["pool", "import-bfcl", str(VENDORED), "--out", str(tmp_path / "full")]) == 1
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+    copy_of = tmp_path / "bfcl"
+    shutil.copytree(VENDORED, copy_of)
+    answers = copy_of / "bfcl_eval/data/possible_answer/BFCL_v4_multi_turn_base.json"
+    lines = answers.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["ground_truth"][0][0] = "cd(folder=somewhere)"
+    answers.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    with pytest.raises(BfclImportError, match="multi_turn_base_0.*cd.folder=somewhere.*literal"):
+        convert(BfclFiles(copy_of))
+    with pytest.raises(BfclImportError, match="neither a bfcl-eval wheel nor a folder"):
+        BfclFiles(tmp_path / "missing.whl")
 
 
 @pytest.fixture(scope="module")
