@@ -64,7 +64,7 @@ STATE_CLASSES: dict[str, frozenset[str]] = {
     ),
     "datetime": frozenset({"date", "time", "datetime", "timedelta", "timezone", "tzinfo"}),
     # Context is pickled with its flags and traps, which name the signal classes
-    "decimal": frozenset({"Decimal", "Context"}) | _DECIMAL_SIGNALS,
+    "decimal": frozenset({"Decimal", "Context", "DecimalTuple"}) | _DECIMAL_SIGNALS,
     "fractions": frozenset({"Fraction"}),
     "uuid": frozenset({"UUID", "SafeUUID"}),
     "array": frozenset({"array", "_array_reconstructor"}),
