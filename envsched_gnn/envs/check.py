@@ -5,7 +5,9 @@ reference solution must score ``r = 1`` and the empty trajectory (no tool call) 
 ``r < 1`` on every task. A reference call that the runtime could not complete (the tool
 raised, hung, crashed or killed its worker, or the call is malformed: a
 :class:`~envsched_gnn.envs.episode.ToolFault`) is an error of that task and tool even when
-the checks pass. The summary is one JSON object:
+the checks pass. A state the scorer cannot load (or the tool process cannot send) is one
+error of its task, ``state cannot be loaded (class X, task Y): ...``, not a list of failed
+checks. The summary is one JSON object:
 ``{"envs", "tasks", "reference_mean_reward", "reference_min_reward", "empty_mean_reward",
 "empty_max_reward", "errors", "seconds"}`` (reference figures are ``null`` when no task has a
 reference solution).
@@ -21,6 +23,7 @@ replay changed, from what name, description and parameters say to what the calls
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envsched_gnn.envs.episode import EpisodeScore, ToolFault
+from envsched_gnn.envs.episode import EpisodeScore, ToolFault, succeeded
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import load_pool
 from envsched_gnn.envs.pool_parse import PoolError
@@ -75,9 +78,11 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
     effects: dict[str, dict[str, ObservedEffect]] | None = {} if config.record_effects else None
     tasks = pool.tasks
     with (
+        warnings.catch_warnings(),  # a state no check ran on is an error below, reported once
         EnvRuntime(pool, config.runtime) as runtime,
         tqdm(total=len(tasks), desc="pool check", unit="task", disable=not config.progress) as bar,
     ):
+        warnings.filterwarnings("ignore", message="state cannot be", category=RuntimeWarning)
         for begin in range(0, len(tasks), config.chunk_size):
             chunk = tasks[begin : begin + config.chunk_size]
             with_reference = [task for task in chunk if task.reference_solution is not None]
@@ -85,10 +90,12 @@ def replay_pool(pool: Pool, config: CheckConfig) -> dict[str, Any]:
                 (task, task.reference_solution) for task in with_reference
             ]
             runs += [(task, []) for task in chunk]
-            scores = _run(runtime, runs, errors, effects, faults=len(with_reference))
+            scores, unusable = _run(runtime, runs, errors, effects, faults=len(with_reference))
+            unscored = _unscored(runs, scores, unusable)
+            errors.extend(unscored.values())
             for task, score in zip(with_reference, scores[: len(with_reference)], strict=True):
                 reference_rewards.append(score.reward)
-                if score.reward < 1.0:
+                if score.reward < 1.0 and task.task_id not in unscored:
                     errors.append(_reference_error(task, score))
             for task, score in zip(chunk, scores[len(with_reference) :], strict=True):
                 empty_rewards.append(score.reward)
@@ -145,6 +152,19 @@ def empty_trajectory_checks(
     return passed
 
 
+def _unscored(
+    runs: list[tuple[Task, Sequence[ToolCall]]], scores: list[EpisodeScore], unusable: set[str]
+) -> dict[str, str]:
+    """Task id -> why its state could not be scored (``state cannot be loaded (class X, task
+    Y): ...``), the first such reason of each task: one error per task, not one per check or
+    per run. Tasks whose instantiation failed are left out (that error is reported)."""
+    found: dict[str, str] = {}
+    for (task, _), score in zip(runs, scores, strict=True):
+        if score.unscored and task.task_id not in unusable:
+            found.setdefault(task.task_id, score.unscored)
+    return found
+
+
 def _run(
     runtime: EnvRuntime,
     runs: list[tuple[Task, Sequence[ToolCall]]],
@@ -152,10 +172,11 @@ def _run(
     effects: dict[str, dict[str, ObservedEffect]] | None = None,
     *,
     faults: int,
-) -> list[EpisodeScore]:
-    """Fresh episodes, their calls, their scores; a failed instantiation is an error, and so
-    is a call of the first ``faults`` runs (the reference solutions) that the runtime failed.
-    With ``effects``, the calls go one position at a time with a state snapshot after each."""
+) -> tuple[list[EpisodeScore], set[str]]:
+    """Fresh episodes, their calls, their scores, and the ids of the tasks whose instantiation
+    failed; a failed instantiation is an error, and so is a call of the first ``faults`` runs
+    (the reference solutions) that the runtime failed. With ``effects``, the calls go one
+    position at a time with a state snapshot after each."""
     episode_ids = [f"check-{index}" for index in range(len(runs))]
     try:
         resets = runtime.reset(
@@ -188,7 +209,7 @@ def _run(
                     f"task {task.task_id!r}: reference call {number} ({plan[number].name}) "
                     f"failed in the runtime: {result['error']}"
                 )
-        return runtime.score(episode_ids)
+        return runtime.score(episode_ids), set(failed)
     finally:
         runtime.release(episode_ids)
 
@@ -217,7 +238,7 @@ def _call_recording_effects(
         for (run, e, task, call), result, now in zip(active, results, after, strict=True):
             outcomes[(run, k)] = result
             before = states[e]
-            if result.get("success") is True and before["success"] and now["success"]:
+            if succeeded(result) and before["success"] and now["success"]:
                 effect = effects.setdefault(task.env_id, {}).setdefault(call.name, ObservedEffect())
                 effect.add(state_effects(before["data"], now["data"]))
             states[e] = now

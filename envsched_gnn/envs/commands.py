@@ -1,5 +1,6 @@
-"""``envsched-gnn pool check`` / ``pool import-envscaler``, and the environment runtime's flags
-every command that runs a pool's code shares (:func:`add_runtime_flags`)."""
+"""``envsched-gnn pool check`` / ``pool import-envscaler`` / ``pool import-bfcl``, and the
+environment runtime's flags every command that runs a pool's code shares
+(:func:`add_runtime_flags`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.envs.bfcl import CATEGORIES
 from envsched_gnn.envs.check import CheckConfig
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 
@@ -34,6 +36,20 @@ class ImportArgs:
     """A folder, or the environments and tasks files."""
     out: str
     """Pool folder to write."""
+
+
+@dataclass
+class BfclArgs:
+    """The input and output of ``pool import-bfcl``."""
+
+    source: str
+    """The bfcl-eval wheel (pip download bfcl-eval --no-deps), or a folder holding its
+    bfcl_eval/ (an unpacked wheel, site-packages, a checkout of
+    berkeley-function-call-leaderboard)."""
+    out: str
+    """Pool folder to write."""
+    category: str = "base"
+    """BFCL's multi-turn category to convert: base or long_context."""
 
 
 def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +106,26 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     )
     importer.set_defaults(func=_import_envscaler)
 
+    bfcl = groups["pool"].add_parser(
+        "import-bfcl",
+        help="convert BFCL's multi-turn API classes and tasks (bfcl-eval) into a pool",
+        description=(
+            "Reads the bfcl-eval package's multi-turn API classes, function documents, tasks "
+            "and ground truth from SRC (as data: nothing of it is imported) and writes a pool "
+            "to --out: one environment per set of involved classes, one task per BFCL task "
+            "with its ground truth as reference solution and BFCL's state and response checks "
+            "on the final state."
+        ),
+    )
+    add_config_flags(
+        bfcl,
+        BfclArgs,
+        positional=["source"],
+        metavars={"source": "SRC", "out": "DIR", "category": "NAME"},
+        choices={"category": CATEGORIES},
+    )
+    bfcl.set_defaults(func=_import_bfcl)
+
 
 def _check(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.check import check_pool
@@ -117,6 +153,19 @@ def _import_envscaler(args: argparse.Namespace) -> int:
     try:
         pool = import_envscaler(args.sources, args.out)
     except (EnvScalerImportError, PoolError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))
+    return 0
+
+
+def _import_bfcl(args: argparse.Namespace) -> int:
+    from envsched_gnn.envs.bfcl import import_bfcl
+    from envsched_gnn.envs.bfcl_files import BfclImportError
+
+    try:
+        pool = import_bfcl(args.source, args.out, args.category)
+    except BfclImportError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))

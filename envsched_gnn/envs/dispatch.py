@@ -18,8 +18,16 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from envsched_gnn.envs.episode import Episode, ScoreRun, ToolFault, fault
+from envsched_gnn.envs.episode import (
+    Episode,
+    ScoreRun,
+    ToolFault,
+    failed_score,
+    fault,
+    unloadable_state,
+)
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.slots import Slots
@@ -263,7 +271,8 @@ class Dispatcher:
                     job.deadline = time.monotonic() + item.budget_s
                     continue
                 result = reply["r"]
-                if not isinstance(result, dict):
+                # a call answers any JSON value (spec section 8); every other op an object
+                if not isinstance(result, dict) and (item.kind != "call" or reply.get("f")):
                     return "the worker sent a malformed reply"
             except (ValueError, KeyError, TypeError):
                 return "the worker sent a malformed reply"
@@ -275,7 +284,7 @@ class Dispatcher:
                 job.deadline = time.monotonic() + job.items[job.position].budget_s
         return ""
 
-    def _absorb(self, item: Op, result: dict, reply: dict, results: list) -> None:
+    def _absorb(self, item: Op, result: Any, reply: dict, results: list) -> None:
         """Records one answered op in the episode log and the caller's results."""
         episode = self._episodes.get(item.episode) if item.episode is not None else None
         if item.kind == "reset" and episode is not None:
@@ -295,6 +304,10 @@ class Dispatcher:
             checks = len(item.run.checks)
             if result.get("success") is True and len(item.run.passed) == checks:
                 result = item.run.verdict()
+            elif "unloadable" in result:
+                why = str(result.get("error"))
+                reason = unloadable_state(item.run.task, str(result["unloadable"]), why)
+                result = failed_score(item.run.task, reason)
             else:
                 result = item.run.verdict(str(result.get("error", "the scorer skipped checks")))
         if item.sink is not None:

@@ -2,12 +2,15 @@
 
 Reward of an episode: ``r = (number of checks returning True) / (number of checks)``
 (:meth:`ScoreRun.verdict`). An error result the runtime makes, not the tool, is a
-:class:`ToolFault`.
+:class:`ToolFault`. An episode whose state could not be scored at all (its state cannot be
+loaded or sent to the scorer, or the episode is not usable) scores 0 with every check False,
+and says why in :attr:`EpisodeScore.unscored`: that is not a verdict of its checks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from envsched_gnn.envs.pool import Task, ToolCall
 
@@ -22,6 +25,9 @@ class EpisodeScore:
     """One per check; False when it raised, timed out or returned a non-bool."""
     errors: tuple[str, ...] = field(default=(), compare=False)
     """One per check: why it could not pass (``""`` when it ran and returned a bool)."""
+    unscored: str = field(default="", compare=False)
+    """Why no check could run (``"state cannot be loaded (class X, task Y): ..."``), or
+    ``""`` when the checks ran on the state."""
 
 
 class ToolFault(dict):
@@ -69,7 +75,23 @@ def fault(message: str) -> ToolFault:
     return ToolFault(success=False, error=message)
 
 
+def succeeded(result: Any) -> bool:
+    """Whether a tool call ran and did not say it failed: not a :class:`ToolFault`, and not
+    ``{"success": False, ...}`` (tool results may be any JSON value: spec section 8)."""
+    return not isinstance(result, ToolFault) and not (
+        isinstance(result, dict) and result.get("success") is False
+    )
+
+
 def failed_score(task: Task, reason: str) -> EpisodeScore:
-    """Reward 0: every check of ``task`` failed with ``reason`` (the episode is not usable)."""
+    """Reward 0, every check False: no check of ``task`` could run, for ``reason``."""
     count = len(task.checklist_with_func)
-    return EpisodeScore(reward=0.0, checks=(False,) * count, errors=(reason,) * count)
+    return EpisodeScore(
+        reward=0.0, checks=(False,) * count, errors=(reason,) * count, unscored=reason
+    )
+
+
+def unloadable_state(task: Task, class_name: str, why: str) -> str:
+    """How a state the scorer cannot load is reported, naming the class and the task."""
+    named = f"class {class_name}, " if class_name else ""
+    return f"state cannot be loaded ({named}task {task.task_id!r}): {why}"

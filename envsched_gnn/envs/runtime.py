@@ -23,7 +23,11 @@ is the episode API and the placement of episodes on workers; configured by
 :class:`~envsched_gnn.envs.runtime_config.RuntimeConfig`.
 
 Reward of an episode: ``r = (number of checks returning True) / (number of checks)``
-(:class:`~envsched_gnn.envs.episode.EpisodeScore`).
+(:class:`~envsched_gnn.envs.episode.EpisodeScore`). A state no check can run on (the scorer
+cannot load it, or the tool process cannot send it) scores 0 with ``EpisodeScore.unscored``
+saying why, and the runtime warns about it once per task and cause: it is the state's fault
+or the runtime's, not a verdict of the checks. Tool results are any JSON value
+(:mod:`~envsched_gnn.envs.tool_results`).
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import warnings
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 from envsched_gnn.envs.dispatch import SCORER, TOOLS, Dispatcher, Op
 from envsched_gnn.envs.episode import Episode, EpisodeScore, ScoreRun, failed_score, fault
@@ -56,6 +62,7 @@ class EnvRuntime:
         self._episodes: dict[str, Episode] = {}
         self._dispatcher = Dispatcher(pool, self.config, self._slots, self._episodes)
         self._replay_ids = itertools.count()
+        self._reported: set[str] = set()
         self._finalizer = weakref.finalize(self, self._slots.close)
 
     def __enter__(self) -> EnvRuntime:
@@ -116,8 +123,10 @@ class EnvRuntime:
         self._retire_exhausted()
         return results
 
-    def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[dict]:
-        """Calls tools; each result is the tool's own dict or a :class:`ToolFault`."""
+    def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
+        """Calls tools; each result is the JSON value the tool's return value encodes to
+        (:mod:`~envsched_gnn.envs.tool_results`: ``None`` is ``{"success": True}``, any other
+        value is accepted) or a :class:`ToolFault`."""
         results: list = [None] * len(calls)
         jobs: dict[tuple[int, str], list[Op]] = {}
         for sink, (episode_id, call) in enumerate(calls):
@@ -145,10 +154,12 @@ class EnvRuntime:
         results: list = [None] * len(episode_ids)
         states: list = [None] * len(episode_ids)
         jobs: dict[tuple[int, str], list[Op]] = {}
+        unusable = set()  # their reset's answer already said why
         for sink, episode_id in enumerate(episode_ids):
             episode = self._episode(episode_id)
             if episode.status != "live":
                 results[sink] = failed_score(episode.task, episode.error)
+                unusable.add(sink)
                 continue
             text = json.dumps({"op": "state", "ep": episode_id})
             item = Op("state", text, episode_id, sink, self._dispatcher.budget(1))
@@ -160,13 +171,15 @@ class EnvRuntime:
                 continue
             episode, state = self._episodes[episode_id], states[sink]
             if state.get("success") is not True:
-                results[sink] = failed_score(episode.task, str(state.get("error")))
+                reason = f"state cannot be sent to the scorer (task {episode.task.task_id!r})"
+                results[sink] = failed_score(episode.task, f"{reason}: {state.get('error')}")
                 continue
             run = ScoreRun(episode.task, state["initial"], state["final"])
             item = self._dispatcher.score_op(episode_id, sink, run)
             scoring.setdefault((episode.worker, SCORER), []).append(item)
         self._dispatcher.run(scoring, results)
         self._retire_exhausted()
+        self._report_unscored([s for sink, s in enumerate(results) if sink not in unusable])
         return results
 
     def state(self, episode_ids: Sequence[str]) -> list[dict]:
@@ -272,6 +285,16 @@ class EnvRuntime:
             if slot.exhausted:
                 self._slots.restart(slot_id)
                 self._dispatcher.run({(slot_id, TOOLS): self._dispatcher.rebuild_ops(slot_id)}, [])
+
+    def _report_unscored(self, scores: Sequence[EpisodeScore]) -> None:
+        """Warns once per task and cause (``"state cannot be loaded (class X, task Y)"``)
+        about states no check could run on (they score 0), so that a state the scorer cannot
+        read is not mistaken for checks that fail."""
+        for score in scores:
+            cause = score.unscored.partition("): ")[0]
+            if cause and cause not in self._reported:
+                self._reported.add(cause)
+                warnings.warn(f"{score.unscored}; it scores 0", RuntimeWarning, stacklevel=3)
 
     def _episode(self, episode_id: str) -> Episode:
         try:

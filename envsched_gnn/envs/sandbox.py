@@ -27,11 +27,11 @@ What the sandbox guarantees, for environment, tool and check code:
   process a tool starts is killed when the tool call ends, and the whole sandbox dies with
   its first process (killed on a timeout, or when this process dies);
 - **files**: a read-only root holding the system's ``/usr`` (with ``/bin``, ``/lib``... as
-  the host links or binds them), the interpreter's prefix, ``/etc/ld.so.cache``, the
-  packages of ``SandboxConfig.packages`` (:mod:`~envsched_gnn.envs.runtime_config`) under
-  ``/sandbox/site``, five devices, and a private writable tmpfs ``/tmp`` of
-  ``SandboxConfig.scratch_mb`` MiB. Not the home
-  folder, the project, the pool's files, the store (its password file) or ``/etc``;
+  the host links or binds them), the interpreter's prefix, ``/etc/ld.so.cache``, the worker's
+  three files under ``/sandbox``, the packages of ``SandboxConfig.packages``
+  (:mod:`~envsched_gnn.envs.runtime_config`) under ``/sandbox/site``, five devices, and a
+  private writable tmpfs ``/tmp`` of ``SandboxConfig.scratch_mb`` MiB. Not the home folder,
+  the project, the pool's files, the store (its password file) or ``/etc``;
 - **limits**: address space, processes, open files, file size and CPU time per process
   (``setrlimit``), plus the runtime's wall-clock limit of every op;
 - **environment**: only ``PATH``, ``HOME=/tmp``, ``TMPDIR``, ``LC_ALL``, ``PYTHONHASHSEED=0``
@@ -69,6 +69,10 @@ if TYPE_CHECKING:
 
 INIT_SCRIPT = Path(__file__).with_name("sandbox_init.py")
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+WORKER_MODULES = tuple(
+    Path(__file__).with_name(name) for name in ("tool_results.py", "state_loading.py")
+)
+"""The standard-library-only modules the worker imports from its own folder."""
 SANDBOX_WORKER = "/sandbox/worker.py"
 SANDBOX_SITE = "/sandbox/site"
 NOBODY = 65534
@@ -158,6 +162,7 @@ def launch_spec(config: RuntimeConfig, pass_fds: list[int], *, isolate: bool) ->
     if os.path.exists("/etc/ld.so.cache"):
         binds.append(("/etc/ld.so.cache", "/etc/ld.so.cache"))
     binds.append((str(WORKER_SCRIPT), SANDBOX_WORKER))
+    binds += [(str(path), f"/sandbox/{path.name}") for path in WORKER_MODULES]
     binds += [(path, f"{SANDBOX_SITE}/{name}") for path, name in packages]
     uid, gid = sandbox_ids()
     argv = [python, *INTERPRETER_FLAGS, SANDBOX_WORKER, _worker_config(config, [SANDBOX_SITE])]

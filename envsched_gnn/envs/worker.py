@@ -16,9 +16,13 @@ It sets its resource limits, then forks:
 
 Environment code is executed as the module ``envsched_env_<id>`` (registered in
 ``sys.modules``), so states holding instances of its classes pickle by reference. The scorer
-loads states with an unpickler that resolves classes only (never functions) from that
-module, from the allowed packages and from :data:`STATE_MODULES`; it executes the
-environment's code itself the first time a state needs one of its classes.
+loads states with :class:`state_loading.StateUnpickler`, which resolves the classes that
+module defines, a reviewed list of standard-library data classes and the classes of the
+sandbox's packages, and nothing else (why that is safe: :mod:`state_loading`); it executes
+the environment's code itself the first time a state needs one of its classes. Tool results
+are encoded by :func:`tool_results.encode_result` (spec section 8). Both modules sit next to
+this file (in the sandbox too) and are imported by their bare names, before the script's
+folder leaves ``sys.path``.
 
 Protocol, on both channels: the parent writes one JSON line per batch, ``{"ops": [op, ...]}``;
 each op is answered, in order, by ``{"i": index, "r": result}`` (flushed at once, so the parent
@@ -31,17 +35,19 @@ The first line of the tool process is ``{"ready": 1}``. Tool ops:
 - ``reset`` ``{"ep", "env", "cls", "init"}``: instantiate as EnvScaler does (``cls(init)``,
   falling back to ``cls()`` on a ``TypeError``, then ``setattr`` of every key) and pickle the
   initial state.
-- ``call`` ``{"ep", "name", "args"}``: call a tool; the result is the tool's dict.
+- ``call`` ``{"ep", "name", "args"}``: call a tool; the result is its return value as
+  :func:`tool_results.encode_result` encodes it (any value: ``None`` is ``{"success": true}``).
 - ``state`` ``{"ep"}``: ``{"initial", "final"}``, the pickled states, base64.
 - ``snapshot`` ``{"ep"}``: the current state as JSON (non-dunder attributes; values JSON
   cannot hold as their ``repr``).
 - ``release`` ``{"ep"}``: forget an episode.
 
 Scorer ops: ``define`` ``{"env", "code"}``; ``score`` ``{"env", "checks", "start", "initial",
-"final"}`` runs ``checks[start:]``, each as ``check_func(final_state)`` with ``initial_state``
-bound as a global, on fresh copies of both states, answering one line ``{"i", "c": number,
-"ok": bool, "e": why}`` per check (a check passes only if it returns ``True``) before the
-op's own line.
+"final"}`` first loads both states; when either cannot be loaded it runs no check and answers
+``{"success": false, "error": why, "unloadable": "module.Class" or ""}``. Else it runs
+``checks[start:]``, each as ``check_func(final_state)`` with ``initial_state`` bound as a
+global, on fresh copies of both states, answering one line ``{"i", "c": number, "ok": bool,
+"e": why}`` per check (a check passes only if it returns ``True``) before the op's own line.
 """
 
 from __future__ import annotations
@@ -52,7 +58,6 @@ import builtins
 import contextlib
 import ctypes
 import inspect
-import io
 import json
 import os
 import pickle
@@ -62,6 +67,9 @@ import signal
 import sys
 import time
 import types
+
+from state_loading import StateRefused, StateUnpickler
+from tool_results import ResultNotEncodable, encode_result
 
 CODE_CACHE_SIZE = 4096
 TOOL_FDS = (0, 1)
@@ -76,15 +84,6 @@ RLIMITS = {
     "cpu": resource.RLIMIT_CPU,
     "core": resource.RLIMIT_CORE,
 }
-STATE_MODULES = frozenset(
-    {"collections", "datetime", "decimal", "fractions", "uuid", "enum", "array", "ipaddress"}
-)
-"""Standard-library modules whose classes a state may hold."""
-STATE_BUILTINS = frozenset(
-    {"set", "frozenset", "bytearray", "bytes", "complex", "range", "slice"}
-    | {"list", "dict", "tuple", "str", "int", "float", "bool", "object"}
-)
-"""Built-in classes a state may hold (beyond what pickle writes without naming a class)."""
 
 
 class CallTimeout(BaseException):
@@ -190,13 +189,10 @@ class ToolWorker:
             return _error(f"bad arguments for {name}: {error}"), True
         except ValueError:
             pass  # no introspectable signature: let the call itself decide
-        result = self.alarm.run(_call, method, arguments)
-        if not isinstance(result, dict):
-            return _error(f"tool {name} returned {type(result).__name__}, not a dict"), True
         try:
-            text = json.dumps(result, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            return _error(f"tool {name} returned a result that is not JSON: {error}"), True
+            text = self.alarm.run(_call, method, arguments)
+        except ResultNotEncodable as error:
+            return _error(f"tool {name} returned a result that cannot be encoded: {error}"), True
         if len(text) > self.max_result_bytes:
             return _error(
                 f"tool {name} returned {len(text)} bytes, over the limit {self.max_result_bytes}"
@@ -240,32 +236,6 @@ class ToolWorker:
         return text, False
 
 
-class StateUnpickler(pickle.Unpickler):
-    """Loads a state: classes only, from the environment's module, the allowed packages and
-    :data:`STATE_MODULES`; anything else (a function such as ``os.system``) is refused."""
-
-    def __init__(self, payload: bytes, scorer: Scorer, env_id: str) -> None:
-        super().__init__(io.BytesIO(payload))
-        self.scorer = scorer
-        self.env_id = env_id
-
-    def find_class(self, module: str, name: str) -> type:
-        if module == "builtins":
-            found = getattr(builtins, name, None) if name in STATE_BUILTINS else None
-        elif module == module_name(self.env_id):
-            found = _lookup(self.scorer.env_module(self.env_id), name)
-        elif module.split(".")[0] in STATE_MODULES or module.split(".")[0] in self.scorer.packages:
-            __import__(module)
-            found = _lookup(sys.modules[module], name)
-        else:
-            found = None
-        if not isinstance(found, type):
-            raise pickle.UnpicklingError(
-                f"the state holds {module}.{name}, which the scorer does not load"
-            )
-        return found
-
-
 class Scorer:
     """Runs checks on states; holds compiled checks and, when states need them, env modules."""
 
@@ -288,6 +258,9 @@ class Scorer:
             final = base64.b64decode(op["final"])
         except (KeyError, ValueError, TypeError) as error:
             return _error(f"scorer: bad state payload: {error}")
+        unloadable = self.unloadable(op["env"], initial, final)
+        if unloadable is not None:
+            return json.dumps({"success": False, **unloadable})
         for number in range(op["start"], len(op["checks"])):
             try:
                 passed = self.alarm.run(
@@ -312,15 +285,32 @@ class Scorer:
         exec(code, namespace)
         return namespace["check_func"](self.load(final, env_id))
 
+    def unloadable(self, env_id: str, initial: bytes, final: bytes) -> dict | None:
+        """``{"error", "unloadable"}`` when a state cannot be loaded (``unloadable`` names
+        the class it needed, or is ``""``); None when both load. Checked once, before any
+        check runs, so such a state is reported as such, not as checks that fail."""
+        for payload in (initial, final):
+            unpickler = self.unpickler(payload, env_id)
+            try:
+                self.alarm.run(unpickler.load)
+            except CallTimeout:
+                why = f"loading it {self.alarm.timed_out()}"
+            except StateRefused as refused:
+                why = str(refused)
+            except BaseException as failure:  # noqa: BLE001 - env code may raise anything
+                why = _describe(failure)
+            else:
+                continue
+            return {"error": why, "unloadable": unpickler.last_global}
+        return None
+
     def load(self, payload: bytes, env_id: str) -> object:
-        return StateUnpickler(payload, self, env_id).load()
+        return self.unpickler(payload, env_id).load()
 
-
-def _lookup(module: types.ModuleType, qualname: str) -> object:
-    found: object = module
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-    return found
+    def unpickler(self, payload: bytes, env_id: str) -> StateUnpickler:
+        return StateUnpickler(
+            payload, module_name(env_id), lambda: self.env_module(env_id), self.packages
+        )
 
 
 def _compile(source: str, name: str):
@@ -357,8 +347,10 @@ def _instantiate(cls: type, init_config: dict) -> object:
     return env
 
 
-def _call(method, arguments: dict) -> object:
-    return method(**arguments)
+def _call(method, arguments: dict) -> str:
+    """The tool's result, encoded under the call's alarm (encoding may run environment code:
+    an object's ``__str__``)."""
+    return encode_result(method(**arguments))
 
 
 def _state_of(env: object) -> dict:

@@ -170,7 +170,7 @@ def format_tool_call(call: ToolCall) -> str:
     return f"{TOOL_CALL_OPEN}{body}{TOOL_CALL_CLOSE}"
 
 
-def format_tool_responses(results: Sequence[dict[str, Any]], max_chars: int) -> str:
+def format_tool_responses(results: Sequence[Any], max_chars: int) -> str:
     """One ``<tool_response>`` block per result, JSON cut to ``max_chars`` characters."""
     blocks = []
     for result in results:

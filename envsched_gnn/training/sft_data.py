@@ -30,7 +30,7 @@ class ReferenceRun:
     """A task's reference solution as executed: the tool results and the reward reached."""
 
     task: Task
-    results: list[dict[str, Any]]
+    results: list[Any]
     reward: float
 
 
@@ -42,7 +42,7 @@ def run_references(runtime: Any, tasks: Sequence[Task], chunk: int = 512) -> lis
         ids = [f"sft-{start + i}" for i in range(len(part))]
         resets = runtime.reset(list(zip(ids, [t.task_id for t in part], strict=True)))
         alive = [bool(r.get("success", False)) for r in resets]
-        results: list[list[dict[str, Any]]] = [[] for _ in part]
+        results: list[list[Any]] = [[] for _ in part]
         steps = max((len(t.reference_solution or ()) for t in part), default=0)
         for step in range(steps):
             todo = [

@@ -57,6 +57,11 @@ class Hostile:
     def huge(self):
         return {"success": True, "data": "x" * 5_000_000}
 
+    def cycle(self):
+        loop = []
+        loop.append(loop)
+        return loop
+
     def hog(self):
         blob = bytearray(8 * 1024 ** 3)
         return {"success": True, "data": len(blob)}
@@ -110,6 +115,7 @@ TOOL_NAMES = [
     "not_json",
     "nan",
     "huge",
+    "cycle",
     "hog",
     "hog_slowly",
     "die",
@@ -235,10 +241,8 @@ def test_calls_of_one_episode_in_one_batch_apply_in_order(hostile):
         (ToolCall("bump", {"by": 1, "extra": 2}), "bad arguments for bump"),
         (ToolCall("echo"), "bad arguments for echo"),
         (ToolCall("explode"), "RuntimeError: boom"),
-        (ToolCall("not_a_dict"), "returned list, not a dict"),
-        (ToolCall("not_json"), "not JSON"),
-        (ToolCall("nan"), "not JSON"),
         (ToolCall("huge"), "over the limit"),
+        (ToolCall("cycle"), "cannot be encoded: the result holds itself"),
         (ToolCall("spin"), "timed out after 0.5 s"),
         (ToolCall("nap"), "timed out after 0.5 s"),
         (ToolCall("hog"), "MemoryError"),
@@ -257,6 +261,17 @@ def test_bad_tools_give_error_results_and_the_episode_goes_on(hostile, call, mes
     assert (first["data"], last["data"]) == (1, 2)
     assert hostile.score(["a"])[0].reward == 1.0
     assert hostile.restarts == restarts
+    hostile.release(["a"])
+
+
+def test_results_that_are_not_json_objects_are_sent_encoded_not_refused(hostile):
+    hostile.reset([("a", "count")])
+    listed, opaque, nan = hostile.call(
+        [("a", ToolCall("not_a_dict")), ("a", ToolCall("not_json")), ("a", ToolCall("nan"))]
+    )
+    assert listed == [1, 2, 3]
+    assert opaque == {"success": True, "data": "<object object>"}  # no memory address
+    assert nan == {"success": True, "data": "nan"}
     hostile.release(["a"])
 
 

@@ -50,7 +50,7 @@ class EnvWorker:
     def reset(self, episodes: list[tuple[str, str]]) -> list[dict]:
         return self.runtime.reset(episodes)
 
-    def call(self, calls: list[tuple[str, ToolCall]]) -> list[dict]:
+    def call(self, calls: list[tuple[str, ToolCall]]) -> list[Any]:
         return self.runtime.call(calls)
 
     def score(self, episode_ids: list[str]) -> list[EpisodeScore]:
@@ -181,8 +181,9 @@ class RayEnvRuntime:
         self._dispatch("reset", work, results, absorb, _error)
         return results
 
-    def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[dict]:
-        """Calls tools; each result is the tool's dict or ``{"success": False, "error"}``."""
+    def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
+        """Calls tools; each result is the tool's JSON value (``EnvRuntime.call``) or
+        ``{"success": False, "error"}``."""
         results: list = [None] * len(calls)
         work: dict[int, list[tuple[int, tuple[str, ToolCall]]]] = {}
         for sink, (episode_id, tool_call) in enumerate(calls):
@@ -192,10 +193,12 @@ class RayEnvRuntime:
                 continue
             work.setdefault(episode.actor, []).append((sink, (episode_id, tool_call)))
 
-        def absorb(item: tuple[str, ToolCall], result: dict) -> dict:
+        def absorb(item: tuple[str, ToolCall], result: Any) -> Any:
             episode = self._episodes.get(item[0])
-            timed_out = result.get("success") is False and str(result.get("error", "")).startswith(
-                TIMED_OUT
+            timed_out = (  # a result may be any JSON value (spec section 8)
+                isinstance(result, dict)
+                and result.get("success") is False
+                and str(result.get("error", "")).startswith(TIMED_OUT)
             )
             if episode is not None and episode.live and not timed_out:
                 episode.log.append(item[1])
