@@ -31,20 +31,25 @@ reuses one build at the largest sizes, truncated per task to its top k by (sim, 
 which is what a build at the smaller k keeps.
 
 Controls (spec section 7, :mod:`envsched_gnn.eval.controls`): ``--controls`` adds EnvSched
-on label-permuted copies of the default graph, ``envsched_permuted`` (the primary control:
-within sources permuted inside their environment, cross sources over all tasks),
-``envsched_permuted_within``, ``envsched_permuted_cross`` and ``envsched_permuted_all``
-(both relations over all tasks), ``envsched_permuted_predictor`` (the predictor on the
-permuted graph, the similarity penalty on the real one; simulator only); and
-``envsched_shuffled`` (``shuffled``, or
-``--shuffle-graph``), the secondary control: a graph rebuilt after environment membership
-and abstracts were reassigned at random. ``--oracle-graph`` adds ``envsched_oracle``, EnvSched
-on the graph of hidden structure (:mod:`envsched_gnn.eval.oracle`), an upper bound.
+on copies of the default graph, each run seed s on its own draw from (control seed, s):
+``envsched_relabelled`` (the primary control: the real graph with its nodes relabelled
+inside their environments, so only the mapping from node to task changes),
+``envsched_relabelled_predictor`` (the predictor on it, the similarity penalty on the real
+graph; simulator only); the label-permuted graphs (secondary: they also change the graph's
+structure) ``envsched_permuted`` (within sources permuted inside their environment, cross
+sources over all tasks), ``envsched_permuted_within``, ``envsched_permuted_cross``,
+``envsched_permuted_all`` (both relations over all tasks) and ``envsched_permuted_predictor``;
+and ``envsched_shuffled`` (``shuffled``, or ``--shuffle-graph``, one draw), a graph rebuilt
+after environment membership and abstracts were reassigned at random. ``--oracle-graph``
+adds ``envsched_oracle``, EnvSched on the graph of hidden structure
+(:mod:`envsched_gnn.eval.oracle`), an upper bound.
 
 Predictor quality per step (schedulers with a predictor, i.e. the EnvSched family): the
 Spearman correlation of the step's q with the realised variance v of the groups rolled out
-(``predict/spearman_batch``, over the batch) and, with the simulator, with every task's true
-expected group variance at that step (``predict/spearman_true``, over all train tasks).
+(``predict/spearman_batch``, over the batch; ``..._seen`` over its tasks observed at an
+earlier step, ``..._unseen`` over the others, whose q is the graph's prior alone, and
+``predict/seen_share`` the share of seen ones) and, with the simulator, with every task's
+true expected group variance at that step (``predict/spearman_true``, over all train tasks).
 """
 
 from __future__ import annotations
@@ -69,16 +74,11 @@ from envsched_gnn.eval.ablation_config import (
     Job,
     control_name,
     grid_name,
+    job_graph,
 )
 from envsched_gnn.eval.ablation_report import write_ablation_report
 from envsched_gnn.eval.ablation_summary import summarise
-from envsched_gnn.eval.controls import (
-    PERMUTED_CONTROLS,
-    PREDICTOR_CONTROL,
-    SHUFFLED_CONTROL,
-    permuted_graph,
-    shuffled_pool,
-)
+from envsched_gnn.eval.controls import PREDICTOR_CONTROLS, SHUFFLED_CONTROL, shuffled_pool
 from envsched_gnn.eval.policy_learner import check_model, run_policy_jobs
 from envsched_gnn.eval.simulate import LearnerSimulator, build_world
 from envsched_gnn.eval.simulator_world import SimulatorWorld
@@ -158,10 +158,12 @@ def run_job(job: Job, ctx: JobContext) -> dict:
     """Run one scheduler with the simulated learner for the whole budget; per-step records."""
     cfg = ctx.config
     k = cfg.simulator.rollouts
-    graph = ctx.graphs[job.graph]
+    graph = job_graph(job.graph, job.seed, ctx.graphs, cfg)
     sim_config = replace(cfg.simulator, batch_size=cfg.batch_size)
     sim = LearnerSimulator(ctx.pool, sim_config, seed=job.seed, world=ctx.world)
-    options = {} if job.penalty_graph is None else {"penalty_graph": ctx.graphs[job.penalty_graph]}
+    options = {}
+    if job.penalty_graph is not None:
+        options["penalty_graph"] = job_graph(job.penalty_graph, job.seed, ctx.graphs, cfg)
     scheduler = make_scheduler(
         job.scheduler, graph, batch_size=cfg.batch_size, seed=job.seed, **options
     )
@@ -175,6 +177,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
     on_graph = sim.indices(graph.task_ids)
     predicts = hasattr(scheduler, "last_prediction")
     records = [{"step": -1, "budget_step": 0.0, "score": sim.score()}]
+    observed = np.zeros(graph.num_tasks, bool)
     start = time.perf_counter()
     schedule_seconds = 0.0
     while spent < budget:
@@ -192,7 +195,8 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         tools = len(set().union(*(tools_of[t] for t in batch)))
         record = {"step": step, "budget_step": spent / (cfg.batch_size * k), "score": sim.score()}
         record.update(batch_metrics(rewards, env_of, tools))
-        record.update(prediction_quality(scheduler, graph, rewards, truth))
+        record.update(prediction_quality(scheduler, graph, rewards, truth, observed))
+        observed[[graph.index[t] for t in rewards]] = True
         record["trained_groups"] = len(kept)
         records.append(record)
         step += 1
@@ -207,19 +211,31 @@ def run_job(job: Job, ctx: JobContext) -> dict:
 
 
 def prediction_quality(
-    scheduler, graph: TaskGraph, rewards: dict[str, list[float]], truth: np.ndarray | None
+    scheduler,
+    graph: TaskGraph,
+    rewards: dict[str, list[float]],
+    truth: np.ndarray | None,
+    observed: np.ndarray,
 ) -> dict[str, float]:
-    """Spearman of the step's q with the realised variance of the batch's groups and (when
-    ``truth`` holds every graph task's true expected variance) with the truth; {} without q.
+    """Spearman of the step's q with the realised variance of the batch's groups, over the
+    batch and over its tasks ``observed`` at an earlier step and its unseen ones (whose q
+    comes from the graph alone), and (when ``truth`` holds every graph task's true expected
+    variance) with the truth; {} without q.
 
-    A correlation with a constant side is undefined and reported as NaN."""
+    A correlation with a constant side, or over fewer than 3 tasks, is undefined (NaN)."""
     prediction = getattr(scheduler, "last_prediction", None)
     if prediction is None:
         return {}
     q = np.asarray(prediction.q, dtype=np.float64)
-    rows = [graph.index[t] for t in rewards]
-    realised = [float(np.var(r)) for r in rewards.values()]
-    out = {"predict/spearman_batch": _spearman(q[rows], realised)}
+    rows = np.array([graph.index[t] for t in rewards], np.int64)
+    realised = np.array([float(np.var(r)) for r in rewards.values()])
+    seen = observed[rows]
+    out = {
+        "predict/spearman_batch": _spearman(q[rows], realised),
+        "predict/spearman_batch_seen": _spearman(q[rows[seen]], realised[seen]),
+        "predict/spearman_batch_unseen": _spearman(q[rows[~seen]], realised[~seen]),
+        "predict/seen_share": float(seen.mean()),
+    }
     if truth is not None:
         out["predict/spearman_true"] = _spearman(q, truth)
     return out
@@ -259,8 +275,8 @@ def plan_jobs(config: AblationConfig) -> list[Job]:
         (grid_name(*k), "envsched", grid_name(*k), None) for k in config.k_grid if k != DEFAULT_K
     ]
     for c in config.controls:
-        if c == PREDICTOR_CONTROL:
-            named.append((control_name(c), "envsched", "permuted", default))
+        if c in PREDICTOR_CONTROLS:
+            named.append((control_name(c), "envsched", PREDICTOR_CONTROLS[c], default))
         else:
             named.append((control_name(c), "envsched", c, None))
     if config.oracle_graph:
@@ -321,7 +337,8 @@ def run_ablation(
 def prepare_graphs(
     train: Pool, config: AblationConfig, graphs_dir: Path, log: Callable[[str], None]
 ) -> tuple[dict[str, TaskGraph], dict[str, float]]:
-    """The train-split graphs every job needs, keyed by ``grid_name`` and control name."""
+    """The train-split graphs the jobs read, keyed by ``grid_name``, ``oracle`` and ``shuffled``
+    (the drawn controls come from the default graph per run seed: ``job_graph``)."""
     sizes = [DEFAULT_K, *config.k_grid]
     k_max = (max(k for k, _ in sizes), max(k for _, k in sizes))
     full, build_s = cached_graph(
@@ -331,13 +348,6 @@ def prepare_graphs(
     )
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}
-    permuted = [c for c in config.controls if c in PERMUTED_CONTROLS]
-    if PREDICTOR_CONTROL in config.controls and "permuted" not in permuted:
-        permuted.append("permuted")
-    for control in permuted:
-        graphs[control] = permuted_graph(
-            graphs[grid_name(*DEFAULT_K)], control, config.control_seed
-        )
     if config.oracle_graph:
         from envsched_gnn.eval.oracle import oracle_graph
 
@@ -379,7 +389,11 @@ def simulate_jobs(
                 _progress(log, n, len(jobs), result, run_start)
     info = {
         "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
-        "world": {"kind": world.kind, **world.info},
+        "world": {
+            "kind": world.kind,
+            **world.info,
+            "tasks_shuffled": config.simulator.shuffle_tasks,
+        },
         "skills": world.op_names,
     }
     return runs, info

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROL
+from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS, PREDICTOR_CONTROLS, control_graph
 from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 from envsched_gnn.scheduler.registry import SCHEDULERS
 from envsched_gnn.training.agent_format import AgentConfig
@@ -32,7 +33,13 @@ BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 ORACLE = "envsched_oracle"
-PREDICTION_METRICS = ("predict/spearman_batch", "predict/spearman_true")
+PREDICTION_METRICS = (
+    "predict/spearman_batch",
+    "predict/spearman_batch_seen",
+    "predict/spearman_batch_unseen",
+    "predict/seen_share",
+    "predict/spearman_true",
+)
 STEP_METRICS = BATCH_METRICS
 
 
@@ -132,7 +139,8 @@ class AblationConfig:
     workers: int = 2
     """Worker processes of the simulator's runs (the policy learner's: --policy-workers)."""
     control_seed: int = 0
-    """Seed of the control graphs' permutations and of the shuffled pool."""
+    """Seed of the control graphs' permutations (run seed s draws its own from (this, s)) and
+    of the shuffled pool (one draw)."""
     oracle_graph: bool = False
     """Also run EnvSched on the oracle graph of hidden structure (an upper bound)."""
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
@@ -156,10 +164,11 @@ class AblationConfig:
                 f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
             )
         self.controls = tuple(c for c in CONTROLS if c in self.controls)
-        if self.learner == "policy" and PREDICTOR_CONTROL in self.controls:
+        predictor_only = [c for c in self.controls if c in PREDICTOR_CONTROLS]
+        if self.learner == "policy" and predictor_only:
             raise ValueError(
-                f"--controls {PREDICTOR_CONTROL} needs --learner sim (GRPO training reads one "
-                "graph for the predictor and the penalty)"
+                f"--controls {' '.join(predictor_only)} needs --learner sim (GRPO training reads "
+                "one graph for the predictor and the penalty)"
             )
         unknown = [name for name in self.schedulers if name not in SCHEDULERS]
         if unknown or not self.schedulers:
@@ -178,6 +187,17 @@ class Job:
     graph: str
     seed: int
     penalty_graph: str | None = None
+
+
+def job_graph(
+    key: str, seed: int, graphs: dict[str, TaskGraph], config: AblationConfig
+) -> TaskGraph:
+    """The graph ``key`` of the run with seed ``seed``: ``graphs[key]``, or for a control of
+    ``controls.DRAWN_CONTROLS`` its draw from (control seed, run seed) on the default graph, so
+    that the CI over seeds holds the control's own luck of the draw."""
+    if key in DRAWN_CONTROLS:
+        return control_graph(graphs[grid_name(*DEFAULT_K)], key, (config.control_seed, seed))
+    return graphs[key]
 
 
 def run_names(config: AblationConfig) -> list[str]:

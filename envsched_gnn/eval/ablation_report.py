@@ -21,12 +21,15 @@ from envsched_gnn.eval.ablation_config import (
 )
 
 CONTROL_LABELS = {
-    "permuted": "the label-permuted graph (primary control)",
-    "permuted_within": "the within-permuted graph",
-    "permuted_cross": "the cross-permuted graph",
-    "permuted_all": "the fully permuted graph",
-    "permuted_predictor": "the label-permuted graph for the predictor only (the similarity "
+    "relabelled": "the relabelled graph (primary control)",
+    "relabelled_predictor": "the relabelled graph for the predictor only (the similarity "
     "penalty on the real graph)",
+    "permuted": "the label-permuted graph (secondary control: also changes the structure)",
+    "permuted_within": "the within-permuted graph (secondary)",
+    "permuted_cross": "the cross-permuted graph (secondary)",
+    "permuted_all": "the fully permuted graph (secondary)",
+    "permuted_predictor": "the label-permuted graph for the predictor only (secondary; the "
+    "similarity penalty on the real graph)",
     "shuffled": "the SHUFFLED graph (secondary control: also moves quotas onto fake environments)",
 }
 
@@ -73,11 +76,14 @@ def render_prediction(results: dict) -> str:
         return ""
     lines = [
         "Predictor quality: Spearman of q(i, t) with the realised variance of the batch's "
-        "groups, and (simulator) with every task's true expected group variance at step t; "
+        "groups (all of them; those of tasks observed at an earlier step; the unseen ones, "
+        "whose q is the graph's prior alone), the share of seen tasks in the batch, and "
+        "(simulator) the Spearman with every task's true expected group variance at step t; "
         "mean over steps, then mean ± 95 % CI over seeds.",
         "",
-        "| scheduler | Spearman q vs realised v (batch) | Spearman q vs true E[v] (all tasks) |",
-        "|---|---|---|",
+        "| scheduler | Spearman q vs realised v (batch) | (seen tasks) | (unseen tasks) "
+        "| seen share | Spearman q vs true E[v] (all tasks) |",
+        "|---|---|---|---|---|---|",
     ]
     for name, prediction in rows:
         cells = [_fmt(prediction.get(m), 3) for m in PREDICTION_METRICS]
@@ -186,8 +192,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
 
 def _world_line(world: dict, config: AblationConfig) -> str:
     null = (
-        " NULL WORLD: every task is simulated as a seeded random other task, so nothing the "
-        "graph or the quotas see tells how it behaves."
+        " NULL WORLD: every task is simulated as a random other task (a permutation per run "
+        "seed), so nothing the graph or the quotas see tells how it behaves."
         if world.get("tasks_shuffled")
         else ""
     )
@@ -306,10 +312,11 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
 
 
 def _plot_prediction(results: dict, out: Path, label: str) -> Path:
-    """Per-step Spearman of q with realised and true variance (mean and CI band over seeds)."""
+    """Per-step prediction metrics: Spearman of q with realised (all, seen, unseen) and true
+    variance, the seen share (mean and CI band over seeds)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, len(PREDICTION_METRICS), figsize=(5 * len(PREDICTION_METRICS), 4.5))
     for ax, metric in zip(axes, PREDICTION_METRICS, strict=True):
         for name, entry in results.items():
             stat = entry.get("prediction", {}).get(metric)
@@ -326,7 +333,7 @@ def _plot_prediction(results: dict, out: Path, label: str) -> Path:
         ax.axhline(0.0, color="grey", linewidth=0.5)
         ax.set_title(f"{metric} (learner: {label})")
         ax.set_xlabel("budget step")
-        ax.set_ylabel("Spearman")
+        ax.set_ylabel("share" if metric == "predict/seen_share" else "Spearman")
     if axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=7)
     fig.tight_layout()

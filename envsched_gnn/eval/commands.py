@@ -72,9 +72,11 @@ class AblateArgs:
     out: str
     """Output folder (graphs are cached under it)."""
     controls: list[str] | None = None
-    """Also run EnvSched on control graphs (spec 7): permuted (the primary, label-permuted
-    control), permuted_within, permuted_cross, permuted_all, permuted_predictor (the predictor
-    alone on the permuted graph; simulator), shuffled (secondary), or all (space- or
+    """Also run EnvSched on control graphs (spec 7), each run seed on its own draw:
+    relabelled (the primary control: the real graph with its nodes relabelled inside their
+    environments), relabelled_predictor (the predictor alone on it; simulator), the
+    secondary label-permuted graphs permuted, permuted_within, permuted_cross, permuted_all,
+    permuted_predictor (simulator), shuffled (secondary), or all (space- or
     comma-separated)."""
     shuffle_graph: bool = False
     """Same as --controls shuffled: the secondary control, a graph rebuilt from shuffled
@@ -200,11 +202,11 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablate import run_ablation
     from envsched_gnn.eval.ablation_report import render_margins, render_table
-    from envsched_gnn.eval.controls import CONTROLS
+    from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
     controls = _names(args.controls or [])
     if "all" in controls:
-        controls = [c for c in CONTROLS if args.learner == "sim" or c != "permuted_predictor"]
+        controls = [c for c in CONTROLS if args.learner == "sim" or c not in PREDICTOR_CONTROLS]
     run_k_grid = args.k_grid if args.k_grid is not None else args.learner == "sim"
     recipe = config_from_args(
         GRPOConfig, args, base=PolicyLearnerConfig().recipe, dest_prefix=RECIPE

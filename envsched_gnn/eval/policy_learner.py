@@ -4,7 +4,8 @@ Every run starts from the same policy: the SFT warm start of the built-in policy
 ``model``; the packaged demo policy when SFT's inputs match it, see
 :mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
 for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo`
-trains it with B, K, seed s and the scheduler on the ablation's train-split graph
+trains it with B, K, seed s and the scheduler on the ablation's train-split graph (a
+control's: its draw for seed s, :func:`~envsched_gnn.eval.ablation_config.job_graph`)
 (:func:`~envsched_gnn.training.grpo_runs.train_runs`, ``workers`` runs at a time). Budget:
 S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
 batch) runs floor(S B / G) steps.
@@ -38,6 +39,7 @@ from envsched_gnn.eval.ablation_config import (
     Job,
     PolicyLearnerConfig,
     eval_every_for,
+    job_graph,
 )
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.registry import make_scheduler
@@ -109,7 +111,7 @@ def run_policy_jobs(
 
     grpo_runs = []
     for job in jobs:
-        graph = graphs[job.graph]
+        graph = job_graph(job.graph, job.seed, graphs, config)
         grpo = replace(
             learner.recipe,
             scheduler=job.scheduler,

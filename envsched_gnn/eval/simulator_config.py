@@ -56,9 +56,10 @@ class SimulatorConfig:
     quadrature_nodes: int = 16
     """Gauss-Hermite nodes for the exact expected reward."""
     shuffle_tasks: bool = False
-    """The null world: simulate each task as a seeded random other task of the world
-    (:meth:`SimulatorWorld.with_tasks_shuffled`), so nothing the graph or the quotas see
-    about a task tells how it behaves: a check of the harness."""
+    """The null world: simulate each task as a random other task of the world, the
+    permutation drawn from (world seed, run seed) (:meth:`SimulatorWorld.with_tasks_shuffled`),
+    so nothing the graph or the quotas see about a task tells how it behaves: a check of the
+    harness."""
 
     def __post_init__(self) -> None:
         if self.world not in WORLDS:

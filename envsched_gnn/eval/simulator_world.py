@@ -56,10 +56,11 @@ class SimulatorWorld:
     def has_rest(self) -> bool:
         return bool(self.rest_weight.any())
 
-    def with_tasks_shuffled(self, seed: int) -> SimulatorWorld:
+    def with_tasks_shuffled(self, *seeds: int) -> SimulatorWorld:
         """The null world: task i is simulated as task pi(i) of this world (environment,
-        operations, checks, difficulty), pi a seeded permutation; ids and splits stay."""
-        pi = np.random.default_rng([seed, 0x0DD]).permutation(len(self.task_ids))
+        operations, checks, difficulty), pi a permutation seeded by ``seeds``; ids and splits
+        stay."""
+        pi = np.random.default_rng([*seeds, 0x0DD]).permutation(len(self.task_ids))
         rows = {
             name: getattr(self, name)[pi]
             for name in (

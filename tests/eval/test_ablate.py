@@ -27,6 +27,8 @@ EXPECTED = {
     "k12_12",
     "k6_6",
     "k6_24",
+    "envsched_relabelled",
+    "envsched_relabelled_predictor",
     "envsched_permuted",
     "envsched_permuted_within",
     "envsched_permuted_cross",
@@ -41,8 +43,9 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     pool_dir = write_handmade_pool(tmp_path / "pool")
     out = tmp_path / "out"
     argv = ["eval", "ablate", "--pool", str(pool_dir), "--seeds", "2", "--steps", "3"]
-    argv += ["--batch-size", "2", "--workers", "1", "--controls", "permuted,permuted_within"]
-    argv += ["permuted_cross", "permuted_all", "permuted_predictor", "--shuffle-graph"]
+    argv += ["--batch-size", "2", "--workers", "1", "--controls", "relabelled,permuted"]
+    argv += ["relabelled_predictor", "permuted_within", "permuted_cross", "permuted_all"]
+    argv += ["permuted_predictor", "--shuffle-graph"]
     argv += ["--oracle-graph"]
     argv += ["--kappa", "0.75", "--out", str(out)]
     assert main(argv) == 0
@@ -61,7 +64,8 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert "learner: simulator" in report and "| envsched |" in report
     assert "EnvSched on the SHUFFLED graph (secondary control" in report
-    assert "EnvSched minus EnvSched on the label-permuted graph (primary control)" in report
+    assert "EnvSched minus EnvSched on the relabelled graph (primary control)" in report
+    assert "EnvSched minus EnvSched on the label-permuted graph (secondary control" in report
     assert "Simulator world: structure, kappa = 0.75" in report
     assert "predict/spearman_true" in results["envsched"]["prediction"]
     assert "prediction" not in results["random"]
@@ -141,5 +145,12 @@ def test_runs_record_the_predictors_spearman_against_realised_and_true_variance(
     assert np.isnan(true[0])  # step 0: no history, q is constant
     assert all(np.isfinite(true[1:])) and all(-1 <= v <= 1 for v in true[1:])
     assert np.isfinite(batch[1:]).any()
+    # the batch split by whether its tasks were observed before: none at step 0, then some
+    seen = [r["predict/seen_share"] for r in records]
+    assert seen[0] == 0.0 and np.isnan(records[0]["predict/spearman_batch_seen"])
+    assert (
+        0.0 < seen[-1] <= 1.0
+        and np.isfinite([r["predict/spearman_batch_seen"] for r in records[1:]]).any()
+    )
     baseline = run_job(Job("random", "random", "g", 0), context)["records"][1:]
     assert not any(key.startswith("predict/") for key in baseline[0])

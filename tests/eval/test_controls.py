@@ -1,12 +1,17 @@
-"""The label-permuted controls (spec section 7): what they keep and what they permute."""
+"""The controls (spec section 7): the relabelled graph (primary) and the label-permuted ones;
+what they keep, what they permute, and that each run seed draws its own."""
 
 import numpy as np
 import pytest
 
 from envsched_gnn.eval.ablate import train_pool
+from envsched_gnn.eval.ablation_config import AblationConfig, job_graph
 from envsched_gnn.eval.controls import (
+    DRAWN_CONTROLS,
     PERMUTED_CONTROLS,
+    control_graph,
     permuted_graph,
+    relabelled_graph,
     remap_sources,
     shuffled_pool,
     within_environment_permutation,
@@ -160,3 +165,106 @@ def test_the_predictor_only_control_keeps_the_real_graph_for_the_penalty():
     shuffled = TaskGraph(list(reversed(graph.task_ids)), list(reversed(graph.env_ids)))
     with pytest.raises(ValueError, match="same order"):
         make_scheduler("envsched", graph, penalty_graph=shuffled)
+
+
+@pytest.fixture(scope="module")
+def built_graph() -> TaskGraph:
+    """The builder's graph of a generated pool (5 x 20, repeating abstracts: reciprocal edges,
+    cliques of similarity 1.0), as ``eval ablate`` builds it."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.eval.ablate import build_pool_graph
+
+    pool = generate_pool(n_envs=5, tasks_per_env=20, seed=0, test_per_env=4)
+    return build_pool_graph(train_pool(pool), 6, 12)
+
+
+def edge_set(graph: TaskGraph, relation: str) -> set[tuple[int, int]]:
+    e = graph.edges[relation]
+    return set(zip(e.src.tolist(), e.dst.tolist(), strict=True))
+
+
+def node_structure(graph: TaskGraph) -> dict[str, np.ndarray]:
+    """Per node and relation: in-degree, out-degree, reciprocal edges (i in N(j) and j in
+    N(i)), the sorted similarities of its in-edges; and the node's environment code."""
+    n = graph.num_tasks
+    out: dict[str, np.ndarray] = {"env": env_codes(graph)}
+    for relation in ("within", "cross"):
+        e = graph.edges[relation]
+        pairs = edge_set(graph, relation)
+        mutual = np.array([(d, s) in pairs for s, d in zip(e.src, e.dst, strict=True)])
+        out[f"{relation}/in"] = np.bincount(e.dst, minlength=n)
+        out[f"{relation}/out"] = np.bincount(e.src, minlength=n)
+        out[f"{relation}/reciprocal"] = np.bincount(e.dst, weights=mutual, minlength=n)
+        sims = [sorted(e.sim[e.dst == i].tolist()) for i in range(n)]
+        out[f"{relation}/sims"] = np.array([",".join(map(repr, x)) for x in sims])
+    return out
+
+
+def test_relabelled_graph_keeps_every_nodes_structure_and_moves_the_tasks(built_graph):
+    graph = built_graph
+    before = node_structure(graph)
+    assert before["cross/reciprocal"].sum() > 0.3 * len(graph.edges["cross"])  # real structure
+    after_graph = relabelled_graph(graph, seed=3)
+    after = node_structure(after_graph)
+    sigma = within_environment_permutation(before["env"], 3, stream="relabel")
+    # the task at node j moves to node sigma(j) and finds there everything node j had:
+    # in- and out-degree, reciprocal edges, in-edge similarities, per relation, and its
+    # environment (sigma stays inside environments)
+    for key, values in before.items():
+        assert np.array_equal(after[key][sigma], values), key
+    assert np.array_equal(after["env"], before["env"])
+    # the graph is the real one up to the relabelling: edge (sigma(j), sigma(i)) for j -> i
+    for relation in ("within", "cross"):
+        e, r = graph.edges[relation], after_graph.edges[relation]
+        assert np.array_equal(r.src, sigma[e.src]) and np.array_equal(r.dst, sigma[e.dst])
+        assert np.array_equal(r.sim, e.sim)
+        assert np.all(r.src != r.dst)
+    # ... and which task sits at which node changed: nearly every task, and with it nearly
+    # every task's set of in-neighbours
+    assert np.mean(sigma != np.arange(graph.num_tasks)) > 0.9
+    edges_before, edges_after = edge_set(graph, "cross"), edge_set(after_graph, "cross")
+    assert len(edges_before & edges_after) < 0.2 * len(edges_before)
+    TaskGraph.from_json(after_graph.to_json())  # a valid snapshot
+
+
+def test_the_label_permuted_graph_changes_the_structure_the_relabelled_one_keeps(built_graph):
+    """Why the label-permuted graph is only a secondary control: permuting sources alone moves
+    out-degrees and dissolves reciprocal pairs, so a batch task penalises more distinct tasks."""
+    from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
+
+    def penalised(graph: TaskGraph) -> float:
+        rows = SimilarityNeighbours(graph)
+        return float(np.mean([len(set(rows.row(i)[0].tolist())) for i in range(graph.num_tasks)]))
+
+    permuted_one = permuted_graph(built_graph, "permuted")
+    real, permuted = node_structure(built_graph), node_structure(permuted_one)
+    assert np.array_equal(permuted["cross/in"], real["cross/in"])  # targets kept ...
+    assert not np.array_equal(permuted["cross/out"], real["cross/out"])  # ... sources moved
+    assert permuted["cross/reciprocal"].sum() < 0.3 * real["cross/reciprocal"].sum()
+    assert penalised(permuted_one) > 1.1 * penalised(built_graph)
+    assert penalised(relabelled_graph(built_graph)) == penalised(built_graph)
+
+
+def test_relabelled_graph_cuts_the_class_signal_of_the_neighbours():
+    graph = structured_graph()
+    klass = klass_of(graph)
+    after = relabelled_graph(graph, seed=1)
+    for relation in ("within", "cross"):
+        e = after.edges[relation]
+        assert abs(np.mean(klass[e.src] == klass[e.dst]) - 1 / 3) < 0.08, relation
+    env = env_codes(graph)
+    assert np.all(env[after.edges["within"].src] == env[after.edges["within"].dst])
+    assert np.all(env[after.edges["cross"].src] != env[after.edges["cross"].dst])
+
+
+def test_each_run_seed_draws_its_own_control_graph():
+    graph = structured_graph()
+    graphs = {"k6_12": graph, "oracle": TaskGraph(graph.task_ids, graph.env_ids)}
+    config = AblationConfig(control_seed=5)
+    for control in DRAWN_CONTROLS:
+        first = job_graph(control, 0, graphs, config)
+        assert list(first.edge_rows()) == list(control_graph(graph, control, (5, 0)).edge_rows())
+        assert list(first.edge_rows()) == list(job_graph(control, 0, graphs, config).edge_rows())
+        assert list(first.edge_rows()) != list(job_graph(control, 1, graphs, config).edge_rows())
+    assert job_graph("oracle", 3, graphs, config) is graphs["oracle"]  # fixed graphs stay
+    assert job_graph("k6_12", 3, graphs, config) is graph

@@ -46,7 +46,7 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
         learner="policy",
         schedulers=("envsched", "random"),
         k_grid=(),
-        controls=("permuted",),
+        controls=("relabelled", "permuted"),
         simulator=SimulatorConfig(rollouts=2),
         policy=policy,
     )
@@ -54,8 +54,10 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
     run_ablation(POOL, config, out)
 
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"envsched", "random", "envsched_permuted"}  # the control runs too
-    assert set(results["envsched"]["margin_over_controls"]["envsched_permuted"]) == {"1", "2"}
+    # the primary and a secondary control run too, each seed on its own draw
+    assert set(results) == {"envsched", "random", "envsched_relabelled", "envsched_permuted"}
+    for control in ("envsched_relabelled", "envsched_permuted"):
+        assert set(results["envsched"]["margin_over_controls"][control]) == {"1", "2"}
     step0 = None
     for name, entry in results.items():
         assert entry["learner"] == "policy (real GRPO)"

@@ -182,7 +182,7 @@ def test_default_world_is_structure_and_falls_back_to_abstracts():
 def test_the_null_world_simulates_each_task_as_a_random_other_task(rest_checks):
     config = SimulatorConfig(kappa=1.0)
     w = world(rest_checks, kappa=1.0)
-    null = w.with_tasks_shuffled(seed=0)
+    null = w.with_tasks_shuffled(0)
     assert null.task_ids == w.task_ids and np.array_equal(null.test, w.test)
     assert null.info["tasks_shuffled"]
     real = LearnerSimulator(POOL, config, world=w).expected_group_variance()
@@ -191,4 +191,16 @@ def test_the_null_world_simulates_each_task_as_a_random_other_task(rest_checks):
     assert np.allclose(shuffled[:20], real[donors])  # task i behaves as its donor pi(i) ...
     env = np.array([w.env_names.index(t.env_id) for t in POOL.tasks])
     assert np.mean(null.env == env) < 0.2  # ... of another environment, most of the time
-    assert build_world(POOL, replace(config, shuffle_tasks=True)).info["tasks_shuffled"]
+
+
+def test_the_null_world_is_drawn_per_run_seed(rest_checks):
+    """One permutation for every seed would give each graph position a fixed behaviour, a
+    luck of the draw no number of run seeds averages out: each run seed draws its own."""
+    config = SimulatorConfig(kappa=1.0, world_seed=4, shuffle_tasks=True)
+    w = world(rest_checks, kappa=1.0, world_seed=4)
+    runs = [LearnerSimulator(POOL, config, seed=s, world=w).world for s in (0, 0, 1)]
+    assert np.array_equal(runs[0].delta, w.with_tasks_shuffled(4, 0).delta)
+    assert np.array_equal(runs[0].delta, runs[1].delta)  # seeded ...
+    assert not np.array_equal(runs[0].delta, runs[2].delta)  # ... per run seed
+    assert runs[0].info["tasks_shuffled"] and runs[0].task_ids == w.task_ids
+    assert not build_world(POOL, config).info.get("tasks_shuffled")  # the shared base world
