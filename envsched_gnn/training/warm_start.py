@@ -20,7 +20,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 
 from envsched_gnn.envs.pool import Pool, Task
@@ -38,7 +38,7 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     from envsched_gnn.training.sft import sft_tasks
 
     _, tasks = sft_tasks(pool, config)
-    recipe = {k: v for k, v in asdict(config).items() if k not in _RUN_ONLY_FIELDS}
+    recipe = {k: v for k, v in _non_default(config).items() if k not in _RUN_ONLY_FIELDS}
     inputs = {
         "envs": {env_id: asdict(env) for env_id, env in sorted(pool.envs.items())},
         "pool_tasks": [_sft_view(t) for t in sorted(pool.tasks, key=lambda t: t.task_id)],
@@ -47,6 +47,30 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     }
     text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _non_default(config: object) -> dict:
+    """The fields of a config dataclass that differ from their defaults, nested configs
+    likewise. An option added later, at a default that keeps the old behaviour, then leaves
+    every recorded fingerprint as it was (``PolicyConfig.space_tokens`` and
+    ``AgentConfig.constrained`` came after the packaged policy)."""
+    changed = {}
+    for spec in fields(config):
+        value = getattr(config, spec.name)
+        if is_dataclass(value):
+            nested = _non_default(value)
+            if nested:
+                changed[spec.name] = nested
+            continue
+        if spec.default is not MISSING:
+            default = spec.default
+        elif spec.default_factory is not MISSING:
+            default = spec.default_factory()
+        else:
+            default = MISSING
+        if value != default:
+            changed[spec.name] = value
+    return changed
 
 
 def _sft_view(task: Task) -> dict:

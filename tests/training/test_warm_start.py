@@ -4,11 +4,11 @@ one policy), a packaged policy is used only for the inputs it was trained on."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from envsched_gnn.training.policy import load_policy
+from envsched_gnn.training.policy import PolicyConfig, load_policy
 from envsched_gnn.training.warm_start import (
     MANIFEST,
     package_policy,
@@ -83,3 +83,20 @@ def test_a_tasks_graph_abstract_is_not_an_sft_input():
     reworded = type(pool)(pool.envs, [replace(first, task=first.task + " now")] + pool.tasks[1:])
     assert sft_fingerprint(relabelled, CONFIG) == sft_fingerprint(pool, CONFIG)
     assert sft_fingerprint(reworded, CONFIG) != sft_fingerprint(pool, CONFIG)
+
+
+def test_an_option_at_its_default_leaves_the_fingerprint_as_it_was():
+    """A later option whose default keeps the old behaviour must not invalidate a package
+    built before it existed; set to anything else, it is an input."""
+
+    @dataclass
+    class LaterPolicyConfig(PolicyConfig):
+        later_option: bool = False
+
+    pool = handmade_pool()
+    later = replace(CONFIG, policy=LaterPolicyConfig(**asdict(CONFIG.policy)))
+    assert sft_fingerprint(pool, later) == sft_fingerprint(pool, CONFIG)
+    used = replace(later, policy=replace(later.policy, later_option=True))
+    assert sft_fingerprint(pool, used) != sft_fingerprint(pool, CONFIG)
+    spaced = replace(CONFIG, policy=replace(CONFIG.policy, space_tokens=True))
+    assert sft_fingerprint(pool, spaced) != sft_fingerprint(pool, CONFIG)
