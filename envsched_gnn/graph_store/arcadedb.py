@@ -96,13 +96,28 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+HEAP_VARIABLE = "ENVSCHED_ARCADEDB_HEAP"
+"""Environment variable that sets the managed server's maximum Java heap (``-Xmx`` syntax)."""
+
+
+def default_heap() -> str:
+    """The managed server's maximum heap: ``$ENVSCHED_ARCADEDB_HEAP`` when set, else a quarter
+    of the machine's memory, between 1 and 8 GiB. The JVM takes memory as it needs it, so a
+    small store stays small; the bulk import of a first build needs the room (at 100,000 tasks,
+    about 2 million records, 1 GiB ran out)."""
+    if os.environ.get(HEAP_VARIABLE):
+        return os.environ[HEAP_VARIABLE]
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{min(max(total // 4, 1 << 30), 8 << 30) >> 20}m"
+
+
 class ManagedArcadeDB:
     """An ArcadeDB server with the Bolt plugin, owned by this process.
 
     Args:
         folder: where databases, logs and the root password live (default ``.envsched/store``).
         database: name of the database created on first start (default ``"envsched"``).
-        heap: maximum Java heap, as ``-Xmx`` takes it (default ``"1g"``).
+        heap: maximum Java heap, as ``-Xmx`` takes it (default :func:`default_heap`).
         start_timeout: seconds to wait for Bolt to answer before giving up (default 120).
         lock_timeout: seconds to wait for another process to release the folder (default 60).
 
@@ -114,13 +129,13 @@ class ManagedArcadeDB:
         folder: str | Path = DEFAULT_FOLDER,
         *,
         database: str = DATABASE,
-        heap: str = "1g",
+        heap: str | None = None,
         start_timeout: float = 120.0,
         lock_timeout: float = 60.0,
     ) -> None:
         self.folder = Path(folder).resolve()
         self.database = database
-        self.heap = heap
+        self.heap = heap or default_heap()
         self.start_timeout = start_timeout
         self.lock_timeout = lock_timeout
         self.bolt_port: int | None = None

@@ -23,6 +23,7 @@ in the same order.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -30,10 +31,12 @@ import numpy as np
 
 from envsched_gnn.envs.pool import PoolSource
 from envsched_gnn.graph.task_graph import RELATIONS, RelationEdges, TaskGraph
+from envsched_gnn.graph_store.arcadedb import HEAP_VARIABLE
 from envsched_gnn.graph_store.arcadedb_import import ArcadeImportFile
 from envsched_gnn.graph_store.builder import BuiltGraph, GraphBuild, GraphConfig
 from envsched_gnn.graph_store.connection import CHUNK
 from envsched_gnn.graph_store.embeddings import Embedder
+from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.store import GraphStore
 
 IMPORT_FOLDER = "bulk-import"
@@ -135,9 +138,14 @@ def stream_build(
         build = store.begin_graph_build()  # an interrupted build is never read as a graph
     try:
         graph, abstracts = _write_parts(store, steps, bulk, cache, chunk, clock)
+        if bulk is not None and not _imported(store, bulk, clock):
+            # the store held no graph before this build, so clearing it loses nothing
+            store.clear()
+            build = store.begin_graph_build()
+            vectors = dict(zip(abstracts.texts, abstracts.vectors, strict=True))
+            steps = GraphBuild(pool, config, embedder=steps.embedder, cache=vectors)
+            graph, abstracts = _write_parts(store, steps, None, {}, chunk, clock)
         with _timed(clock, "store_write"):
-            if bulk is not None:
-                bulk.load(store.server)
             store.complete_graph_build(
                 build, graph, (abstracts.texts, abstracts.codes, abstracts.vectors)
             )
@@ -146,6 +154,26 @@ def stream_build(
             bulk.discard()
         raise
     return BuiltGraph(graph, abstracts, time.perf_counter() - started)
+
+
+def _imported(store: GraphStore, bulk: ArcadeImportFile, clock: dict) -> bool:
+    """Import the bulk file; False (with a warning) when the server ran out of heap, which
+    leaves a partial import behind for the caller to clear and write batched."""
+    with _timed(clock, "store_write"):
+        try:
+            bulk.load(store.server)
+        except StoreError as error:
+            if "OutOfMemoryError" not in str(error):
+                raise
+            warnings.warn(
+                f"the bulk import ran out of the store server's Java heap "
+                f"(-Xmx{store.server.heap}); writing the graph in batches instead (slower). "
+                f"Set {HEAP_VARIABLE} (e.g. 8g) for the fast path.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return False
+    return True
 
 
 def _write_parts(store, steps: GraphBuild, bulk, cache, chunk: int, clock: dict):

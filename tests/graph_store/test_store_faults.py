@@ -21,6 +21,7 @@ import pytest
 
 from envsched_gnn.graph_store import commands
 from envsched_gnn.graph_store.arcadedb import USERS_FILE, ManagedArcadeDB
+from envsched_gnn.graph_store.builder import build
 from envsched_gnn.graph_store.connect import open_store
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.growth import build_into_store
@@ -118,6 +119,33 @@ def test_an_interrupted_build_is_never_read_as_a_graph(
         assert sorted(store.read_graph().edge_rows()) == sorted(built.graph.edge_rows())
 
 
+def test_an_import_out_of_heap_falls_back_to_batched_writes(tmp_path, embedder, config):
+    """The importer runs (committing part of the records every 20,000), then the server
+    answers as when its heap runs out: the partial import is cleared and the graph written in
+    batches, with a warning naming the setting for the fast path."""
+    pool = handmade_pool()
+    with open_store(tmp_path / "store") as store:
+        sql = store.server.sql
+
+        def out_of_heap(command, **kwargs):
+            result = sql(command, **kwargs)
+            if command.startswith("IMPORT DATABASE"):
+                raise StoreError('refused: {"exception":"java.lang.OutOfMemoryError"}')
+            return result
+
+        store.server.sql = out_of_heap
+        with pytest.warns(RuntimeWarning, match="ran out of .*heap.*ENVSCHED_ARCADEDB_HEAP"):
+            built = build_into_store(store, pool, replace(config, bulk=True), embedder=embedder)
+        assert store.count_tasks() == len(pool.tasks)
+        assert store.count_nodes("Environment") == len(pool.envs)
+        assert sorted(store.read_graph().edge_rows()) == sorted(built.graph.edge_rows())
+    with open_store(tmp_path / "store") as store:  # and from the store itself, not a snapshot
+        store.snapshot_path.unlink()
+        assert sorted(store.read_graph().edge_rows()) == sorted(built.graph.edge_rows())
+    in_memory = build(pool, config, embedder=embedder)
+    assert sorted(built.graph.edge_rows()) == sorted(in_memory.graph.edge_rows())
+
+
 def test_a_graph_changed_after_its_build_is_refused(store) -> None:
     from tests.graph_store.test_store import handmade_graph
 
@@ -194,6 +222,7 @@ def test_missing_or_wrong_passwords_are_errors_with_recovery_steps_that_work(tmp
 
 HOLDER = """
 import sys
+from envsched_gnn.graph_store.builder import build
 from envsched_gnn.graph_store.connect import open_store
 with open_store(sys.argv[1]):
     print("ready", flush=True)
