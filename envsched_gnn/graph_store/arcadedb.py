@@ -172,6 +172,7 @@ class ManagedArcadeDB:
             databases.is_dir() and any(databases.iterdir())
         )
 
+    @property
     def pid(self) -> int | None:
         """The server process id while it runs."""
         return self._process.pid if self.running else None

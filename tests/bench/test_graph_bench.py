@@ -25,3 +25,4 @@ def test_bench_graph_prints_phases_and_recall_on_the_ann_path(capsys):
     for phase in (*phases, "store_read_s", "add_env_s"):
         assert result[phase] > 0, phase
     assert 0 < result["distinct_abstracts"] < 240
+    assert result["peak_rss_mib"] > 0 and result["server_peak_rss_mib"] > 0  # not NaN
