@@ -191,6 +191,11 @@ def config_from_args(
 def _field_default(field: dataclasses.Field, defaults: Mapping[str, Any]) -> Any:
     if field.name in defaults:
         return defaults[field.name]
+    return field_default(field)
+
+
+def field_default(field: dataclasses.Field) -> Any:
+    """A dataclass field's default value (its factory called), ``MISSING`` if it has none."""
     if field.default is not dataclasses.MISSING:
         return field.default
     if field.default_factory is not dataclasses.MISSING:

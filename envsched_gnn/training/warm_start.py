@@ -20,9 +20,10 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, fields, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 
+from envsched_gnn.config_cli import field_default
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.training.sft_config import SFTConfig
 
@@ -62,13 +63,7 @@ def _non_default(config: object) -> dict:
             if nested:
                 changed[spec.name] = nested
             continue
-        if spec.default is not MISSING:
-            default = spec.default
-        elif spec.default_factory is not MISSING:
-            default = spec.default_factory()
-        else:
-            default = MISSING
-        if value != default:
+        if value != field_default(spec):
             changed[spec.name] = value
     return changed
 
