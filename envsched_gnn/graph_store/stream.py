@@ -139,7 +139,7 @@ def stream_build(
     try:
         graph, abstracts = _write_parts(store, steps, bulk, cache, chunk, clock)
         if bulk is not None and not _imported(store, bulk, clock):
-            # the store held no graph before this build, so clearing it loses nothing
+            # a bulk build starts from a store with no task (so no observation): nothing is lost
             store.clear()
             build = store.begin_graph_build()
             vectors = dict(zip(abstracts.texts, abstracts.vectors, strict=True))
