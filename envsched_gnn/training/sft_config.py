@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.policy import PolicyConfig
 
 
@@ -61,3 +62,7 @@ class SFTConfig:
     """The agent format (final message, tool-response truncation) the examples follow."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Architecture of the built-in policy (used when no model is given)."""
+    competence: CompetenceProfile | None = None
+    """Mix imperfect demonstrations into the data at this profile's rates
+    (:mod:`~envsched_gnn.training.competence`: a start that is sometimes right); None: only
+    correct references."""

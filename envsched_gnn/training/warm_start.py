@@ -58,12 +58,13 @@ def _non_default(config: object) -> dict:
     changed = {}
     for spec in fields(config):
         value = getattr(config, spec.name)
-        if is_dataclass(value):
+        if is_dataclass(value) and is_dataclass(field_default(spec)):
             nested = _non_default(value)
             if nested:
                 changed[spec.name] = nested
-            continue
-        if value != field_default(spec):
+        elif is_dataclass(value):  # an optional config given (its default is None)
+            changed[spec.name] = asdict(value)
+        elif value != field_default(spec):
             changed[spec.name] = value
     return changed
 
