@@ -92,6 +92,8 @@ class PolicyLearnerConfig:
     pool_eval_samples: int = 0
     """At every evaluation also roll out every train task this many times (the pool reward,
     unbiased by which tasks each scheduler picked); 0: off."""
+    pool_eval_tasks: int = 0
+    """Train tasks of that pool evaluation (a fixed seeded subset; 0: all)."""
     eval_seed: int = 0
     """Seed of the held-out subset and its sampling, the same for every run."""
     accelerator: str = "auto"

@@ -155,7 +155,14 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(
         policy,
         PolicyLearnerConfig,
-        fields=["workers", "eval_tasks", "eval_samples", "pool_eval_samples", "accelerator"],
+        fields=[
+            "workers",
+            "eval_tasks",
+            "eval_samples",
+            "pool_eval_samples",
+            "pool_eval_tasks",
+            "accelerator",
+        ],
         flags={"workers": "--policy-workers"},
         choices={"accelerator": ("auto", "cpu", "gpu")},
         dest_prefix=POLICY,

@@ -122,6 +122,7 @@ def run_policy_jobs(
             eval_tasks=learner.eval_tasks,
             eval_samples=learner.eval_samples,
             pool_eval_samples=learner.pool_eval_samples,
+            pool_eval_tasks=learner.pool_eval_tasks,
             seed=job.seed,
         )
         grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
@@ -183,7 +184,7 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     model, tokenizer = load_policy(policy_dir, device=device)
     evaluate = policy_evaluator(
         pool, learner.eval_tasks, learner.eval_samples, learner.pool_eval_samples,
-        learner.eval_seed,
+        learner.eval_seed, learner.pool_eval_tasks,
     )  # fmt: skip
     with EnvRuntime(pool, learner.runtime) as runtime:
         engine = RolloutEngine(model, tokenizer, runtime, learner.agent, device, pool)

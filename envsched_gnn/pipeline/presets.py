@@ -10,8 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.policy import PolicyConfig
+
+
+@dataclass(frozen=True)
+class StartRecipe:
+    """The start GRPO trains from, made *sometimes right* on purpose
+    (:mod:`~envsched_gnn.training.competence`): the base SFT policy fine-tuned on a mixture
+    of correct and imperfect demonstrations of fresh tasks of the job's pool. A stand-in for a
+    pretrained model's uneven competence, which no pretrained weights here can give."""
+
+    steps: int = 600
+    """Optimiser steps of the fine-tuning."""
+    learning_rate: float = 1e-3
+    """Its peak learning rate (cosine schedule, 20 warm-up steps)."""
+    extra_tasks_per_env: int = 120
+    """Fresh generated tasks per environment in the mixture (the pool's own are not)."""
+    competence: CompetenceProfile = field(default_factory=CompetenceProfile)
+    """How often, per environment and mistake kind, a demonstration is imperfect."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,12 @@ class Preset:
     scheduler and the seed are the job's."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    base_max_calls: int | None = None
+    """The base SFT's pool keeps tasks of at most this many calls (None: ``max_calls``): a
+    base policy trained on a broader family of tasks than the job's pool."""
+    start: StartRecipe | None = None
+    """Fine-tune the base SFT policy of the built-in model into a start that is sometimes
+    right (None: GRPO starts from the base SFT policy)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Architecture and tokenizer of the built-in policy."""
     agent: AgentConfig = field(default_factory=AgentConfig)
