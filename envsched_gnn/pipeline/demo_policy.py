@@ -13,19 +13,21 @@ from envsched_gnn.pipeline.presets import PRESETS, Preset
 
 
 def preset_pools(preset: Preset, seed: int) -> tuple[Any, Any]:
-    """(the base SFT's pool, the job's pool): the same environments, the base one with tasks
-    of up to ``base_max_calls`` calls (the job's own when that is None)."""
+    """(the base SFT's pool, the job's pool): the same environments; the base one, when the
+    preset has ``base_max_calls``, with tasks of up to that many calls and every operation,
+    else the job's own."""
     from envsched_gnn.envs.generator import generate_pool
 
-    def pool(max_calls: int | None) -> Any:
+    def pool(max_calls: int | None, operations: tuple[str, ...] | None) -> Any:
         return generate_pool(
-            preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=max_calls
-        )
+            preset.envs, preset.tasks_per_env, seed, preset.test_per_env, max_calls=max_calls,
+            operations=operations,
+        )  # fmt: skip
 
-    job = pool(preset.max_calls)
-    if preset.base_max_calls is None or preset.base_max_calls == preset.max_calls:
+    job = pool(preset.max_calls, preset.operations)
+    if preset.base_max_calls is None:
         return job, job
-    return pool(preset.base_max_calls), job
+    return pool(preset.base_max_calls, None), job
 
 
 def demo_sft_config(preset: Preset, seed: int, accelerator: str, agent: Any) -> Any:
@@ -53,6 +55,7 @@ def demo_start_config(preset: Preset, seed: int, accelerator: str, agent: Any) -
         max_steps=preset.start.steps,
         learning_rate=preset.start.learning_rate,
         extra_tasks_per_env=preset.start.extra_tasks_per_env,
+        extra_operations=preset.operations,
         include_train_split=False,
         seed=seed,
         accelerator=accelerator,

@@ -54,9 +54,13 @@ class Preset:
     scheduler and the seed are the job's."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    operations: tuple[str, ...] | None = None
+    """Generator operations the pool's tasks are made of (None: every operation of each
+    domain)."""
     base_max_calls: int | None = None
-    """The base SFT's pool keeps tasks of at most this many calls (None: ``max_calls``): a
-    base policy trained on a broader family of tasks than the job's pool."""
+    """The base SFT's own pool, when set: tasks of at most this many calls, of every
+    operation (a base policy trained on a broader family of tasks than the job's pool);
+    None: the job's pool."""
     start: StartRecipe | None = None
     """Fine-tune the base SFT policy of the built-in model into a start that is sometimes
     right (None: GRPO starts from the base SFT policy)."""

@@ -36,7 +36,14 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(
         p,
         SFTConfig,
-        fields=["minutes", "max_steps", "batch_size", "learning_rate", "extra_tasks_per_env"],
+        fields=[
+            "minutes",
+            "max_steps",
+            "batch_size",
+            "learning_rate",
+            "extra_tasks_per_env",
+            "extra_operations",
+        ],
         flags={"learning_rate": "--lr", "extra_tasks_per_env": "--extra-per-env"},
         metavars={"learning_rate": "LR", "extra_tasks_per_env": "EXTRA_PER_ENV"},
     )

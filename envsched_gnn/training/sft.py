@@ -166,7 +166,9 @@ def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
     # fresh tasks as long as the pool's own (a pool generated with max_calls keeps its cap)
     max_calls = max((len(t.reference_solution or ()) for t in pool.tasks), default=0) or None
     try:
-        extra = generate_extra_tasks(pool, config.extra_tasks_per_env, config.seed, max_calls)
+        extra = generate_extra_tasks(
+            pool, config.extra_tasks_per_env, config.seed, max_calls, config.extra_operations
+        )
     except GeneratorError as error:
         warnings.warn(f"SFT without extra tasks: {error}", stacklevel=2)
         return pool, tasks

@@ -38,6 +38,9 @@ class SFTConfig:
     """Fresh generated tasks per environment added to the train split (0: none); 200 x 51
     environments ~ one pass in 8 minutes at ~38 trajectories/s (probe: fresh tasks beat
     epochs)."""
+    extra_operations: tuple[str, ...] | None = None
+    """Generator operations the fresh tasks are made of (None: every operation of each
+    domain); a pool generated with ``operations`` keeps its SFT tasks alike."""
     include_train_split: bool = True
     """Imitate the reference solutions of the pool's train split too. Off, SFT sees fresh
     generated tasks only, so the tasks GRPO then trains on are as new to the policy as the
