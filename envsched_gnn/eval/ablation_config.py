@@ -29,7 +29,7 @@ from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
-BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
+BASELINES = ("random", "dapo", "mopps", "greso", "dps", "dump", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 ORACLE = "envsched_oracle"

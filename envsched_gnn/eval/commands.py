@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,6 +210,7 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablate import run_ablation
     from envsched_gnn.eval.ablation_report import render_margins, render_table
+    from envsched_gnn.eval.ablation_runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
     controls = _names(args.controls or [])
@@ -227,7 +229,11 @@ def _ablate(args: argparse.Namespace) -> int:
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
         policy=config_from_args(PolicyLearnerConfig, args, dest_prefix=POLICY, recipe=recipe),
     )
-    results = run_ablation(load_pool(args.pool), config, args.out)
+    try:
+        results = run_ablation(load_pool(args.pool), config, args.out)
+    except RunMismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(render_table(results, config))
     print(render_margins(results, config))
     return 0
