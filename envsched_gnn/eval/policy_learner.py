@@ -173,7 +173,8 @@ def run_policy_jobs(
         log(f"policy: {len(todo)} runs, {learner.workers} at a time")
     trained = train_runs(start, grpo_runs, learner.workers)
     for n, (job, run, result) in enumerate(zip(todo, grpo_runs, trained, strict=True), 1):
-        runs.append(finished.save(job, run_record(job, result, config, run.out_dir), start_id))
+        record = run_record(job, result, config, run.out_dir.relative_to(out))
+        runs.append(finished.save(job, record, start_id))
         elapsed = time.perf_counter() - started
         evals = result.evals
         log(
@@ -264,7 +265,8 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
 
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
-    """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s)."""
+    """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s);
+    ``run_dir`` is the run's folder relative to the ablation's output folder."""
     per_budget_step = config.batch_size * config.simulator.rollouts
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
     pool = {int(e["step"]): float(e["pool"]["mean_reward"]) for e in result.evals if "pool" in e}
