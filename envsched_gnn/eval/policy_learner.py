@@ -132,6 +132,8 @@ def run_policy_jobs(
     start_dir = starting_policy(pool, config.policy, out / "policy", log)
     start_id = folder_fingerprint(start_dir)
     done, todo = finished.split(jobs, start=start_id)
+    # seed by seed: an interrupted comparison leaves whole seeds, each paired across names
+    todo = sorted(todo, key=lambda job: job.seed)
     learner = replace(config.policy, agent=config.policy.agent or load_agent_config(start_dir))
     initial = kept_heldout_start(
         pool, start_dir, learner, out / "policy" / STEP0_RECORD, start_id, finished.pool, log
