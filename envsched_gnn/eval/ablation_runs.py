@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from envsched_gnn.config_cli import non_default_fields
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.pool_io import environment_to_dict, task_to_dict
 from envsched_gnn.eval.ablation_config import DEFAULT_K, AblationConfig, Job, grid_name
@@ -94,17 +95,23 @@ def folder_fingerprint(folder: str | Path) -> str:
 
 
 def run_settings(config: AblationConfig) -> dict:
-    """The config as it determines a run: less :data:`SELECTION_FIELDS`, the simulator's
-    worker count, and the other learner's settings (the policy learner keeps K, the
-    simulator's ``rollouts``; its ``model`` path and process count give way to the starting
-    policy's fingerprint)."""
-    settings = {k: v for k, v in asdict(config).items() if k not in SELECTION_FIELDS}
-    del settings["workers"]
+    """The config as it determines a run, as the fields that differ from their defaults
+    (:func:`~envsched_gnn.config_cli.non_default_fields`: an option added later at a default
+    that keeps the old behaviour leaves finished runs reusable), with K always: less
+    :data:`SELECTION_FIELDS`, the simulator's worker count, and the other learner's settings
+    (the policy learner keeps K; its ``model`` path and process count give way to the
+    starting policy's fingerprint)."""
+    settings = {k: v for k, v in non_default_fields(config).items() if k not in SELECTION_FIELDS}
+    settings.pop("workers", None)
     if config.learner == "sim":
-        del settings["policy"], settings["evaluations"]
+        settings.pop("policy", None)
+        settings.pop("evaluations", None)
     else:
         settings["simulator"] = {"rollouts": config.simulator.rollouts}
-        del settings["policy"]["workers"], settings["policy"]["model"]
+        settings["evaluations"] = config.evaluations
+        policy = settings.get("policy", {})
+        policy.pop("workers", None)
+        policy.pop("model", None)
     return settings
 
 
@@ -205,7 +212,11 @@ def _differences(old: Any, new: Any) -> list[str]:
 
 
 def _paths_differing(old: Any, new: Any, prefix: str) -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
+    """Dotted paths of the leaves that differ; a dict on one side only (its fields at their
+    defaults on the other) names its own leaves."""
+    if isinstance(old, dict) or isinstance(new, dict):
+        old = old if isinstance(old, dict) else {}
+        new = new if isinstance(new, dict) else {}
         out = []
         for key in sorted(set(old) | set(new)):
             out += _paths_differing(old.get(key), new.get(key), f"{prefix}{key}.")

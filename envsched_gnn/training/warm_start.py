@@ -20,10 +20,10 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from envsched_gnn.config_cli import field_default
+from envsched_gnn.config_cli import non_default_fields
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.sft_config import SFTConfig
@@ -41,7 +41,7 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     from envsched_gnn.training.sft import sft_tasks
 
     _, tasks = sft_tasks(pool, config)
-    recipe = {k: v for k, v in _non_default(config).items() if k not in _RUN_ONLY_FIELDS}
+    recipe = {k: v for k, v in non_default_fields(config).items() if k not in _RUN_ONLY_FIELDS}
     inputs = {
         "envs": {env_id: asdict(env) for env_id, env in sorted(pool.envs.items())},
         "pool_tasks": [_sft_view(t) for t in sorted(pool.tasks, key=lambda t: t.task_id)],
@@ -50,25 +50,6 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     }
     text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _non_default(config: object) -> dict:
-    """The fields of a config dataclass that differ from their defaults, nested configs
-    likewise. An option added later, at a default that keeps the old behaviour, then leaves
-    every recorded fingerprint as it was (``PolicyConfig.space_tokens`` and
-    ``AgentConfig.constrained`` came after the packaged policy)."""
-    changed = {}
-    for spec in fields(config):
-        value = getattr(config, spec.name)
-        if is_dataclass(value) and is_dataclass(field_default(spec)):
-            nested = _non_default(value)
-            if nested:
-                changed[spec.name] = nested
-        elif is_dataclass(value):  # an optional config given (its default is None)
-            changed[spec.name] = asdict(value)
-        elif value != field_default(spec):
-            changed[spec.name] = value
-    return changed
 
 
 def _sft_view(task: Task) -> dict:

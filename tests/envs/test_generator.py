@@ -321,14 +321,13 @@ def test_a_pool_of_chosen_operations_holds_only_them():
 
     allowed = ("update", "delete", "state_gate")
     pool = generate_pool(4, 12, seed=1, test_per_env=2, max_calls=2, operations=allowed)
-    kinds = {
-        op.kind for task in pool.tasks for op in task_structure(task, pool.envs[task.env_id])
-    }
+    kinds = {op.kind for task in pool.tasks for op in task_structure(task, pool.envs[task.env_id])}
     assert kinds == set(allowed)
     extra = generate_extra_tasks(pool, 6, seed=2, max_calls=2, operations=("forward", "create"))
-    assert {
-        op.kind for task in extra for op in task_structure(task, pool.envs[task.env_id])
-    } == {"forward", "create"}
+    assert {op.kind for task in extra for op in task_structure(task, pool.envs[task.env_id])} == {
+        "forward",
+        "create",
+    }
     # no filter: the same tasks as before the option existed
     assert generate_pool(4, 12, seed=1, test_per_env=2, max_calls=2, operations=None).tasks == (
         generate_pool(4, 12, seed=1, test_per_env=2, max_calls=2).tasks
