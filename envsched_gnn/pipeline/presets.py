@@ -78,12 +78,29 @@ class Preset:
         return replace(self.grpo, scheduler=scheduler, steps=steps, seed=seed, lr=lr)
 
 
+DEMO_OPERATIONS = (
+    "update",
+    "update_amount",
+    "forward",
+    "delete",
+    "create",
+    "state_gate",
+    "validation_gate",
+    "eligibility_gate",
+)
+"""The demo pool's operations: those whose ids and values the instruction or a gate's result
+shows (no name look-up, no second id to carry)."""
+
 PRESETS: dict[str, Preset] = {
-    # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
-    # shared/notes/tiny-policy-probe.md); the SFT warm start is the packaged policy
-    # (envsched_gnn/data/demo_sft, rebuilt when its inputs differ: ~30 min at one thread);
-    # the two schedulers train side by side, 50 steps of 8 x 8 each (~10 s a step at one
-    # thread); every held-out task x 4 at steps 0, 25 and 50 (~95 s each)
+    # 2 CPU cores, < 20 min. The base SFT policy is packaged (envsched_gnn/data/demo_sft; built
+    # on tasks of up to 3 calls, ~30 min at one thread when its inputs differ); the start is
+    # packaged too (envsched_gnn/data/demo_start): the base fine-tuned on imperfect
+    # demonstrations of the job's pool, tasks of at most 2 calls made of the operations the
+    # 0.8 M policy completes when it chooses right (not the by-name look-ups or reassignments,
+    # whose ids it cannot copy). Headroom of that start on 160 train tasks x 8: 0.196 (mean
+    # 0.676, zero-variance 0.11; eval headroom, docs/results). The two schedulers train side
+    # by side, 50 steps of 8 x 8 each at lr 3e-4; every held-out task x 4 and 64 train tasks
+    # x 8 at steps 0, 25 and 50.
     "demo": Preset(
         envs=51,
         tasks_per_env=20,
@@ -93,14 +110,20 @@ PRESETS: dict[str, Preset] = {
         sft_include_train_split=False,
         grpo=replace(
             small_policy_recipe(),
+            lr=3e-4,
             batch_size=8,
             group_size=8,
             steps=50,
             eval_every=25,
             eval_tasks=0,
             eval_samples=4,
+            pool_eval_samples=8,
+            pool_eval_tasks=64,
         ),
-        max_calls=3,
+        max_calls=2,
+        operations=DEMO_OPERATIONS,
+        base_max_calls=3,
+        start=StartRecipe(),
     ),
     # the paper's setting (spec section 1: B = 64, K = 8, 200 steps, lr 1e-6), for a GPU machine
     "paper": Preset(
