@@ -19,6 +19,7 @@ from envsched_gnn.eval.ablation_config import (
     AblationConfig,
     control_name,
 )
+from envsched_gnn.eval.stats import excludes_zero, format_ci
 
 CONTROL_LABELS = {
     "relabelled": "the relabelled graph (primary control)",
@@ -44,11 +45,7 @@ SHORT = {
 
 
 def _fmt(stat: dict | None, digits: int = 4) -> str:
-    if stat is None:
-        return "n/a"
-    if stat["ci95"] is None:
-        return f"{stat['mean']:.{digits}f}"
-    return f"{stat['mean']:.{digits}f} ± {stat['ci95']:.{digits}f}"
+    return "n/a" if stat is None else format_ci(stat, digits)
 
 
 def render_table(results: dict, config: AblationConfig) -> str:
@@ -94,8 +91,7 @@ def render_prediction(results: dict) -> str:
 def _verdict(stat: dict | None) -> str:
     if stat is None or stat["ci95"] is None:
         return ""
-    low, high = stat["mean"] - stat["ci95"], stat["mean"] + stat["ci95"]
-    return " (inside the noise)" if low <= 0.0 <= high else ""
+    return "" if excludes_zero(stat) else " (inside the noise)"
 
 
 def _margin_parts(margin: dict, config: AblationConfig) -> str:

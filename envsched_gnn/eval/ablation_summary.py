@@ -25,8 +25,8 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
 
+from envsched_gnn.eval import stats
 from envsched_gnn.eval.ablation_config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
@@ -53,14 +53,10 @@ def scores_at(
     return score[np.clip(idx, 0, len(score) - 1)]
 
 
-def mean_ci(values: Sequence[float]) -> dict:
-    """Mean and 95 % CI half-width (Student t over seeds); half-width null for one seed."""
+def over_seeds(values: Sequence[float]) -> dict:
+    """:func:`~envsched_gnn.eval.stats.mean_ci` over seeds, with the ``per_seed`` values."""
     x = np.asarray(values, dtype=np.float64)
-    mean = float(x.mean())
-    if x.size < 2:
-        return {"mean": mean, "ci95": None, "per_seed": x.tolist()}
-    half = float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return {"mean": mean, "ci95": half, "per_seed": x.tolist()}
+    return {**stats.mean_ci(x), "per_seed": x.tolist()}
 
 
 def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
@@ -74,27 +70,27 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         group = sorted(by_name[name], key=lambda r: r["seed"])
         curves = np.stack([scores_at(r["records"], grid) for r in group])
         metrics = {
-            m: mean_ci([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
+            m: over_seeds([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
             for m in STEP_METRICS
         }
         results[name] = {
             "learner": LEARNER_LABELS[config.learner],
             "seeds": [r["seed"] for r in group],
             "score": {
-                str(s): mean_ci([scores_at(r["records"], [s])[0] for r in group])
+                str(s): over_seeds([scores_at(r["records"], [s])[0] for r in group])
                 for s in config.score_steps
             },
             "metrics": metrics,
-            "updates": mean_ci([len(r["records"]) - 1 for r in group]),
+            "updates": over_seeds([len(r["records"]) - 1 for r in group]),
             "rollouts": group[0]["rollouts"],
-            "wall_s": mean_ci([r["wall_s"] for r in group]),
-            "schedule_s_per_step": mean_ci(
+            "wall_s": over_seeds([r["wall_s"] for r in group]),
+            "schedule_s_per_step": over_seeds(
                 [r["schedule_s"] / max(len(r["records"]) - 1, 1) for r in group]
             ),
             "curve": {
                 "budget_step": grid.tolist(),
                 "score_mean": curves.mean(axis=0).tolist(),
-                "score_ci95": [mean_ci(c)["ci95"] for c in curves.T],
+                "score_ci95": [over_seeds(c)["ci95"] for c in curves.T],
             },
             "runs": [
                 {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
@@ -103,13 +99,13 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         if all(r["records"][0].get("pool_score") is not None for r in group):
             pool_curves = np.stack([scores_at(r["records"], grid, "pool_score") for r in group])
             results[name]["pool_score"] = {
-                str(s): mean_ci([scores_at(r["records"], [s], "pool_score")[0] for r in group])
+                str(s): over_seeds([scores_at(r["records"], [s], "pool_score")[0] for r in group])
                 for s in config.score_steps
             }
             results[name]["pool_curve"] = {
                 "budget_step": grid.tolist(),
                 "score_mean": pool_curves.mean(axis=0).tolist(),
-                "score_ci95": [mean_ci(c)["ci95"] for c in pool_curves.T],
+                "score_ci95": [over_seeds(c)["ci95"] for c in pool_curves.T],
             }
         prediction = prediction_summary(group)
         if prediction:
@@ -173,11 +169,11 @@ def prediction_summary(group: Sequence[dict]) -> dict:
         filled = np.where(defined, values, 0.0)
         seed_means = [float(f[d].mean()) for f, d in zip(filled, defined, strict=True) if d.any()]
         per_step = [
-            mean_ci(col[ok]) if ok.any() else None
+            over_seeds(col[ok]) if ok.any() else None
             for col, ok in zip(values.T, defined.T, strict=True)
         ]
         summary[metric] = {
-            **mean_ci(seed_means),
+            **over_seeds(seed_means),
             "per_step_mean": [None if c is None else c["mean"] for c in per_step],
             "per_step_ci95": [None if c is None else c["ci95"] for c in per_step],
         }
@@ -198,5 +194,5 @@ def paired_margin(
             scores_at(runs[k]["records"], [s], key)[0] - scores_at(other[k]["records"], [s], key)[0]
             for k in seeds
         ]
-        out[str(s)] = mean_ci(diffs) if diffs else None
+        out[str(s)] = over_seeds(diffs) if diffs else None
     return out
