@@ -6,12 +6,19 @@ the mean over its steps of every batch metric (spec section 6). Across the n see
 number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best"
 is the first budget step at which the scheduler's seed-mean score curve reaches the
 maximum of random's seed-mean curve (null when it never does); the curve has a point per
-budget step (simulator) or per held-out evaluation (policy); "rollouts to random's final" is
-the budget, in rollouts, at which that curve first reaches random's final seed-mean score
-(the paper's "EnvSched reaches random's result with 3x fewer rollouts"). Margins over random are
+budget step (simulator) or per held-out evaluation (policy). Margins over random are
 paired by seed (same run seed): mean and CI of score(scheduler) - score(random); so is
 EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
 margin whose CI contains 0 is reported as inside the noise.
+
+Reward against rollouts (:mod:`~envsched_gnn.eval.ablation_curves`), for the held-out and,
+where recorded, the pool reward: every scheduler minus random and minus EnvSched on the
+relabelled graph (:data:`REFERENCES`, those that ran), paired by seed at every point of the
+curve (``curve_margins``); and "rollouts to random's final" (``rollouts_to_random_final``):
+per seed, the rollouts at which the scheduler's curve, interpolated linearly between
+evaluations, first reaches random's final reward of that seed (the paper's "EnvSched reaches
+random's result with 3x fewer rollouts"), with how many seeds reached it, the median and mean
+over seeds, and the difference from random's own first reach of it, paired by seed.
 
 The score at budget step T is the score after the last scored update that fits in
 T x B x K rollouts (:func:`scores_at`). Where the policy learner also evaluated every train
@@ -36,21 +43,16 @@ from envsched_gnn.eval.ablation_config import (
     curve_steps,
     run_names,
 )
+from envsched_gnn.eval.ablation_curves import (
+    REWARD_KEYS,
+    paired_curve,
+    rollouts_to_match,
+    scores_at,
+)
 
-
-def scores_at(
-    records: Sequence[dict], budget_steps: Sequence[float], key: str = "score"
-) -> np.ndarray:
-    """Score (``key``) after the last scored update within each budget step (records in budget
-    order; records without it, updates the policy learner did not evaluate after, are
-    skipped)."""
-    scored = [r for r in records if r.get(key) is not None]
-    spent = np.array([r["budget_step"] for r in scored])
-    score = np.array([r[key] for r in scored])
-    idx = (
-        np.searchsorted(spent, np.asarray(budget_steps, dtype=np.float64) + 1e-9, side="right") - 1
-    )
-    return score[np.clip(idx, 0, len(score) - 1)]
+REFERENCES = ("random", control_name("relabelled"))
+"""What every scheduler's reward curve is paired against, when it ran: random and EnvSched on
+the relabelled graph (the primary control)."""
 
 
 def over_seeds(values: Sequence[float]) -> dict:
@@ -115,14 +117,13 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         for entry in results.values():
             entry["steps_to_random_best"] = _first_step_reaching(entry, best, grid)
             entry["random_best_score"] = best
-            entry["rollouts_to_random_final"] = _rollouts_to(
-                entry, results["random"]["curve"]["score_mean"][-1], grid, config
-            )
             entry["margin_over_random"] = paired_margin(entry, results["random"], config)
             if "pool_score" in entry and "pool_score" in results["random"]:
                 entry["pool_margin_over_random"] = paired_margin(
                     entry, results["random"], config, "pool_score"
                 )
+    for entry in results.values():
+        entry.update(against_references(entry, results, grid, config))
     if "envsched" in results:
         envsched = results["envsched"]
         envsched["margin_over_controls"] = {
@@ -140,20 +141,46 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
     return results
 
 
+def against_references(
+    entry: dict, results: dict, grid: np.ndarray, config: AblationConfig
+) -> dict:
+    """``curve_margins`` (entry minus each of :data:`REFERENCES` that ran, at every budget step
+    of ``grid``, paired by seed) and ``rollouts_to_random_final`` (per seed, the rollouts to
+    reach random's final reward of the seed), each for the held-out and the pool reward
+    (:mod:`~envsched_gnn.eval.ablation_curves`)."""
+    keys = _reward_keys(entry)
+    out: dict = {"curve_margins": {}}
+    for reference in REFERENCES:
+        other = results.get(reference)
+        if other is None or other is entry:
+            continue
+        out["curve_margins"][reference] = {
+            key: paired_curve(entry["runs"], other["runs"], grid, key)
+            for key in keys
+            if key in _reward_keys(other)
+        }
+    if "random" in results:
+        per_budget_step = config.batch_size * config.simulator.rollouts
+        out["rollouts_to_random_final"] = {
+            key: rollouts_to_match(entry["runs"], results["random"]["runs"], per_budget_step, key)
+            for key in keys
+            if key in _reward_keys(results["random"])
+        }
+    return out
+
+
+def _reward_keys(entry: dict) -> list[str]:
+    """The rewards every run of ``entry`` records (from the start on)."""
+    return [
+        k for k in REWARD_KEYS if all(r["records"][0].get(k) is not None for r in entry["runs"])
+    ]
+
+
 def _first_step_reaching(entry: dict, target: float, grid: np.ndarray) -> int | None:
     """The first budget step at which the seed-mean curve reaches ``target``; None when it
     never does."""
     reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
     return int(grid[reached[0]]) if reached.size else None
-
-
-def _rollouts_to(
-    entry: dict, target: float, grid: np.ndarray, config: AblationConfig
-) -> int | None:
-    """Rollouts (budget step x B x K) at which the seed-mean curve first reaches ``target``;
-    None when it never does."""
-    step = _first_step_reaching(entry, target, grid)
-    return None if step is None else step * config.batch_size * config.simulator.rollouts
 
 
 def prediction_summary(group: Sequence[dict]) -> dict:
