@@ -8,6 +8,7 @@ from scipy.stats import t as student_t
 
 from envsched_gnn.eval.ablation_config import STEP_METRICS, AblationConfig
 from envsched_gnn.eval.ablation_curves import first_reach, rollouts_to_match
+from envsched_gnn.eval.ablation_curves_report import render_reward_curves
 from envsched_gnn.eval.ablation_report import write_ablation_report
 from envsched_gnn.eval.ablation_summary import summarise
 
@@ -165,3 +166,29 @@ def test_report_shows_curves_margins_and_rollouts_to_match(tmp_path, results):
     for name in ("score.png", "pool_score.png", "paired_margins.png", "batch_metrics.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG", name
         assert f"({name})" in report
+
+
+def test_simulator_tables_keep_step_0_and_the_score_columns():
+    """The simulator scores every step: its tables show step 0 and score@e, 3e, S only."""
+    config = AblationConfig(seeds=2, steps=20, batch_size=2, schedulers=("envsched", "random"),
+                            k_grid=())  # fmt: skip
+    runs = []
+    for name, slope in (("envsched", 0.02), ("random", 0.01)):
+        for seed in range(2):
+            records = [{"step": -1, "budget_step": 0.0, "score": 0.5}]
+            records += [
+                {"step": s, "budget_step": s + 1.0, "score": 0.5 + slope * (s + 1) + 0.001 * seed}
+                | dict.fromkeys(STEP_METRICS, 0.0)
+                for s in range(20)
+            ]
+            runs.append({"name": name, "seed": seed, "records": records, "wall_s": 1.0,
+                         "schedule_s": 0.1, "rollouts": 20 * PER_STEP})  # fmt: skip
+    results = summarise(runs, config)
+    assert len(results["envsched"]["curve_margins"]["random"]["score"]["mean"]) == 21
+    match = results["envsched"]["rollouts_to_random_final"]["score"]
+    # random ends at 0.70 (+0.001 seed 1); envsched gets there after 10 steps
+    assert [p["budget_step"] for p in match["per_seed"]] == pytest.approx([10.0, 10.0])
+    assert "pool_score" not in results["envsched"]["rollouts_to_random_final"]
+    text = render_reward_curves(results, config)
+    assert "| scheduler | 0 | 64 | 192 | 320 |" in text
+    assert "| envsched | +0.0400 ± 0.0000 | +0.1200 ± 0.0000 | +0.2000 ± 0.0000 |" in text
