@@ -209,6 +209,7 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablate import run_ablation
+    from envsched_gnn.eval.ablation_curves_report import render_rollouts_to_final
     from envsched_gnn.eval.ablation_report import render_margins, render_table
     from envsched_gnn.eval.ablation_runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
@@ -236,6 +237,7 @@ def _ablate(args: argparse.Namespace) -> int:
         return 1
     print(render_table(results, config))
     print(render_margins(results, config))
+    print(render_rollouts_to_final(results, config))
     return 0
 
 
