@@ -97,8 +97,9 @@ PRESETS: dict[str, Preset] = {
     # packaged too (envsched_gnn/data/demo_start): the base fine-tuned on imperfect
     # demonstrations of the job's pool, tasks of at most 2 calls made of the operations the
     # 0.8 M policy completes when it chooses right (not the by-name look-ups or reassignments,
-    # whose ids it cannot copy). Headroom of that start on 160 train tasks x 8: 0.196 (mean
-    # 0.676, zero-variance 0.11; eval headroom, docs/results). The two schedulers train side
+    # whose ids it cannot copy), rates ~ Beta(0.5, 0.5) per environment and mistake kind.
+    # Headroom of that start on 160 train tasks x 8: 0.213 (mean 0.665, zero-variance 0.09;
+    # docs/results/sometimes-right-start.md). The two schedulers train side
     # by side, 50 steps of 8 x 8 each at lr 3e-4; every held-out task x 4 and 64 train tasks
     # x 8 at steps 0, 25 and 50.
     "demo": Preset(
@@ -123,7 +124,7 @@ PRESETS: dict[str, Preset] = {
         max_calls=2,
         operations=DEMO_OPERATIONS,
         base_max_calls=3,
-        start=StartRecipe(),
+        start=StartRecipe(competence=CompetenceProfile(concentration=1.0)),
     ),
     # the paper's setting (spec section 1: B = 64, K = 8, 200 steps, lr 1e-6), for a GPU machine
     "paper": Preset(
