@@ -12,9 +12,9 @@ from envsched_gnn.training.grpo_batch import (
     collate,
     pack_micro_batches,
     policy_log_probs,
-    shared_prefix_length,
     split_groups,
 )
+from envsched_gnn.training.shared_prefix import shared_prefix_length
 from tests.training.small_lm import float64_norms, group, small_model
 
 
