@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         pool_dataset,
     )
     from envsched_gnn.scheduler.registry import make_scheduler
-    from envsched_gnn.training.grpo_train import train_subgraph
+    from envsched_gnn.training.grpo.train import train_subgraph
     from envsched_gnn.training.policy import PolicyConfig, build_default_policy, load_policy
 
     torch.set_num_threads(args.threads)

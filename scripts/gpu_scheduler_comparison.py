@@ -37,8 +37,8 @@ from envsched_gnn.envs.runtime_config import RuntimeConfig  # noqa: E402
 from envsched_gnn.eval.stats import format_ci, mean_ci  # noqa: E402
 from envsched_gnn.graph_store.builder import GraphConfig, build_graph  # noqa: E402
 from envsched_gnn.pipeline.presets import PRESETS  # noqa: E402
-from envsched_gnn.training.grpo_config import LaunchConfig  # noqa: E402
-from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, train_runs  # noqa: E402
+from envsched_gnn.training.grpo.config import LaunchConfig  # noqa: E402
+from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs  # noqa: E402
 from envsched_gnn.training.policy import (  # noqa: E402
     count_parameters,
     load_agent_config,

@@ -231,7 +231,7 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
     )
     return [
         "Every number below comes from real GRPO runs of the policy "
-        "(`envsched_gnn.training.grpo_train.train_grpo`), one per scheduler and seed, all "
+        "(`envsched_gnn.training.grpo.train.train_grpo`), one per scheduler and seed, all "
         f"from the same starting policy `{run_info['starting_policy']}` ({warm_start}). "
         "The downstream "
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "

@@ -14,7 +14,7 @@ from envsched_gnn.eval.graph_signal import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator_config import WORLDS, SimulatorConfig
 from envsched_gnn.models.config import LearnedConfig
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo.config import GRPOConfig
 
 
 @dataclass

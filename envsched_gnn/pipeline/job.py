@@ -85,8 +85,8 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
-    from envsched_gnn.training.grpo_config import LaunchConfig
-    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
+    from envsched_gnn.training.grpo.config import LaunchConfig
+    from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, parallel_workers, train_runs
     from envsched_gnn.training.warm_start import warm_start
 
     if preset is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.training.grpo.config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.policy import PolicyConfig
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from envsched_gnn.pipeline.job import RunOptions, run_pipeline
 from envsched_gnn.pipeline.presets import Preset
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo.config import GRPOConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.store]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from envsched_gnn.training.grpo import (
+from envsched_gnn.training.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
     aggregate_tokens,
     clip_fraction,

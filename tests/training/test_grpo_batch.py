@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envsched_gnn.training.grpo import policy_loss, token_log_probs
-from envsched_gnn.training.grpo_batch import (
+from envsched_gnn.training.grpo.batch import (
     UpdateItem,
     collate,
     pack_micro_batches,
     policy_log_probs,
     split_groups,
 )
+from envsched_gnn.training.grpo.objective import policy_loss, token_log_probs
 from envsched_gnn.training.shared_prefix import shared_prefix_length
 from tests.training.small_lm import float64_norms, group, small_model
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envsched_gnn.training.grpo_config import LaunchConfig
-from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
+from envsched_gnn.training.grpo.config import LaunchConfig
+from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, parallel_workers, train_runs
 from tests.training.grpo_setup import (
     AGENT,
     POOL,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from envsched_gnn.envs.runtime import EnvRuntime
-from envsched_gnn.training.grpo import group_advantages
+from envsched_gnn.training.grpo.objective import group_advantages
 from envsched_gnn.training.policy import load_agent_config, load_policy
 from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine

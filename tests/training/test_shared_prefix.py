@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envsched_gnn.training.grpo_batch import collate
+from envsched_gnn.training.grpo.batch import collate
 from envsched_gnn.training.shared_prefix import predicted_logits, shared_prefix_length
 from tests.training.small_lm import float64_norms, group, small_model
 

@@ -26,7 +26,7 @@ from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.held_out import policy_evaluator
 
 RESULT_FILE = "grpo_result.json"
@@ -93,7 +93,7 @@ def train_grpo(
     its sampling instead of ``config.seed`` (one evaluation set across run seeds).
     """
     from envsched_gnn.scheduler.registry import make_scheduler
-    from envsched_gnn.training.module import GRPOModule
+    from envsched_gnn.training.grpo.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
     from envsched_gnn.training.policy import load_policy, save_agent_config
 

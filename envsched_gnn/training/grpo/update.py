@@ -1,6 +1,6 @@
 """GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
 
-Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo`: at step ``s`` the kept
+Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo.objective`: at step ``s`` the kept
 groups are tasks ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
 ``A(i,k)`` from the configured estimator (``grpo`` or ``dr_grpo``), negative ones multiplied by
 ``c`` (``negative_advantage_scale``). ``T(i,k)`` are the policy's own tokens ``y_t`` of episode
@@ -19,7 +19,7 @@ optimiser step on
           = |M| * max_turns * max_new_tokens                    (``token_sum_norm``, Dr. GRPO)
 
 with ``eps`` = ``clip`` and ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0). The gradient
-accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo_batch`:
+accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo.batch`:
 the shared prompt runs once), each adding its share ``(1 / D) sum ...``; it is clipped to the
 global norm ``max_grad_norm``, then one AdamW step and one learning-rate schedule step. Under
 data parallelism every rank takes its own episodes of each mini-batch and divides by
@@ -53,7 +53,15 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from envsched_gnn.training.grpo import (
+from envsched_gnn.training.grpo.batch import (
+    UpdateItem,
+    collate,
+    pack_micro_batches,
+    policy_log_probs,
+    split_groups,
+)
+from envsched_gnn.training.grpo.config import GRPOConfig
+from envsched_gnn.training.grpo.objective import (
     aggregate_tokens,
     clip_fraction,
     get_advantage_estimator,
@@ -61,14 +69,6 @@ from envsched_gnn.training.grpo import (
     policy_loss,
     scale_negative,
 )
-from envsched_gnn.training.grpo_batch import (
-    UpdateItem,
-    collate,
-    pack_micro_batches,
-    policy_log_probs,
-    split_groups,
-)
-from envsched_gnn.training.grpo_config import GRPOConfig
 from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import Episode
 
@@ -94,7 +94,7 @@ class EpisodeSummary(Protocol):
 @dataclass(frozen=True)
 class UpdateHooks:
     """What the update takes from the training loop that runs it (Lightning's, in
-    :class:`~envsched_gnn.training.module.GRPOModule`)."""
+    :class:`~envsched_gnn.training.grpo.module.GRPOModule`)."""
 
     optimizer: torch.optim.Optimizer
     """The optimiser; Lightning's wrapper steps it through the strategy (and counts the step)."""
