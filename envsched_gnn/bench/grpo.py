@@ -173,10 +173,7 @@ def _timed_update(
         else:
             logits = policy(input_ids=batch.ids).logits
             logp = token_log_probs(logits, batch.ids, temperature)[batch.policy[:, 1:]]
-        ones = torch.ones_like(logp)
-        loss = policy_loss(
-            logp, batch.old_logp, batch.advantages, ones, 0.2, "token_sum_norm", total
-        )
+        loss = policy_loss(logp, batch.old_logp, batch.advantages, total)
         loss.backward()
         tokens += batch.tokens
     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)

@@ -62,10 +62,10 @@ from envsched_gnn.training.grpo.batch import (
 )
 from envsched_gnn.training.grpo.config import GRPOConfig
 from envsched_gnn.training.grpo.objective import (
-    aggregate_tokens,
-    clip_fraction,
+    clipped_tokens,
     get_advantage_estimator,
     kl_penalty,
+    loss_denominator,
     policy_loss,
     scale_negative,
 )
@@ -211,13 +211,15 @@ class GRPOUpdate:
         ``part_records``, which cover every rank): gradients accumulated over micro-batches,
         clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
         config = self.config
-        if config.loss_aggregation == "token_mean":
-            denominator = float(sum(r.policy_tokens for r in part_records))
-        else:
-            denominator = float(len(part_records) * self.max_response_tokens)
+        denominator = loss_denominator(
+            config.loss_aggregation,
+            sum(r.policy_tokens for r in part_records),
+            len(part_records),
+            self.max_response_tokens,
+        )
         # DDP averages gradients over ranks; scaling by the world size makes the sum of the
         # ranks' partial losses the loss of the whole mini-batch.
-        denominator = max(denominator, 1.0) / hooks.world_size
+        denominator /= hooks.world_size
         sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
         optimizer = hooks.optimizer
         optimizer.zero_grad(set_to_none=True)
@@ -255,16 +257,12 @@ class GRPOUpdate:
             return {"loss_tensor": zero}
         batch = collate(micro, device)
         logp, entropy = policy_log_probs(self.policy, batch, self.temperature)
-        ones = torch.ones_like(logp)
-        loss = policy_loss(
-            logp, batch.old_logp, batch.advantages, ones, config.clip, "token_sum_norm",
-            denominator,
-        )  # fmt: skip
+        loss = policy_loss(logp, batch.old_logp, batch.advantages, denominator, config.clip)
         kl = torch.zeros((), device=device)
         if self.ref_policy is not None:
             with torch.no_grad():
                 ref_logp, _ = policy_log_probs(self.ref_policy, batch, self.temperature)
-            kl = aggregate_tokens(kl_penalty(logp, ref_logp), ones, denominator=denominator)
+            kl = kl_penalty(logp, ref_logp).sum() / denominator
             loss = loss + config.kl_coef * kl
         detached = logp.detach()
         tokens = float(batch.policy_tokens)
@@ -272,7 +270,7 @@ class GRPOUpdate:
             "loss_tensor": loss,
             "loss": float(loss.detach()),
             "kl": float(kl.detach()),
-            "clipped": float(clip_fraction(detached, batch.old_logp, ones, config.clip)) * tokens,
+            "clipped": float(clipped_tokens(detached, batch.old_logp, config.clip)),
             "approx_kl": float(kl_penalty(batch.old_logp, detached).sum()),
             "entropy": float(entropy.sum()) if first_pass else 0.0,
             "policy_tokens": tokens,
