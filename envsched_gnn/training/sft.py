@@ -13,7 +13,6 @@ and leave malformed calls; fresh tasks remove most of them).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
@@ -27,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import ChatFormat, RenderedEpisode
 from envsched_gnn.training.policy import (
     build_default_policy,
@@ -251,5 +251,5 @@ def run_sft(
         "final_loss": sum(module.losses[-20:]) / max(len(module.losses[-20:]), 1),
         "config": asdict(config),
     }
-    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json_atomically(out / "sft_summary.json", summary, indent=2)
     return policy_dir

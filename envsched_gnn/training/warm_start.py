@@ -25,6 +25,7 @@ from pathlib import Path
 
 from envsched_gnn.config_cli import field_default
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.sft_config import SFTConfig
 
 MANIFEST = "manifest.json"
@@ -148,5 +149,5 @@ def package_policy(pool: Pool, config: SFTConfig, out_dir: str | Path, command: 
             for key in ("steps", "epochs", "examples", "train_s", "first_loss", "final_loss")
         },
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_json_atomically(out / MANIFEST, manifest, indent=2)
     return out

@@ -10,7 +10,6 @@ the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) an
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +23,7 @@ import torch
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
@@ -202,7 +202,7 @@ def train_grpo(
         module.policy.save_pretrained(out / "policy")
         tokenizer.save_pretrained(out / "policy")
         save_agent_config(out / "policy", agent_config)
-        (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
     return result
 
 
