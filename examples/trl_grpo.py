@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import write_graph
-    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_build.builder import GraphConfig, build_graph
     from envsched_gnn.integrations.trl import (
         EnvSchedGRPOTrainer,
         RoundRewards,

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from envsched_gnn.envs.generator import generate_pool  # noqa: E402
 from envsched_gnn.envs.runtime_config import RuntimeConfig  # noqa: E402
 from envsched_gnn.eval.stats import format_ci, mean_ci  # noqa: E402
-from envsched_gnn.graph_store.builder import GraphConfig, build_graph  # noqa: E402
+from envsched_gnn.graph_build.builder import GraphConfig, build_graph  # noqa: E402
 from envsched_gnn.pipeline.presets import PRESETS  # noqa: E402
 from envsched_gnn.training.grpo.config import LaunchConfig  # noqa: E402
 from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs  # noqa: E402

@@ -322,7 +322,7 @@ def _rollout_source(args: argparse.Namespace):
     if args.graph is not None:
         graph = read_graph(args.graph)
     else:
-        from envsched_gnn.graph_store.builder import build_graph
+        from envsched_gnn.graph_build.builder import build_graph
 
         graph = build_graph(pool)
         if out is not None:

@@ -84,8 +84,8 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
 def test_truncation_equals_a_build_at_the_smaller_sizes(tmp_path):
     """Tied similarities (repeating abstracts) included: truncating a (12, 24) build to any
     smaller (k_in, k_cross) keeps exactly the edges a build at those sizes has."""
-    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
-    from envsched_gnn.graph_store.embeddings import Embedder, EmbeddingConfig
+    from envsched_gnn.graph_build.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_build.embeddings import Embedder, EmbeddingConfig
     from tests.graph_store.small_pool import small_pool
     from tests.graph_store.test_growth import with_repeating_abstracts
 

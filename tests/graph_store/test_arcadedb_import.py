@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envsched_gnn.graph_store.builder import GraphConfig
+from envsched_gnn.graph_build.builder import GraphConfig
 from envsched_gnn.graph_store.connect import connect_store
 from envsched_gnn.graph_store.stream import IMPORT_FOLDER, bulk_file, stream_build
 from tests.graph_store.small_pool import small_pool

@@ -7,7 +7,7 @@ import csv
 
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import save_pool
-from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store.neo4j_import import HEADERS, field, write_neo4j_import
 from envsched_gnn.graph_store.nodes import task_properties, text_key
 from tests.graph_store.small_pool import small_pool

@@ -12,9 +12,9 @@ import pytest
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import save_pool
 from envsched_gnn.graph.task_graph import read_graph
-from envsched_gnn.graph_store.builder import build
-from envsched_gnn.graph_store.embeddings import Embedder, encode_distinct
-from envsched_gnn.graph_store.parallel import ordered_map
+from envsched_gnn.graph_build.builder import build
+from envsched_gnn.graph_build.embeddings import Embedder, encode_distinct
+from envsched_gnn.graph_build.parallel import ordered_map
 from tests.graph_store.small_pool import small_pool
 
 ROOT = str(Path(__file__).resolve().parents[2])

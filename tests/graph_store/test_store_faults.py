@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store import commands
 from envsched_gnn.graph_store.arcadedb import USERS_FILE, ManagedArcadeDB
-from envsched_gnn.graph_store.builder import build
 from envsched_gnn.graph_store.connect import open_store
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.growth import build_into_store
@@ -222,7 +222,7 @@ def test_missing_or_wrong_passwords_are_errors_with_recovery_steps_that_work(tmp
 
 HOLDER = """
 import sys
-from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store.connect import open_store
 with open_store(sys.argv[1]):
     print("ready", flush=True)
