@@ -182,6 +182,7 @@ def test_converted_environments_behave_as_bfcls_own_classes(pool, bfcl_classes):
             assert _public(getattr(env, name)) == _public(instance), (entry["id"], name)
 
 
+@pytest.mark.slow  # the BFCL pool checked in the sandbox
 def test_pool_check_of_the_bfcl_pool_passes(tmp_path, capsys):
     write_bfcl_pool(tmp_path / "pool")
     code = main(["pool", "check", str(tmp_path / "pool"), "--no-progress", "--workers", "2"])

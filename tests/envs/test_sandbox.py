@@ -409,6 +409,7 @@ def _in_process_rewards(pool: Pool, with_reference: bool) -> list[float]:
     return rewards
 
 
+@pytest.mark.slow  # every task of a generated pool in the sandbox
 def test_the_generated_pool_scores_the_same_inside_the_sandbox():
     pool = generate_pool(n_envs=51, tasks_per_env=50, seed=0)
     with EnvRuntime(pool, RuntimeConfig(workers=2)) as runtime:
@@ -420,6 +421,7 @@ def test_the_generated_pool_scores_the_same_inside_the_sandbox():
     assert {s.reward for s in reference} == {1.0}
 
 
+@pytest.mark.slow  # pool checks in subprocesses
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 def test_where_the_kernel_refuses_namespaces_untrusted_pools_are_refused(tmp_path):
     pool = write_handmade_pool(tmp_path / "pool")

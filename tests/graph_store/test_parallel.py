@@ -41,6 +41,7 @@ def test_ordered_map_keeps_the_order_of_its_inputs() -> None:
     assert [a for a, _ in ordered_map(abs, items, workers=2, window=3)] == items
 
 
+@pytest.mark.slow  # spawned workers each load the encoder
 def test_embeddings_from_worker_processes_equal_in_process(embedder) -> None:
     texts = [f"step 1: lookup of record {n}; step 2: update" for n in range(37)]
     alone = Embedder.encode(embedder, texts)  # the real encoder, not the test memo

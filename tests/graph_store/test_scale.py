@@ -85,6 +85,7 @@ def test_streamed_build_equals_in_memory_build(store, embedder) -> None:
     assert sorted(rows_of(store.read_graph())) == sorted(rows_of(in_memory.graph))
 
 
+@pytest.mark.slow  # spawned worker processes
 def test_within_edges_from_worker_processes_equal_in_process(embedder, config) -> None:
     pool = small_pool(5, 7, seed=4)
     steps = GraphBuild(pool, config, embedder=embedder)

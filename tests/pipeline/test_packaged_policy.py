@@ -3,12 +3,15 @@ inputs the demo preset has now, or a fresh clone silently runs ~40 minutes of SF
 
 from __future__ import annotations
 
+import pytest
+
 from envsched_gnn.envs.generator import generate_pool
 from envsched_gnn.pipeline.demo_policy import demo_sft_config
 from envsched_gnn.pipeline.presets import PRESETS
 from envsched_gnn.training.warm_start import PACKAGED_DEMO_POLICY, packaged_policy, sft_fingerprint
 
 
+@pytest.mark.slow  # the demo pool generated and its SFT inputs fingerprinted
 def test_the_packaged_policy_matches_the_demo_presets_sft_inputs():
     preset = PRESETS["demo"]
     pool = generate_pool(

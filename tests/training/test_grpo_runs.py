@@ -17,6 +17,7 @@ from tests.training.grpo_setup import (
 )
 
 
+@pytest.mark.slow  # two GRPO runs in spawned processes, then the same two in turn: about 40 s
 def test_parallel_runs_equal_serial_runs(tmp_path):
     start = SharedStart(
         POOL,

@@ -15,6 +15,8 @@ from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, grpo_policy_dir, run, small_config
 
+pytestmark = pytest.mark.slow  # Lightning fits of the GRPO module
+
 BATCH_METRICS = (
     "batch/mean_reward",
     "batch/mean_reward_variance",
