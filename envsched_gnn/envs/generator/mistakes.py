@@ -2,17 +2,18 @@
 
 Each mistake kind sits at a decision the acting policy can resolve from what it sees:
 
-==============  =================================================================  ==========
-kind            the imperfect solution                                             seen in
-==============  =================================================================  ==========
-``stop_early``  the first k of the n reference calls, k uniform in 0..n-1           instruction
-``wrong_branch`` a gate's other branch: after the gate call (``get``, ``validate``,  gate result
-                ``check``), the action the instruction gives for the other outcome
-``wrong_value`` one value argument the instruction names (a category, an amount,    instruction
-                an owner field) replaced by another valid value of the domain
-``extra_call``  the reference, then one more change of the last call's target: its  instruction
-                record closed (``delete``), or a second ``create`` for its owner
-==============  =================================================================  ==========
+================  ===============================================================  ===========
+kind              the imperfect solution                                           seen in
+================  ===============================================================  ===========
+``stop_early``    the first k of the n reference calls, k uniform in 0..n-1        instruction
+``wrong_branch``  a gate's other branch: after the gate call (``get``,             gate result
+                  ``validate``, ``check``), the action the instruction gives for
+                  the other outcome
+``wrong_value``   one value argument the instruction names (a category, an         instruction
+                  amount, an owner field) replaced by another valid value
+``extra_call``    the reference, then one more change of the last call's target:   instruction
+                  its record closed (``delete``), or a second ``create``
+================  ===============================================================  ===========
 
 An imperfect solution is a list of tool calls; whether it is a mistake is for the runtime
 to say (its real reward below 1): a second delete that the environment refuses, say,
