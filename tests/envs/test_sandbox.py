@@ -347,6 +347,7 @@ def test_cpu_limit_stops_a_spinning_child():
     assert ran["ok"] is True and ran["value"]["code"] in (-24, -9), ran  # SIGXCPU, SIGKILL
 
 
+@pytest.mark.slow  # spends half a worker's CPU limit
 def test_a_worker_past_half_its_cpu_limit_is_replaced_with_its_episodes():
     config = RuntimeConfig(workers=1, call_timeout_s=30.0, sandbox=SandboxConfig(cpu_limit_s=2))
     with EnvRuntime(abuse_pool(), config) as runtime:

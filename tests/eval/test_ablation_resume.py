@@ -80,6 +80,7 @@ def counting_run_job(monkeypatch, fail_on: int | None = None) -> list[Job]:
     return calls
 
 
+@pytest.mark.slow  # simulated ablation runs, twice
 def test_an_interrupted_ablation_resumes_and_gives_the_same_table(
     tmp_path, monkeypatch, uninterrupted
 ):
@@ -113,6 +114,7 @@ def test_an_interrupted_ablation_resumes_and_gives_the_same_table(
     assert calls == [] and table(out) == uninterrupted
 
 
+@pytest.mark.slow  # simulated ablation runs, twice
 def test_a_changed_option_is_refused_and_a_selection_change_reuses(tmp_path, monkeypatch):
     out = tmp_path / "out"
     pool = handmade_pool()

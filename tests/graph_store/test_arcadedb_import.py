@@ -27,6 +27,7 @@ def stored(store) -> dict:
     }
 
 
+@pytest.mark.slow  # a graph written into the store twice
 @pytest.mark.store
 def test_bulk_first_build_equals_batched_build(store_server, embedder) -> None:
     if store_server.managed is None:
