@@ -33,7 +33,7 @@ COMMAND_MODULES = (
     "envsched_gnn.models.commands",
     "envsched_gnn.scheduler.commands",
     "envsched_gnn.training.commands",
-    "envsched_gnn.training.grpo_commands",
+    "envsched_gnn.training.grpo.commands",
     "envsched_gnn.pipeline.commands",
     "envsched_gnn.eval.policy_commands",
     "envsched_gnn.eval.headroom_commands",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -10,16 +11,25 @@ from typing import Any
 
 
 def write_json_atomically(
-    path: str | Path, payload: Any, *, indent: int | None = 1, ensure_ascii: bool = True
+    path: str | Path,
+    payload: Any,
+    *,
+    indent: int | None = 1,
+    ensure_ascii: bool = True,
+    non_finite_as_null: bool = False,
 ) -> Path:
     """Write ``payload`` as JSON (and a final newline) to a temporary file beside ``path``,
     then rename it over ``path``; returns the path.
 
     The parent folder is created. The file gets the mode of any file written under the
     process's umask (``mkstemp`` alone would leave it 0600). On any failure the temporary
-    file is removed and ``path`` keeps what it held.
+    file is removed and ``path`` keeps what it held; a process killed before the rename
+    leaves ``path`` as it was. With ``non_finite_as_null`` a NaN or infinite float (an
+    undefined score) is written as ``null``; otherwise as ``json`` writes it (``NaN``).
     """
     path = Path(path)
+    if non_finite_as_null:
+        payload = _non_finite_as_null(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -34,3 +44,13 @@ def write_json_atomically(
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def _non_finite_as_null(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _non_finite_as_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_non_finite_as_null(item) for item in value]
+    return value

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import write_graph
-    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_build.builder import GraphConfig, build_graph
     from envsched_gnn.integrations.trl import (
         EnvSchedGRPOTrainer,
         RoundRewards,
@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         environment_factories,
         pool_dataset,
     )
+    from envsched_gnn.json_files import write_json_atomically
     from envsched_gnn.scheduler.registry import make_scheduler
-    from envsched_gnn.training.grpo_train import train_subgraph
+    from envsched_gnn.training.grpo.train import train_subgraph
     from envsched_gnn.training.policy import PolicyConfig, build_default_policy, load_policy
 
     torch.set_num_threads(args.threads)
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer.remove_callback(PrinterCallback)  # our per-step line replaces TRL's log dicts
         trainer.train()
     steps = trainer.envsched.step_metrics
-    (out / "trl_steps.json").write_text(json.dumps(steps, indent=2) + "\n")
+    write_json_atomically(out / "trl_steps.json", steps, indent=2)
     print(json.dumps({"out": str(out), "steps": len(steps), "batches": trainer.envsched.batches}))
     return 0
 

@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from envsched_gnn.envs.generator import generate_pool  # noqa: E402
-from envsched_gnn.graph_store.builder import GraphConfig, build_graph  # noqa: E402
+from envsched_gnn.graph_build.builder import GraphConfig, build_graph  # noqa: E402
 from envsched_gnn.pipeline.presets import PRESETS  # noqa: E402
-from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig  # noqa: E402
-from envsched_gnn.training.grpo_train import train_grpo  # noqa: E402
+from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig  # noqa: E402
+from envsched_gnn.training.grpo.train import train_grpo  # noqa: E402
 from envsched_gnn.training.policy import PolicyConfig, count_parameters, load_policy  # noqa: E402
 from envsched_gnn.training.sft import SFTConfig, run_sft  # noqa: E402
 

@@ -40,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 from envsched_gnn.envs.generator import generate_pool  # noqa: E402
 from envsched_gnn.envs.runtime_config import RuntimeConfig  # noqa: E402
 from envsched_gnn.eval.stats import format_ci, mean_ci  # noqa: E402
-from envsched_gnn.graph_store.builder import GraphConfig, build_graph  # noqa: E402
+from envsched_gnn.graph_build.builder import GraphConfig, build_graph  # noqa: E402
+from envsched_gnn.json_files import write_json_atomically  # noqa: E402
 from envsched_gnn.pipeline.presets import PRESETS  # noqa: E402
-from envsched_gnn.training.grpo_config import LaunchConfig  # noqa: E402
-from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, train_runs  # noqa: E402
+from envsched_gnn.training.grpo.config import LaunchConfig  # noqa: E402
+from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs  # noqa: E402
 from envsched_gnn.training.policy import (  # noqa: E402
     count_parameters,
     load_agent_config,
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"GRPO: {len(runs)} runs, {workers} at a time, {time.perf_counter() - tick:.0f} s")
     table = comparison_table(args.schedulers, args.seeds, results)
     print(render_table(table, args.schedulers))
-    (out / "comparison.json").write_text(json.dumps(table, indent=2) + "\n")
+    write_json_atomically(out / "comparison.json", table, indent=2)
     return table
 
 

@@ -1,9 +1,9 @@
 """The house stays a house: the import-linter contracts in pyproject.toml hold.
 
-``layers``: each package imports only the packages below it (envs -> graph -> graph_store ->
-models -> scheduler -> training -> eval -> pipeline -> bench / integrations -> cli), imports
-inside functions included. ``acyclic_siblings``: no import circle between sibling modules or
-packages at any depth.
+``layers``: each package imports only the packages below it (envs -> graph -> graph_build ->
+graph_store -> models -> scheduler -> training -> eval -> pipeline -> bench / integrations ->
+cli), imports inside functions included. ``acyclic_siblings``: no import circle between sibling
+modules or packages at any depth.
 """
 
 from __future__ import annotations

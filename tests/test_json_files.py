@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from envsched_gnn.json_files import write_json_atomically
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_writes_the_json_with_a_final_newline_into_a_new_folder(tmp_path):
@@ -32,3 +39,30 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
         write_json_atomically(path, {"bad": object()})
     assert json.loads(path.read_text()) == {"kept": True}
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_a_write_killed_before_the_rename_leaves_the_previous_file(tmp_path):
+    """A real crash: a process killed after the temporary file is written and before the
+    rename leaves the previous file whole (and its complete temporary beside it)."""
+    path = write_json_atomically(tmp_path / "state.json", {"step": 1})
+    child = textwrap.dedent(
+        f"""
+        import os, signal
+        from envsched_gnn import json_files
+        json_files.os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+        json_files.write_json_atomically({str(path)!r}, {{"step": 2}})
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", child], cwd=ROOT, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    assert json.loads(path.read_text()) == {"step": 1}
+    (temporary,) = tmp_path.glob(".state.json.*.tmp")
+    assert json.loads(temporary.read_text()) == {"step": 2}
+
+
+def test_non_finite_floats_as_null_on_request(tmp_path):
+    payload = {"nan": float("nan"), "rows": [(1.5, float("inf")), -float("inf")], "n": 2}
+    path = write_json_atomically(tmp_path / "f.json", payload, indent=None, non_finite_as_null=True)
+    assert path.read_text() == '{"nan": null, "rows": [[1.5, null], null], "n": 2}\n'
+    write_json_atomically(path, {"nan": float("nan")}, indent=None)
+    assert path.read_text() == '{"nan": NaN}\n'

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
-from envsched_gnn.graph_store.builder import GraphConfig
+from envsched_gnn.graph_build.builder import GraphConfig
 
 
 @dataclass
@@ -81,8 +81,8 @@ def cross_recall(graph, q: np.ndarray, group: np.ndarray, k: int, sample: int, s
     """Share of the exact top-``k`` cross in-neighbours of ``sample`` random targets that the
     graph has (recall@k; 1.0 for the exact path). ``q`` the distinct fixed-point embeddings,
     ``group`` each node's row."""
-    from envsched_gnn.graph_store.cross import cross_neighbours
-    from envsched_gnn.graph_store.neighbours import task_hashes
+    from envsched_gnn.graph_build.cross import cross_neighbours
+    from envsched_gnn.graph_build.neighbours import task_hashes
 
     rng = np.random.default_rng(seed)
     targets = np.sort(rng.choice(graph.num_tasks, min(sample, graph.num_tasks), replace=False))
@@ -99,9 +99,9 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     """Every phase at one pool size (see the module docstring)."""
     from envsched_gnn.bench.scheduler import time_steps
     from envsched_gnn.envs.pool_stream import PoolStream
+    from envsched_gnn.graph_build.cross import distinct_groups
+    from envsched_gnn.graph_build.embeddings import EmbeddingConfig, fixed_point
     from envsched_gnn.graph_store.connect import open_store
-    from envsched_gnn.graph_store.cross import distinct_groups
-    from envsched_gnn.graph_store.embeddings import EmbeddingConfig, fixed_point
     from envsched_gnn.graph_store.stream import stream_build
 
     out: dict = {"tasks": num_tasks}

@@ -3,7 +3,7 @@
 Each measured step rolls out B random train tasks x K samples with the policy (the batched
 rollout engine, tool calls in the runtime's workers), then runs GRPO's update on those
 episodes twice from the same weights: the prefix-shared update the trainer uses
-(:mod:`~envsched_gnn.training.grpo_batch`: one task's episodes per micro-batch, the prompt run
+(:mod:`~envsched_gnn.training.grpo.batch`: one task's episodes per micro-batch, the prompt run
 once, the head on policy tokens only) and, for comparison, the plain one (every row whole,
 the head at every position). Each update is forward, backward, gradient clipping and one
 AdamW step. Prints per step and as medians: rollout seconds and sampled policy tokens/s,
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
-from envsched_gnn.training.grpo_batch import UpdateItem, collate, pack_micro_batches
+from envsched_gnn.training.grpo.batch import UpdateItem, collate, pack_micro_batches
 
 
 @dataclass
@@ -63,7 +63,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 def _bench(namespace: argparse.Namespace) -> int:
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
-    from envsched_gnn.training.grpo import get_advantage_estimator
+    from envsched_gnn.training.grpo.objective import get_advantage_estimator
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 
@@ -151,8 +151,8 @@ def _timed_update(
 ) -> tuple[float, int]:
     """Seconds of one update (forward, backward, clip, AdamW step) on a copy of ``model``,
     and the sequence tokens it processed."""
-    from envsched_gnn.training.grpo import policy_loss, token_log_probs
-    from envsched_gnn.training.grpo_batch import policy_log_probs
+    from envsched_gnn.training.grpo.batch import policy_log_probs
+    from envsched_gnn.training.grpo.objective import policy_loss, token_log_probs
 
     policy = copy.deepcopy(model).train()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
@@ -173,10 +173,7 @@ def _timed_update(
         else:
             logits = policy(input_ids=batch.ids).logits
             logp = token_log_probs(logits, batch.ids, temperature)[batch.policy[:, 1:]]
-        ones = torch.ones_like(logp)
-        loss = policy_loss(
-            logp, batch.old_logp, batch.advantages, ones, 0.2, "token_sum_norm", total
-        )
+        loss = policy_loss(logp, batch.old_logp, batch.advantages, total)
         loss.backward()
         tokens += batch.tokens
     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envsched_gnn.envs.episode import (
-    Episode,
+    RuntimeEpisode,
     ScoreRun,
     ToolFault,
     failed_score,
@@ -68,7 +68,7 @@ class Dispatcher:
     it replaced."""
 
     def __init__(
-        self, pool: Pool, config: RuntimeConfig, slots: Slots, episodes: dict[str, Episode]
+        self, pool: Pool, config: RuntimeConfig, slots: Slots, episodes: dict[str, RuntimeEpisode]
     ) -> None:
         self.pool = pool
         self.config = config

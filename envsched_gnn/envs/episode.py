@@ -37,7 +37,7 @@ class ToolFault(dict):
 
 
 @dataclass
-class Episode:
+class RuntimeEpisode:
     """An episode the runtime holds: its task, its worker, the calls a rebuild replays."""
 
     task: Task

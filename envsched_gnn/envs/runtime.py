@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from envsched_gnn.envs.dispatch import SCORER, TOOLS, Dispatcher, Op
-from envsched_gnn.envs.episode import Episode, EpisodeScore, ScoreRun, failed_score, fault
+from envsched_gnn.envs.episode import EpisodeScore, RuntimeEpisode, ScoreRun, failed_score, fault
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.slots import Slots
@@ -59,7 +59,7 @@ class EnvRuntime:
         self.pool = pool
         self.config = config or RuntimeConfig()
         self._slots = Slots(self.config)
-        self._episodes: dict[str, Episode] = {}
+        self._episodes: dict[str, RuntimeEpisode] = {}
         self._dispatcher = Dispatcher(pool, self.config, self._slots, self._episodes)
         self._replay_ids = itertools.count()
         self._reported: set[str] = set()
@@ -114,7 +114,7 @@ class EnvRuntime:
         placement = self._place(episodes, tasks)
         for sink, ((episode_id, _), task) in enumerate(zip(episodes, tasks, strict=True)):
             worker = placement[sink]
-            self._episodes[episode_id] = Episode(task=task, worker=worker)
+            self._episodes[episode_id] = RuntimeEpisode(task=task, worker=worker)
             jobs.setdefault((worker, TOOLS), []).append(
                 self._dispatcher.reset_op(episode_id, task, sink)
             )
@@ -296,7 +296,7 @@ class EnvRuntime:
                 self._reported.add(cause)
                 warnings.warn(f"{score.unscored}; it scores 0", RuntimeWarning, stacklevel=3)
 
-    def _episode(self, episode_id: str) -> Episode:
+    def _episode(self, episode_id: str) -> RuntimeEpisode:
         try:
             return self._episodes[episode_id]
         except KeyError:

@@ -107,7 +107,7 @@ def truncate_graph(graph: TaskGraph, k_in: int, k_cross: int) -> TaskGraph:
     """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours, ranked as the
     builder ranks them (similarity, then the pair key), so the result equals a build at the
     smaller sizes."""
-    from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes
+    from envsched_gnn.graph_build.neighbours import pair_keys, task_hashes
 
     hashes = task_hashes(graph.task_ids)
     edges = {}
@@ -125,7 +125,7 @@ def truncate_graph(graph: TaskGraph, k_in: int, k_cross: int) -> TaskGraph:
 
 def build_pool_graph(pool: Pool, k_in: int, k_cross: int) -> TaskGraph:
     """The dual-relation graph of ``pool`` (spec section 3) with the given neighbour sizes."""
-    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_build.builder import GraphConfig, build_graph
 
     return build_graph(pool, GraphConfig(k_within=k_in, k_cross=k_cross))
 

@@ -25,7 +25,7 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 from envsched_gnn.scheduler.registry import SCHEDULERS
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.training.grpo.config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")

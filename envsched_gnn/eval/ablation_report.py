@@ -7,8 +7,6 @@ mean ± 95 % CI over seeds, a paired margin whose CI contains 0 as inside the no
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from envsched_gnn.eval.ablation_config import (
 )
 from envsched_gnn.eval.ablation_curves_report import plot_reward_curves, render_reward_curves
 from envsched_gnn.eval.stats import excludes_zero, format_ci
+from envsched_gnn.json_files import write_json_atomically
 
 CONTROL_LABELS = {
     "relabelled": "the relabelled graph (primary control)",
@@ -163,8 +162,8 @@ def render_pool(results: dict, config: AblationConfig) -> str:
 
 def write_ablation_report(results: dict, run_info: dict, config: AblationConfig, out: Path) -> None:
     """``results.json`` (keyed by scheduler name), ``run.json``, ``report.md`` and PNG plots."""
-    save_json(out / "results.json", results)
-    save_json(out / "run.json", run_info)
+    write_json_atomically(out / "results.json", results, non_finite_as_null=True)
+    write_json_atomically(out / "run.json", run_info, non_finite_as_null=True)
     plots = plot_ablation(results, out, config)
     timings = run_info["timings"]
     text = [
@@ -239,7 +238,7 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
     )
     return [
         "Every number below comes from real GRPO runs of the policy "
-        "(`envsched_gnn.training.grpo_train.train_grpo`), one per scheduler and seed, all "
+        "(`envsched_gnn.training.grpo.train.train_grpo`), one per scheduler and seed, all "
         f"from the same starting policy `{run_info['starting_policy']}` ({warm_start}). "
         "The downstream "
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
@@ -320,21 +319,3 @@ def _plot_prediction(results: dict, out: Path, label: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def save_json(path: Path, data) -> None:
-    """Write ``data`` as JSON, atomically (a temporary file, then a rename); non-finite floats
-    become null."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(data), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -14,8 +14,9 @@ from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfi
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator_config import WORLDS, SimulatorConfig
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo.config import GRPOConfig
 
 
 @dataclass
@@ -318,7 +319,6 @@ def _graph_signal(args: argparse.Namespace) -> int:
 def _rollout_source(args: argparse.Namespace):
     """Graph (given or built) and two rounds of rollouts of ``args.model`` on the split;
     with ``--out``, ``graph.json``, ``history.jsonl`` and ``rounds.json`` are written there."""
-    import json
 
     import torch
 
@@ -337,7 +337,7 @@ def _rollout_source(args: argparse.Namespace):
     if args.graph is not None:
         graph = read_graph(args.graph)
     else:
-        from envsched_gnn.graph_store.builder import build_graph
+        from envsched_gnn.graph_build.builder import build_graph
 
         graph = build_graph(pool)
         if out is not None:
@@ -361,5 +361,5 @@ def _rollout_source(args: argparse.Namespace):
         )
     if out is not None:
         write_history(out / "history.jsonl", observations)
-        (out / "rounds.json").write_text(json.dumps(summaries, indent=1) + "\n")
+        write_json_atomically(out / "rounds.json", summaries)
     return graph, observations

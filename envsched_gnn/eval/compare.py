@@ -16,7 +16,6 @@ selected at t:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from sklearn.metrics import roc_auc_score
 
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, ObservationLog
 
 METRICS = ("spearman", "mae", "auc", "precision_top25")
@@ -164,7 +164,7 @@ def write_comparison(comparison: Comparison, out: str | Path) -> dict[str, Path]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "compare.json", "md": out / "compare.md", "png": out / "compare.png"}
-    paths["json"].write_text(json.dumps(comparison.to_json(), indent=1) + "\n", encoding="utf-8")
+    write_json_atomically(paths["json"], comparison.to_json())
     per_step = ["| step | tasks | predictor | " + " | ".join(METRICS) + " |"]
     per_step.append("|---|---|---|" + "---|" * len(METRICS))
     for k, step in enumerate(comparison.steps):

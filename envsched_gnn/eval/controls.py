@@ -36,8 +36,8 @@ each task of a batch penalises more distinct tasks. Measured on the generated 51
 and the tasks joined to a task in either direction (what the penalty reaches) rise from 25.1
 to 35.0. In the null world, where no graph can know anything, that alone made EnvSched beat
 the label-permuted control, by +0.0006 to +0.0008 at step 200 (32 seeds, four pool / world
-combinations, 6.5-8.6 SE), most of it through the penalty (issue 25); the relabelled control
-ties there. So the label-permuted graphs are secondary controls.
+combinations, 6.5-8.6 SE), most of it through the penalty (docs/results/controls.md); the
+relabelled control ties there. So the label-permuted graphs are secondary controls.
 
 The graph has two readers in EnvSched, the predictor (neighbour evidence) and the
 selector's similarity penalty (batch diversity). ``relabelled_predictor`` and

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsched_gnn.eval.graph_signal import ESTIMATES, GRAPH_ESTIMATES, LABELS, METRICS
+from envsched_gnn.json_files import write_json_atomically
 
 if TYPE_CHECKING:
     from envsched_gnn.eval.graph_signal import GraphSignal
@@ -105,22 +105,10 @@ def write(signal: GraphSignal, out: str | Path) -> dict[str, Path]:
         "md": out / "graph_signal.md",
         "png": out / "graph_signal.png",
     }
-    text = json.dumps(_finite(signal.to_json()), indent=1, allow_nan=False)
-    paths["json"].write_text(text + "\n", encoding="utf-8")
+    write_json_atomically(paths["json"], signal.to_json(), non_finite_as_null=True)
     paths["md"].write_text(render(signal) + "\n", encoding="utf-8")
     plot(signal, paths["png"])
     return paths
-
-
-def _finite(value):
-    """NaN (an undefined score) as JSON null."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def render(signal: GraphSignal) -> str:

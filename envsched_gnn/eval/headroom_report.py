@@ -4,10 +4,11 @@ count, one line per temperature, 95 % bands over tasks)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from envsched_gnn.json_files import write_json_atomically
 
 COLUMNS = (
     ("tasks", "tasks", 0),
@@ -99,7 +100,7 @@ def write_headroom(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = out / "headroom.json"
-    data.write_text(json.dumps({"header": list(header), "runs": list(runs)}, indent=1) + "\n")
+    write_json_atomically(data, {"header": list(header), "runs": list(runs)})
     markdown = out / "headroom.md"
     markdown.write_text(render_markdown(runs, header))
     return [data, markdown, plot_headroom(runs, out / "headroom.png")]

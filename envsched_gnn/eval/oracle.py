@@ -11,7 +11,7 @@ of its operation slots' hidden factors by position, and
 
 Each task keeps its top ``k_in`` tasks of its own environment (``within``) and its top
 ``k_cross`` tasks of other environments (``cross``) by this similarity, ties broken by
-the builder's pair key (:func:`~envsched_gnn.graph_store.neighbours.top_neighbours`), so an
+the builder's pair key (:func:`~envsched_gnn.graph_build.neighbours.top_neighbours`), so an
 EnvSched run on it differs from a real one only in who the neighbours are.
 """
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.cross import EdgeRow
-from envsched_gnn.graph_store.neighbours import task_hashes, top_neighbours
+from envsched_gnn.graph_build.cross import EdgeRow
+from envsched_gnn.graph_build.neighbours import task_hashes, top_neighbours
 
 
 def structure_sets(pool: Pool) -> tuple[list[str], np.ndarray]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.json_files import write_json_atomically
 
 EVAL_AGENT_FIELDS = ("temperature", "tool_format")
 """The AgentConfig fields an evaluation may override (default: the policy's agent_config.json)."""
@@ -108,5 +107,5 @@ def _eval_policy(args: argparse.Namespace) -> int:
             f"spread {row['nonzero_variance_share']:.2f}"
         )
     if evaluation.out:
-        Path(evaluation.out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json_atomically(evaluation.out, result, indent=2)
     return 0

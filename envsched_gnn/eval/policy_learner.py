@@ -3,10 +3,10 @@
 Every run starts from the same policy: the SFT warm start of the built-in policy (or of
 ``model``; the packaged demo policy when SFT's inputs match it, see
 :mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
-for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo_train.train_grpo`
+for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo.train.train_grpo`
 trains it with B, K, seed s and the scheduler on the ablation's train-split graph (a
 control's: its draw for seed s, :func:`~envsched_gnn.eval.ablation_config.job_graph`)
-(:func:`~envsched_gnn.training.grpo_runs.train_runs`, ``workers`` runs at a time). Budget:
+(:func:`~envsched_gnn.training.grpo.runs.train_runs`, ``workers`` runs at a time). Budget:
 S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
 batch) runs floor(S B / G) steps.
 
@@ -140,8 +140,8 @@ def run_policy_jobs(
     )
     # imported here: grpo_runs loads Lightning (seconds), which the simulator's ablation
     # never needs
-    from envsched_gnn.training.grpo_config import LaunchConfig
-    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, train_runs
+    from envsched_gnn.training.grpo.config import LaunchConfig
+    from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs
 
     grpo_runs = []
     for job in todo:
@@ -186,7 +186,7 @@ def run_policy_jobs(
             f"eta {elapsed / n * (len(todo) - n):.0f} s"
         )
     info = {
-        "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
+        "learner": "policy (real GRPO): envsched_gnn.training.grpo.train.train_grpo",
         "starting_policy": str(start_dir),
         "policy": learner.model or "built-in",
         "sft_steps": learner.sft_steps,

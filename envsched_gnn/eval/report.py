@@ -20,7 +20,6 @@ section 6, ``rewards`` each step's groups.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from envsched_gnn.eval.stats import (
     task_means,
     verdict,
 )
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
 PARTS = {"heldout": "held-out", "pool": "pool (every train task)"}
@@ -119,14 +119,8 @@ def comparison_rows(results: Mapping, part: str = "heldout") -> list[dict]:
 
 
 def write_results(results: Mapping, out_dir: str | Path) -> Path:
-    """Write ``results.json`` (atomically: a temporary file renamed into place)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "results.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write ``results.json`` (atomically), creating ``out_dir``."""
+    return write_json_atomically(Path(out_dir) / "results.json", results, indent=2)
 
 
 def write_report(results: Mapping, out_dir: str | Path) -> list[Path]:

@@ -24,7 +24,8 @@ that no number of run seeds averages out: measured on the generated 51 x 50 pool
 world seed 1, 32 seeds) with one pi and one relabelling for all seeds, EnvSched on the real
 graph and on the relabelled graph differed by -0.0004 ± 0.0002 (3.1 SE) at step 200, and
 on pool seed 0 their predictors' Spearman with the true variance by +0.016 (19 SE), though
-the two are the same null world in distribution; drawn per seed, they tie (issue 25).
+the two are the same null world in distribution; drawn per seed, they tie
+(docs/results/controls.md).
 
 In both, a slot l of task i carries task-level skills (its environment) and slot-level
 skills (factors F(i,l)), and its logit is z(i,l) = s_env(e(i)) + sum_{f in F(i,l)} s_op(f)

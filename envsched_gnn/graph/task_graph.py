@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from envsched_gnn.json_files import write_json_atomically
+
 RELATIONS = ("within", "cross")
 
 
@@ -155,4 +157,4 @@ def write_graph(path: str | Path, graph: TaskGraph) -> None:
     """Write a ``graph.json`` snapshot (tasks in node order, edges sorted for stable diffs)."""
     data = graph.to_json()
     data["edges"].sort(key=lambda e: (e["relation"], e["dst"], e["src"]))
-    Path(path).write_text(json.dumps(data, indent=None) + "\n", encoding="utf-8")
+    write_json_atomically(path, data, indent=None)

@@ -1,5 +1,5 @@
-"""The Cypher graph store (Neo4j or managed ArcadeDB) and the graph builder.
+"""The Cypher graph store (Neo4j or managed ArcadeDB): the graph written, read back and grown.
 
-The builder makes the task graph (TF-IDF views, embeddings, kNN or ANN, incremental growth);
-the graph itself lives in :mod:`envsched_gnn.graph`.
+The graph is made by :mod:`envsched_gnn.graph_build`; the graph itself lives in
+:mod:`envsched_gnn.graph`.
 """

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from envsched_gnn.graph_store.errors import StoreError
+from envsched_gnn.json_files import write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -233,9 +234,7 @@ class ManagedArcadeDB:
             self.password()  # before Java runs: a missing or short password is our error
             config = self.folder / "config"
             config.mkdir(exist_ok=True)
-            (config / "mcp-config.json").write_text(
-                json.dumps(MCP_CONFIG, indent=2), encoding="utf-8"
-            )
+            write_json_atomically(config / "mcp-config.json", MCP_CONFIG, indent=2)
             self.bolt_port, self.http_port = free_port(), free_port()
             self.exit_code = None
             with (self.folder / LOG_FILE).open("ab") as log_file:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
-from envsched_gnn.graph_store.builder import GraphConfig
+from envsched_gnn.graph_build.builder import GraphConfig
 
 
 @dataclass
@@ -64,7 +64,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _print_stats(graph, seconds: float, what: str) -> None:
-    from envsched_gnn.graph_store.builder import graph_stats
+    from envsched_gnn.graph_build.builder import graph_stats
 
     stats = graph_stats(graph)
 

@@ -8,11 +8,11 @@ Adding environment E with tasks T_E to a graph over tasks T changes exactly:
 * the cross edges into each old task i: its new top ``k_cross`` is the top of
   (its current cross in-neighbours) U T_E, because any task that was not among i's
   top before still ranks below all of them (the ranking, by similarity and then by the
-  pair key of :func:`~envsched_gnn.graph_store.neighbours.pair_keys`, depends on the pair
+  pair key of :func:`~envsched_gnn.graph_build.neighbours.pair_keys`, depends on the pair
   only). Displaced edges are deleted.
 
 What holds above ``GraphConfig.ann_threshold`` (where a build uses the approximate kNN of
-:mod:`~envsched_gnn.graph_store.ann`): growth does not query an ANN index; the new tasks'
+:mod:`~envsched_gnn.graph_build.ann`): growth does not query an ANN index; the new tasks'
 cross edges are the exact top over all tasks, and each old task's new top is the exact top
 of its current (possibly approximate) in-neighbours U T_E. So grown == rebuilt exactly below
 the threshold; above it, both equal the exact graph wherever the ANN found each target's
@@ -37,17 +37,17 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
-from envsched_gnn.graph_store import queries
-from envsched_gnn.graph_store.builder import (
+from envsched_gnn.graph_build.builder import (
     Abstracts,
     BuiltGraph,
     GraphConfig,
     embed_tasks,
     within_arrays,
 )
-from envsched_gnn.graph_store.cross import cross_neighbours, distinct_groups
-from envsched_gnn.graph_store.embeddings import Embedder, exact_cosines, fixed_point
-from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes
+from envsched_gnn.graph_build.cross import cross_neighbours, distinct_groups
+from envsched_gnn.graph_build.embeddings import Embedder, exact_cosines, fixed_point
+from envsched_gnn.graph_build.neighbours import pair_keys, task_hashes
+from envsched_gnn.graph_store import queries
 from envsched_gnn.graph_store.snapshot import read_snapshot_abstracts
 from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.graph_store.stream import stream_build

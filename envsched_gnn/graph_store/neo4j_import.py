@@ -27,8 +27,8 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Environment, PoolSource, Task
 from envsched_gnn.graph.task_graph import RELATIONS
+from envsched_gnn.graph_build.builder import GraphBuild, GraphConfig
 from envsched_gnn.graph_store import queries
-from envsched_gnn.graph_store.builder import GraphBuild, GraphConfig
 from envsched_gnn.graph_store.nodes import environment_properties, task_properties, text_key
 
 TASK_FIELDS = (

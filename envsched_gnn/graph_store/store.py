@@ -11,7 +11,7 @@ refuses a store whose graph is not complete or no longer matches its counts, and
 rerun the build.
 
 Bulk writes are ``UNWIND $rows ... MERGE`` in chunks; the transactions (retried, every session
-naming the database) are :class:`~envsched_gnn.graph_store.connection.StoreConnection`'s.
+naming the database) are :class:`~envsched_gnn.graph_store.transactions.StoreConnection`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import numpy as np
 from envsched_gnn.envs.pool import Environment, Pool, Task
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.graph_store import queries
-from envsched_gnn.graph_store.connection import CHUNK, StoreConnection, chunks
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.nodes import (
     environment_properties,
@@ -43,6 +42,7 @@ from envsched_gnn.graph_store.snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from envsched_gnn.graph_store.transactions import CHUNK, StoreConnection, chunks
 from envsched_gnn.observations import Observation, ObservationError
 
 

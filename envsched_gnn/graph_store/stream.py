@@ -16,7 +16,7 @@ block. Two ways to write:
 Either way the graph is marked complete only at the end, and a snapshot of it is written
 beside a managed store (:mod:`~envsched_gnn.graph_store.snapshot`). Memory: edges are kept as
 index arrays (24 bytes an edge), edge rows one batch at a time; the graph returned equals
-:func:`~envsched_gnn.graph_store.builder.build` of the same pool and cache, edge for edge and
+:func:`~envsched_gnn.graph_build.builder.build` of the same pool and cache, edge for edge and
 in the same order.
 """
 
@@ -31,13 +31,13 @@ import numpy as np
 
 from envsched_gnn.envs.pool import PoolSource
 from envsched_gnn.graph.task_graph import RELATIONS, RelationEdges, TaskGraph
+from envsched_gnn.graph_build.builder import BuiltGraph, GraphBuild, GraphConfig
+from envsched_gnn.graph_build.embeddings import Embedder
 from envsched_gnn.graph_store.arcadedb import HEAP_VARIABLE
 from envsched_gnn.graph_store.arcadedb_import import ArcadeImportFile
-from envsched_gnn.graph_store.builder import BuiltGraph, GraphBuild, GraphConfig
-from envsched_gnn.graph_store.connection import CHUNK
-from envsched_gnn.graph_store.embeddings import Embedder
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.store import GraphStore
+from envsched_gnn.graph_store.transactions import CHUNK
 
 IMPORT_FOLDER = "bulk-import"
 """Folder of the managed store's own folder where the bulk path writes its file."""

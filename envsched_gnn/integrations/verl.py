@@ -37,6 +37,7 @@ from pathlib import Path
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.integrations.dataset import pool_rows
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import AgentConfig
 
 STATE_FILE = "envsched_state.json"
@@ -164,7 +165,7 @@ def register_envsched_trainer(name: str = "envsched") -> type:
 
         def _save_checkpoint(self):
             super()._save_checkpoint()
-            self._state_path().write_text(json.dumps(self.scheduler.state_dict()) + "\n")
+            write_json_atomically(self._state_path(), self.scheduler.state_dict(), indent=None)
 
         def _load_envsched_state(self):
             if self.global_steps > 0 and self._state_path().is_file():

@@ -18,9 +18,9 @@ predictor) and y in (v, m, d), each channel scaled to [0, 1] (v by 4):
 
 The neighbour statistics of spec 4.4 are features (measured on a replay of real rollouts, a
 network that had to rebuild them from summed neighbour features in a handful of online Adam
-steps ranked worse than chance: issue 13); message passing over ``within`` / ``cross`` adds
-what lies beyond them. :attr:`NodeFeatures.base` is E_y(i,t), the analytic estimate the
-learned layer corrects.
+steps ranked worse than chance: docs/results/predictor.md); message passing over ``within`` /
+``cross`` adds what lies beyond them. :attr:`NodeFeatures.base` is E_y(i,t), the analytic
+estimate the learned layer corrects.
 """
 
 from __future__ import annotations

@@ -26,11 +26,11 @@ mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) over both h
 each update takes ``gradient_steps`` Adam steps on mini-batches of recent examples (a replay
 window).
 
-Why the residual form (measured, issue 13): on a replay of real rollouts (765 train tasks of
-the demo pool, K = 8, spread over 6 steps so that every task is predicted from neighbours
-only) the earlier layer, which had to rebuild the neighbour averages from summed features in
-2 Adam steps per update, ranked worse than chance at steps 2-3 (Spearman -0.21, -0.30) and
-then predicted one constant. See ``LearnedConfig`` for the measured schedule.
+Why the residual form (measured, docs/results/predictor.md): on a replay of real rollouts
+(765 train tasks of the demo pool, K = 8, spread over 6 steps so that every task is predicted
+from neighbours only) the earlier layer, which had to rebuild the neighbour averages from
+summed features in 2 Adam steps per update, ranked worse than chance at steps 2-3 (Spearman
+-0.21, -0.30) and then predicted one constant.
 """
 
 from __future__ import annotations

@@ -1,18 +1,23 @@
 r"""The learned layer's network: a heterogeneous edge-weighted GNN over ``within`` / ``cross``.
 
 .. math::
-    \mathbf{x}^{(0)}_i = \mathrm{ReLU}(\mathbf{W}_{in} \mathbf{x}_i)
+    \mathbf{x}^{(0)}_i = \mathrm{ReLU}(\mathbf{W}_{in} \mathbf{x}_i + \mathbf{b}_{in})
 
     \mathbf{x}^{(l+1)}_i = \mathbf{x}^{(l)}_i + \mathrm{ReLU}\Big(\sum_{r \in
     \{within, cross\}} \mathbf{W}^{(l)}_{r,root} \mathbf{x}^{(l)}_i +
-    \mathbf{W}^{(l)}_{r,rel} \sum_{j \in N^r(i)} \mathrm{sim}_r(i,j)\,
-    \mathbf{x}^{(l)}_j\Big)
+    \mathbf{W}^{(l)}_{r,rel} \frac{1}{|N^r(i)|} \sum_{j \in N^r(i)} \mathrm{sim}_r(i,j)\,
+    \mathbf{x}^{(l)}_j + \mathbf{b}^{(l)}_r\Big)
 
     \mathbf{o}_i = \mathbf{W}_{head} [\mathbf{x}^{(0)}_i \,\|\, \mathbf{x}^{(L)}_i]
+    + \mathbf{b}_{head}
 
-with x_i the node features (``models.features``), PyG ``HeteroConv`` of
-``GraphConv(aggr="mean")`` with ``edge_weight``; ``models.learned``
-turns the logits o = (o_v, o_m, o_d) into (E_v, E_m, E_d) and trains the network online.
+with x_i the node features (``models.features``) and N^r(i) the in-neighbours of i under
+relation r (the mean term is 0 for a node with none): per relation PyG's
+``GraphConv(aggr="mean")`` with ``edge_weight`` = sim, the relations summed by ``HeteroConv``.
+The spec leaves the learned layer open (section 4: "a learned layer may replace it for
+comparison"); with the mean, a message's scale does not grow with k_in and k_cross.
+``models.learned`` turns the logits o = (o_v, o_m, o_d) into (E_v, E_m, E_d) and trains the
+network online.
 """
 
 from __future__ import annotations

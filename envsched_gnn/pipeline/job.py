@@ -85,12 +85,12 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.envs.generator import write_pool_files
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.report import summarize, write_report
-    from envsched_gnn.graph_store.builder import GraphConfig, build, graph_stats
+    from envsched_gnn.graph_build.builder import GraphConfig, build, graph_stats
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
-    from envsched_gnn.training.grpo_config import LaunchConfig
-    from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
+    from envsched_gnn.training.grpo.config import LaunchConfig
+    from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, parallel_workers, train_runs
     from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start
 
     if preset is None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.competence_profile import CompetenceProfile
-from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
+from envsched_gnn.training.grpo.config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.policy import PolicyConfig
 
 

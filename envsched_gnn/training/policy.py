@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import (
     FORMAT_TOKENS,
     AgentConfig,
@@ -177,7 +178,7 @@ def build_default_policy(
     model = build_model(config, tokenizer)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "policy_config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    write_json_atomically(out / "policy_config.json", asdict(config), indent=2)
     return out
 
 
@@ -214,8 +215,7 @@ def count_parameters(model: torch.nn.Module) -> int:
 def save_agent_config(folder: str | Path, agent: AgentConfig) -> Path:
     """Write the agent format a policy was trained with next to its weights."""
     path = Path(folder) / AGENT_CONFIG_FILE
-    path.write_text(json.dumps(asdict(agent), indent=2) + "\n")
-    return path
+    return write_json_atomically(path, asdict(agent), indent=2)
 
 
 def load_agent_config(folder: str | Path, **overrides: Any) -> AgentConfig:

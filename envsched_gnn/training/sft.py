@@ -13,7 +13,6 @@ and leave malformed calls; fresh tasks remove most of them).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
@@ -42,8 +41,8 @@ from envsched_gnn.training.sft_data import (
     pad_collate,
     render_references,
     run_references,
-    shared_prefix_length,
 )
+from envsched_gnn.training.shared_prefix import predicted_logits
 
 
 class CosineBudget:
@@ -88,34 +87,17 @@ class SFTDataModule(L.LightningDataModule):
 def policy_token_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean next-token cross-entropy over labelled tokens (labels -100 elsewhere).
 
-    The rows' shared prefix (:func:`shared_prefix_length`, the system prompt of a batch from
-    one environment) is run once and its KV cache repeated over the batch; the output head
-    and the cross-entropy run only at the N positions that predict a labelled token
-    (``h (N, H) -> logits (N, V)``, the policy's ~15% of a trajectory). The result equals a
-    plain forward over every row, at a fraction of the cost.
+    The rows' shared prefix (the system prompt of a batch from one environment) is run once
+    and the output head only at the N positions that predict a labelled token
+    (:func:`~envsched_gnn.training.shared_prefix.predicted_logits`); the result equals a plain
+    forward over every row, at a fraction of the cost.
     Shapes: ``input_ids, attention_mask, labels (B, L)`` -> scalar.
     """
-    ids, attention, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-    rows, length = ids.shape
-    body, head = model.get_decoder(), model.get_output_embeddings()
-    prefix = shared_prefix_length(ids, labels)
-    if prefix > 0:
-        cache = body(input_ids=ids[:1, :prefix], use_cache=True).cache
-        cache.batch_repeat_interleave(rows)
-        positions = torch.arange(prefix, length, device=ids.device).expand(rows, -1)
-        hidden = body(
-            input_ids=ids[:, prefix:],
-            attention_mask=attention,
-            position_ids=positions,
-            cache=cache,
-            use_cache=True,
-        ).last_hidden_state
-    else:
-        hidden = body(input_ids=ids, attention_mask=attention, use_cache=False).last_hidden_state
-    targets = labels[:, prefix + 1 :]
-    labelled = targets != -100
-    logits = head(hidden[:, :-1][labelled])
-    return torch.nn.functional.cross_entropy(logits.float(), targets[labelled])
+    labels = batch["labels"]
+    labelled = labels != -100
+    logits = predicted_logits(model, batch["input_ids"], labelled, batch["attention_mask"])
+    targets = labels[:, 1:][labelled[:, 1:]]
+    return torch.nn.functional.cross_entropy(logits.float(), targets)
 
 
 class SFTModule(L.LightningModule):
@@ -285,5 +267,5 @@ def run_sft(
         "final_loss": sum(module.losses[-20:]) / max(len(module.losses[-20:]), 1),
         "config": asdict(config),
     }
-    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json_atomically(out / "sft_summary.json", summary, indent=2)
     return policy_dir

@@ -170,22 +170,6 @@ class GroupedBatchSampler(Sampler[list[int]]):
         return sum(max(len(g) // self.batch_size, 1) for g in self.groups)
 
 
-def shared_prefix_length(input_ids: torch.Tensor, labels: torch.Tensor) -> int:
-    """Length P of the prefix that every row shares and that holds no predicted token's
-    context need: ``P = min(LCP, min_r f_r - 1)`` with LCP the rows' longest common prefix
-    and f_r the first position of row r with a label (token t is predicted at t - 1).
-
-    Shapes: ``input_ids, labels (B, L)`` -> int.
-    """
-    same = (input_ids == input_ids[:1]).all(dim=0)
-    lcp = int(same.long().cumprod(dim=0).sum())
-    labelled = labels != -100
-    if not labelled.any(dim=1).all():
-        return 0
-    first = int(labelled.long().argmax(dim=1).min())
-    return max(min(lcp, first - 1), 0)
-
-
 def pad_collate(pad_id: int):
     """Collate ``(input_ids, labels)`` items into right-padded ``input_ids``,
     ``attention_mask`` and ``labels`` of shape (batch, longest)."""

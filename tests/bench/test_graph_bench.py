@@ -9,6 +9,7 @@ import pytest
 from envsched_gnn.cli import main
 
 
+@pytest.mark.slow  # a benchmark on the ANN path
 @pytest.mark.store
 def test_bench_graph_prints_phases_and_recall_on_the_ann_path(capsys):
     argv = ["bench", "graph", "--tasks", "240", "--tasks-per-env", "20", "--ann-threshold", "100"]

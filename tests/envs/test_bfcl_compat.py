@@ -182,6 +182,7 @@ def test_converted_environments_behave_as_bfcls_own_classes(pool, bfcl_classes):
             assert _public(getattr(env, name)) == _public(instance), (entry["id"], name)
 
 
+@pytest.mark.slow  # the BFCL pool checked in the sandbox
 def test_pool_check_of_the_bfcl_pool_passes(tmp_path, capsys):
     write_bfcl_pool(tmp_path / "pool")
     code = main(["pool", "check", str(tmp_path / "pool"), "--no-progress", "--workers", "2"])
@@ -192,6 +193,7 @@ def test_pool_check_of_the_bfcl_pool_passes(tmp_path, capsys):
     assert summary["empty_max_reward"] < 1.0
 
 
+@pytest.mark.slow  # every reference call of the BFCL pool in the sandbox
 def test_the_policy_sees_every_result_a_successful_call_returns(pool):
     """Call by call, the sandbox answers what the tool returned in plain Python, encoded by the
     spec's rule (None, lists, mpmath numbers included), and never an error."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 from envsched_gnn.envs import commands
 from envsched_gnn.envs.check import CheckConfig, check_pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -90,6 +92,7 @@ def test_batches_smaller_than_the_pool_cover_every_task(tmp_path):
     assert summary["empty_mean_reward"] == (0.5 + 0.25) / 6
 
 
+@pytest.mark.slow  # every reference call replayed with state snapshots
 def test_write_effects_records_what_each_tool_did(tmp_path, capsys):
     from envsched_gnn.envs.generator import generate_pool, write_pool_files
     from envsched_gnn.envs.pool_io import load_pool

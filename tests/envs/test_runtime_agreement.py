@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from envsched_gnn.envs.generator import generate_pool
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime import EnvRuntime
@@ -33,11 +35,13 @@ def _agreement(pool: Pool, folder: Path) -> list[float]:
     return plain_reference
 
 
+@pytest.mark.slow  # every task scored three ways
 def test_bfcl_rewards_agree_in_process_sandboxed_and_trusted(tmp_path):
     pool = write_bfcl_pool(tmp_path / "bfcl")
     assert set(_agreement(pool, tmp_path)) == {1.0}
 
 
+@pytest.mark.slow  # every task scored three ways
 def test_generated_pool_rewards_agree_in_process_sandboxed_and_trusted(tmp_path):
     pool = generate_pool(n_envs=51, tasks_per_env=50, seed=0)
     assert set(_agreement(pool, tmp_path)) == {1.0}

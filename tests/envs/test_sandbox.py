@@ -347,6 +347,7 @@ def test_cpu_limit_stops_a_spinning_child():
     assert ran["ok"] is True and ran["value"]["code"] in (-24, -9), ran  # SIGXCPU, SIGKILL
 
 
+@pytest.mark.slow  # spends half a worker's CPU limit
 def test_a_worker_past_half_its_cpu_limit_is_replaced_with_its_episodes():
     config = RuntimeConfig(workers=1, call_timeout_s=30.0, sandbox=SandboxConfig(cpu_limit_s=2))
     with EnvRuntime(abuse_pool(), config) as runtime:
@@ -409,6 +410,7 @@ def _in_process_rewards(pool: Pool, with_reference: bool) -> list[float]:
     return rewards
 
 
+@pytest.mark.slow  # every task of a generated pool in the sandbox
 def test_the_generated_pool_scores_the_same_inside_the_sandbox():
     pool = generate_pool(n_envs=51, tasks_per_env=50, seed=0)
     with EnvRuntime(pool, RuntimeConfig(workers=2)) as runtime:
@@ -420,6 +422,7 @@ def test_the_generated_pool_scores_the_same_inside_the_sandbox():
     assert {s.reward for s in reference} == {1.0}
 
 
+@pytest.mark.slow  # pool checks in subprocesses
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 def test_where_the_kernel_refuses_namespaces_untrusted_pools_are_refused(tmp_path):
     pool = write_handmade_pool(tmp_path / "pool")

@@ -40,6 +40,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow  # simulated training runs
 def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     pool_dir = write_handmade_pool(tmp_path / "pool")
     out = tmp_path / "out"
@@ -82,11 +83,12 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
     assert "| learned |" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # simulated training runs
 def test_truncation_equals_a_build_at_the_smaller_sizes(tmp_path):
     """Tied similarities (repeating abstracts) included: truncating a (12, 24) build to any
     smaller (k_in, k_cross) keeps exactly the edges a build at those sizes has."""
-    from envsched_gnn.graph_store.builder import GraphConfig, build_graph
-    from envsched_gnn.graph_store.embeddings import Embedder, EmbeddingConfig
+    from envsched_gnn.graph_build.builder import GraphConfig, build_graph
+    from envsched_gnn.graph_build.embeddings import Embedder, EmbeddingConfig
     from tests.graph_store.small_pool import small_pool
     from tests.graph_store.test_growth import with_repeating_abstracts
 
@@ -126,6 +128,7 @@ def test_bad_options_are_clear_errors(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+@pytest.mark.slow  # simulated training runs
 def test_runs_record_the_predictors_spearman_against_realised_and_true_variance():
     """On a generated pool in the structure world, EnvSched's q is scored every step against
     the batch's realised variance and every task's true expected variance."""

@@ -80,6 +80,7 @@ def counting_run_job(monkeypatch, fail_on: int | None = None) -> list[Job]:
     return calls
 
 
+@pytest.mark.slow  # simulated ablation runs, twice
 def test_an_interrupted_ablation_resumes_and_gives_the_same_table(
     tmp_path, monkeypatch, uninterrupted
 ):
@@ -113,6 +114,7 @@ def test_an_interrupted_ablation_resumes_and_gives_the_same_table(
     assert calls == [] and table(out) == uninterrupted
 
 
+@pytest.mark.slow  # simulated ablation runs, twice
 def test_a_changed_option_is_refused_and_a_selection_change_reuses(tmp_path, monkeypatch):
     out = tmp_path / "out"
     pool = handmade_pool()
@@ -197,7 +199,7 @@ def test_a_policy_ablation_resumes_with_its_kept_start_and_step0_evaluation(tmp_
     are reused, the other run is trained, and the table is the uninterrupted one."""
     import envsched_gnn.eval.policy_learner as policy_learner
     from envsched_gnn.eval.ablation_config import PolicyLearnerConfig
-    from envsched_gnn.training.grpo_config import GRPOConfig
+    from envsched_gnn.training.grpo.config import GRPOConfig
     from tests.training.grpo_setup import AGENT, POOL, RUNTIME
     from tests.training.tiny_policy import trained_policy_dir
 

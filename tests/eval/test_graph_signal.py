@@ -133,6 +133,7 @@ def test_cli_from_a_history_file_writes_table_json_and_plot(tmp_path, capsys):
     assert main(["eval", "graph-signal", "--history", str(tmp_path / "history.jsonl")]) == 2
 
 
+@pytest.mark.slow  # two rounds of policy rollouts
 def test_cli_from_a_policy_rolls_out_two_rounds_and_keeps_them(tmp_path, capsys):
     from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
     from tests.training.tiny_policy import trained_policy_dir
@@ -158,6 +159,7 @@ def test_cli_from_a_policy_rolls_out_two_rounds_and_keeps_them(tmp_path, capsys)
     assert result["steps"] == [1] and result["targets"] == len(train)
 
 
+@pytest.mark.slow  # a graph built into the store
 @pytest.mark.store
 def test_cli_from_the_store_reads_graph_and_observations(store, store_server, monkeypatch, capsys):
     graph, observations = world(seed=2, shared=True)

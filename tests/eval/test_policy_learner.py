@@ -9,7 +9,7 @@ from envsched_gnn.eval.ablate import run_ablation
 from envsched_gnn.eval.ablation_config import STEP_METRICS, AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.policy_learner import steps_within_budget
 from envsched_gnn.eval.simulator_config import SimulatorConfig
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo.config import GRPOConfig
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, handmade_graph
 from tests.training.tiny_policy import trained_policy_dir
 
@@ -18,7 +18,7 @@ def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
     config = AblationConfig(steps=6, batch_size=2)
     graph = handmade_graph()  # 4 train tasks: DAPO's generation batch is min(4, 2 B) = 4
     train = [t.task_id for t in POOL.split("train")]
-    from envsched_gnn.training.grpo_train import train_subgraph
+    from envsched_gnn.training.grpo.train import train_subgraph
 
     graph = train_subgraph(graph, train)
     assert steps_within_budget("random", graph, config) == 6

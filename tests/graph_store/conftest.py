@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envsched_gnn.graph_store.builder import GraphConfig
-from envsched_gnn.graph_store.embeddings import Embedder, EmbeddingConfig
+from envsched_gnn.graph_build.builder import GraphConfig
+from envsched_gnn.graph_build.embeddings import Embedder, EmbeddingConfig
 
 
 class MemoEmbedder(Embedder):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envsched_gnn.graph_store.builder import GraphConfig
+from envsched_gnn.graph_build.builder import GraphConfig
 from envsched_gnn.graph_store.connect import connect_store
 from envsched_gnn.graph_store.stream import IMPORT_FOLDER, bulk_file, stream_build
 from tests.graph_store.small_pool import small_pool
@@ -27,6 +27,7 @@ def stored(store) -> dict:
     }
 
 
+@pytest.mark.slow  # a graph written into the store twice
 @pytest.mark.store
 def test_bulk_first_build_equals_batched_build(store_server, embedder) -> None:
     if store_server.managed is None:

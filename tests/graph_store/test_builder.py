@@ -9,9 +9,9 @@ import pytest
 
 from envsched_gnn.envs.pool import Check
 from envsched_gnn.graph.hetero import to_hetero_data
-from envsched_gnn.graph_store.builder import GraphConfig, build
-from envsched_gnn.graph_store.embeddings import exact_cosines, fixed_point
-from envsched_gnn.graph_store.views import VIEW_NAMES, verifier_structure_text, within_similarity
+from envsched_gnn.graph_build.builder import GraphConfig, build
+from envsched_gnn.graph_build.embeddings import exact_cosines, fixed_point
+from envsched_gnn.graph_build.views import VIEW_NAMES, verifier_structure_text, within_similarity
 from tests.envs.handmade_pool import handmade_pool
 from tests.graph_store.small_pool import small_pool
 

@@ -41,6 +41,7 @@ def test_open_store_uri_needs_password_from_environment(monkeypatch) -> None:
         pass
 
 
+@pytest.mark.slow  # a managed server started twice
 def test_observations_survive_a_restart_of_the_managed_server(tmp_path) -> None:
     folder = tmp_path / "store"
     with open_store(folder) as first:

@@ -13,7 +13,7 @@ import pytest
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import save_pool
 from envsched_gnn.graph.task_graph import read_graph, write_graph
-from envsched_gnn.graph_store.builder import GraphConfig, abstracts_of, build
+from envsched_gnn.graph_build.builder import GraphConfig, abstracts_of, build
 from envsched_gnn.graph_store.growth import add_environment, add_pool, build_into_store
 from envsched_gnn.observations import Observation
 from tests.graph_store.small_pool import small_pool, sub_pool

@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from envsched_gnn.graph_store.neighbours import pair_keys, task_hashes, top_neighbours
+from envsched_gnn.graph_build.neighbours import pair_keys, task_hashes, top_neighbours
 
 
 def reference_top(sims, valid, k, ids_rows, ids_cols) -> list[tuple[int, int]]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import save_pool
-from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store.neo4j_import import HEADERS, field, write_neo4j_import
 from envsched_gnn.graph_store.nodes import task_properties, text_key
 from tests.graph_store.small_pool import small_pool
@@ -65,6 +67,7 @@ def test_import_files_hold_the_graph_and_its_records(tmp_path, embedder, config)
     assert counts == {r: len(e) for r, e in built.graph.edges.items()} | {"tasks": 15}
 
 
+@pytest.mark.slow  # a graph build through the CLI
 def test_graph_build_writes_the_import_files(tmp_path, capsys) -> None:
     save_pool(POOL, tmp_path / "pool")
     argv = ["graph", "build", "--pool", str(tmp_path / "pool"), "--no-show-progress"]

@@ -12,9 +12,9 @@ import pytest
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import save_pool
 from envsched_gnn.graph.task_graph import read_graph
-from envsched_gnn.graph_store.builder import build
-from envsched_gnn.graph_store.embeddings import Embedder, encode_distinct
-from envsched_gnn.graph_store.parallel import ordered_map
+from envsched_gnn.graph_build.builder import build
+from envsched_gnn.graph_build.embeddings import Embedder, encode_distinct
+from envsched_gnn.graph_build.parallel import ordered_map
 from tests.graph_store.small_pool import small_pool
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -41,6 +41,7 @@ def test_ordered_map_keeps_the_order_of_its_inputs() -> None:
     assert [a for a, _ in ordered_map(abs, items, workers=2, window=3)] == items
 
 
+@pytest.mark.slow  # spawned workers each load the encoder
 def test_embeddings_from_worker_processes_equal_in_process(embedder) -> None:
     texts = [f"step 1: lookup of record {n}; step 2: update" for n in range(37)]
     alone = Embedder.encode(embedder, texts)  # the real encoder, not the test memo

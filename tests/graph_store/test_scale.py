@@ -7,11 +7,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from envsched_gnn.graph_store.ann import HnswConfig, approximate_cross, embedding_groups
-from envsched_gnn.graph_store.builder import GraphBuild, GraphConfig, build
-from envsched_gnn.graph_store.cross import cross_neighbours
-from envsched_gnn.graph_store.embeddings import embed_texts, fixed_point
-from envsched_gnn.graph_store.neighbours import task_hashes
+from envsched_gnn.graph_build.ann import HnswConfig, approximate_cross, embedding_groups
+from envsched_gnn.graph_build.builder import GraphBuild, GraphConfig, build
+from envsched_gnn.graph_build.cross import cross_neighbours
+from envsched_gnn.graph_build.embeddings import embed_texts, fixed_point
+from envsched_gnn.graph_build.neighbours import task_hashes
 from envsched_gnn.graph_store.stream import stream_build
 from tests.graph_store.small_pool import small_pool
 from tests.graph_store.test_growth import with_repeating_abstracts
@@ -85,6 +85,7 @@ def test_streamed_build_equals_in_memory_build(store, embedder) -> None:
     assert sorted(rows_of(store.read_graph())) == sorted(rows_of(in_memory.graph))
 
 
+@pytest.mark.slow  # spawned worker processes
 def test_within_edges_from_worker_processes_equal_in_process(embedder, config) -> None:
     pool = small_pool(5, 7, seed=4)
     steps = GraphBuild(pool, config, embedder=embedder)

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store.connect import connect_store
 from envsched_gnn.graph_store.growth import add_environment
 from envsched_gnn.graph_store.snapshot import read_snapshot, read_snapshot_abstracts

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store import commands
 from envsched_gnn.graph_store.arcadedb import USERS_FILE, ManagedArcadeDB
-from envsched_gnn.graph_store.builder import build
 from envsched_gnn.graph_store.connect import open_store
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.growth import build_into_store
@@ -40,6 +40,7 @@ def kill_server(store: GraphStore) -> None:
     store.server._process.wait()
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_a_dead_server_is_reported_within_seconds_naming_its_log(tmp_path) -> None:
     with open_store(tmp_path / "store") as store:
         store.write_pool(handmade_pool())
@@ -72,6 +73,7 @@ def _export(folder: Path, out: Path, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.slow  # a managed server of its own
 @pytest.mark.parametrize("bulk", [False, True], ids=["batched", "bulk"])
 @pytest.mark.parametrize("fault", ["kill -9 of the server", "the builder dies"])
 def test_an_interrupted_build_is_never_read_as_a_graph(
@@ -119,6 +121,7 @@ def test_an_interrupted_build_is_never_read_as_a_graph(
         assert sorted(store.read_graph().edge_rows()) == sorted(built.graph.edge_rows())
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_an_import_out_of_heap_falls_back_to_batched_writes(tmp_path, embedder, config):
     """The importer runs (committing part of the records every 20,000), then the server
     answers as when its heap runs out: the partial import is cleared and the graph written in
@@ -159,6 +162,7 @@ def test_a_graph_changed_after_its_build_is_refused(store) -> None:
         store.read_graph()
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_kill_9_during_observation_writes_loses_and_duplicates_nothing(tmp_path) -> None:
     writer = StoreWriter(str(tmp_path / "store"))
     writer([])  # opens the store
@@ -179,6 +183,7 @@ def test_kill_9_during_observation_writes_loses_and_duplicates_nothing(tmp_path)
     writer.close()
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_the_password_is_on_no_command_line_and_the_server_has_no_secrets(
     tmp_path, monkeypatch
 ) -> None:
@@ -194,6 +199,7 @@ def test_the_password_is_on_no_command_line_and_the_server_has_no_secrets(
     assert (tmp_path / "store" / "root_password").stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_missing_or_wrong_passwords_are_errors_with_recovery_steps_that_work(tmp_path) -> None:
     folder = tmp_path / "store"
     password_file = folder / "root_password"
@@ -222,7 +228,7 @@ def test_missing_or_wrong_passwords_are_errors_with_recovery_steps_that_work(tmp
 
 HOLDER = """
 import sys
-from envsched_gnn.graph_store.builder import build
+from envsched_gnn.graph_build.builder import build
 from envsched_gnn.graph_store.connect import open_store
 with open_store(sys.argv[1]):
     print("ready", flush=True)
@@ -230,6 +236,7 @@ with open_store(sys.argv[1]):
 """
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_a_second_process_waits_for_the_folder_or_names_its_holder(tmp_path) -> None:
     folder = tmp_path / "store"
     holder = subprocess.Popen(
@@ -253,6 +260,7 @@ def test_a_second_process_waits_for_the_folder_or_names_its_holder(tmp_path) -> 
         holder.wait()
 
 
+@pytest.mark.slow  # a managed server of its own
 def test_a_server_started_from_an_ended_thread_keeps_running(tmp_path):
     """The managed server outlives the thread that opened the store (a StoreWriter reopens a
     dead store from its sink thread): Java is forked by one long-lived launcher thread."""

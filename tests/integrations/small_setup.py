@@ -9,8 +9,8 @@ from pathlib import Path
 from envsched_gnn.envs.generator import generate_pool
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.builder import GraphConfig, build_graph
-from envsched_gnn.training.grpo_train import train_subgraph
+from envsched_gnn.graph_build.builder import GraphConfig, build_graph
+from envsched_gnn.training.grpo.train import train_subgraph
 from envsched_gnn.training.policy import build_default_policy
 from tests.training.tiny_policy import TINY, _scratch
 

@@ -1,7 +1,7 @@
 """The verl recipe: the dataset and reward grouping everywhere; the trainer's registration
-and verl's own dataset / collate path only where verl is installed (``pip install
-envsched-gnn[verl]``: verl pins transformers<5.11, so the test extra leaves it out). verl's
-training loop (Ray workers, vLLM/SGLang rollout) is not run here."""
+and verl's own dataset / collate path where verl is installed: ``.ci/run`` runs this file in a
+venv of its own with ``.[verl]`` (verl pins transformers<5.11, so the test extra leaves it
+out). verl's training loop (Ray workers, vLLM/SGLang rollout) is not run here."""
 
 from __future__ import annotations
 

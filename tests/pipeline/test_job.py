@@ -12,7 +12,7 @@ from envsched_gnn.pipeline.job import RunOptions, run_pipeline
 from envsched_gnn.pipeline.presets import Preset, StartRecipe
 from envsched_gnn.training.competence import COMPETENCE_FILE
 from envsched_gnn.training.competence_profile import CompetenceProfile
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo.config import GRPOConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.store]
 

@@ -3,6 +3,8 @@ the SFT inputs the demo preset has now, or a fresh clone silently runs ~40 minut
 
 from __future__ import annotations
 
+import pytest
+
 from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS
 from envsched_gnn.training.warm_start import (
@@ -14,6 +16,7 @@ from envsched_gnn.training.warm_start import (
 )
 
 
+@pytest.mark.slow  # the demo pools generated and their SFT inputs fingerprinted
 def test_the_packaged_policies_match_the_demo_presets_sft_inputs():
     preset = PRESETS["demo"]
     base_pool, pool = preset_pools(preset, 0)

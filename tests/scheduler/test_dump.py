@@ -11,7 +11,7 @@ import torch
 
 from envsched_gnn.scheduler.baselines.dump import DumpConfig, absolute_advantages
 from envsched_gnn.scheduler.registry import make_scheduler
-from envsched_gnn.training.grpo import group_advantages
+from envsched_gnn.training.grpo.objective import group_advantages
 from tests.scheduler.scheduler_checks import grid_graph
 
 SPREAD = [0.0, 1.0] * 4  # |A| = 0.5 / (std 0.5345 + eps) = 0.935 on every rollout

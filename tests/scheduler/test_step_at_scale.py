@@ -17,6 +17,7 @@ from envsched_gnn.scheduler.envsched import EnvSchedScheduler
 from tests.scheduler.todays_step import TodaysPredictor
 
 
+@pytest.mark.slow  # up to 40,000 tasks against a full-sort reference
 @pytest.mark.parametrize("num_tasks", [3000, 12_345, 40_000])
 def test_step_outputs_equal_the_full_sort_and_naive_selection(num_tasks) -> None:
     graph = synthetic_graph(num_tasks, seed=1)

@@ -10,8 +10,8 @@ from pathlib import Path
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.grpo_train import GRPOResult, train_grpo
+from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo.train import GRPOResult, train_grpo
 from envsched_gnn.training.sft import run_sft
 from tests.envs.handmade_pool import handmade_pool
 from tests.training.tiny_policy import TINY_SFT, _scratch, untrained_policy_dir

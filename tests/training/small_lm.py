@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from envsched_gnn.training.grpo_batch import UpdateItem
+from envsched_gnn.training.grpo.batch import UpdateItem
 from envsched_gnn.training.rollout import Episode
 
 VOCAB = 40

@@ -169,6 +169,7 @@ def _random_turn(rng: random.Random, alphabet: list, limit: int = 400) -> str | 
     return None
 
 
+@pytest.mark.slow  # many sampled calls
 def test_whatever_the_grammar_accepts_parses_into_a_valid_call():
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     alphabet = [*range(32, 127), ord("\n"), TOOL_CALL_OPEN, TOOL_CALL_CLOSE]

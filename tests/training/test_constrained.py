@@ -14,7 +14,7 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
 from envsched_gnn.training.constrained import ConstrainedDecoding, token_units
-from envsched_gnn.training.grpo_batch import UpdateItem, collate, policy_log_probs
+from envsched_gnn.training.grpo.batch import UpdateItem, collate, policy_log_probs
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.rollout import RolloutEngine
 from tests.envs.handmade_pool import handmade_pool

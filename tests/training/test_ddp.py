@@ -15,7 +15,7 @@ import pytest
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.graph.task_graph import write_graph
 from envsched_gnn.scheduler.registry import make_scheduler
-from envsched_gnn.training.grpo_train import RESULT_FILE, train_subgraph
+from envsched_gnn.training.grpo.train import RESULT_FILE, train_subgraph
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine

@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-from envsched_gnn.training.grpo import (
+from envsched_gnn.training.grpo.objective import (
     ADVANTAGE_ESTIMATORS,
-    aggregate_tokens,
-    clip_fraction,
+    clipped_tokens,
     get_advantage_estimator,
     group_advantages,
     kl_penalty,
+    loss_denominator,
     policy_loss,
     token_log_probs,
 )
@@ -54,39 +54,43 @@ def test_group_advantages_reject_bad_shapes():
 
 def test_policy_loss_is_token_mean_of_clipped_surrogate():
     # ratios exp(.) = 1.5 (clipped to 1.2 for A > 0), 0.5 (clipped to 0.8 for A < 0 -> keeps
-    # the larger loss), 1.0, and a masked token.
-    old = torch.zeros(4, dtype=torch.float64)
-    logp = torch.log(torch.tensor([1.5, 0.5, 1.0, 3.0], dtype=torch.float64))
-    adv = torch.tensor([2.0, -1.0, 0.5, 7.0], dtype=torch.float64)
-    mask = torch.tensor([1, 1, 1, 0])
+    # the larger loss), 1.0
+    old = torch.zeros(3, dtype=torch.float64)
+    logp = torch.log(torch.tensor([1.5, 0.5, 1.0], dtype=torch.float64))
+    adv = torch.tensor([2.0, -1.0, 0.5], dtype=torch.float64)
     # token 0: max(-2*1.5, -2*1.2) = -2.4; token 1: max(0.5, 0.8) = 0.8; token 2: -0.5
-    loss = policy_loss(logp, old, adv, mask, clip=0.2)
+    loss = policy_loss(logp, old, adv, loss_denominator("token_mean", 3, 1, 40), clip=0.2)
     assert loss.item() == pytest.approx((-2.4 + 0.8 - 0.5) / 3)
-    assert clip_fraction(logp, old, mask, clip=0.2).item() == pytest.approx(2 / 3)
+    assert clipped_tokens(logp, old, clip=0.2).item() == 2
 
 
 def test_policy_loss_gradient_vanishes_when_clipped():
     old = torch.zeros(2, dtype=torch.float64)
     logp = torch.log(torch.tensor([1.5, 1.1], dtype=torch.float64)).requires_grad_()
     adv = torch.tensor([1.0, 1.0], dtype=torch.float64)
-    policy_loss(logp, old, adv, torch.ones(2), clip=0.2).backward()
+    policy_loss(logp, old, adv, 2.0, clip=0.2).backward()
     # d/dlogp of -A*rho/2 = -rho/2 on the unclipped token; 0 on the clipped one
     assert logp.grad.tolist() == pytest.approx([0.0, -1.1 / 2])
 
 
-def test_dr_grpo_aggregation_divides_by_constant_and_micro_batches_add_up():
-    values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float64)
-    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    assert aggregate_tokens(
-        values, mask, "token_sum_norm", denominator=6.0
-    ).item() == pytest.approx(7.0 / 6.0)
-    whole = aggregate_tokens(values, mask)
-    parts = sum(aggregate_tokens(values[i], mask[i], denominator=3.0) for i in range(2))
+def test_dr_grpo_divides_by_a_constant_and_micro_batches_add_up():
+    # two episodes with 2 and 1 policy tokens, a budget of 3 tokens each
+    logp = torch.zeros(3, dtype=torch.float64)
+    adv = torch.tensor([-1.0, -2.0, -4.0], dtype=torch.float64)
+    assert loss_denominator("token_sum_norm", 3, 2, 3) == 6.0
+    assert policy_loss(logp, logp, adv, 6.0).item() == pytest.approx(7.0 / 6.0)
+    whole = policy_loss(logp, logp, adv, loss_denominator("token_mean", 3, 2, 3))
+    parts = policy_loss(logp[:2], logp[:2], adv[:2], 3.0) + policy_loss(
+        logp[2:], logp[2:], adv[2:], 3.0
+    )
     assert whole.item() == pytest.approx(7.0 / 3.0) == pytest.approx(parts.item())
-    with pytest.raises(ValueError, match="constant denominator"):
-        aggregate_tokens(values, mask, "token_sum_norm")
+    assert (
+        loss_denominator("token_mean", 0, 0, 3)
+        == loss_denominator("token_sum_norm", 0, 0, 3)
+        == 1.0
+    )
     with pytest.raises(ValueError, match="unknown loss aggregation"):
-        aggregate_tokens(values, mask, "seq_mean")
+        loss_denominator("seq_mean", 3, 2, 3)
 
 
 def test_kl_penalty_k3():

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envsched_gnn.training.grpo import policy_loss, token_log_probs
-from envsched_gnn.training.grpo_batch import (
+from envsched_gnn.training.grpo.batch import (
     UpdateItem,
     collate,
     pack_micro_batches,
     policy_log_probs,
-    shared_prefix_length,
     split_groups,
 )
+from envsched_gnn.training.grpo.objective import policy_loss, token_log_probs
+from envsched_gnn.training.shared_prefix import shared_prefix_length
 from tests.training.small_lm import float64_norms, group, small_model
 
 
@@ -30,9 +30,7 @@ def plain_log_probs(model, batch, temperature):
 
 
 def loss_and_grads(model, logp, batch):
-    loss = policy_loss(
-        logp, batch.old_logp.double(), batch.advantages.double(), torch.ones_like(logp)
-    )
+    loss = policy_loss(logp, batch.old_logp.double(), batch.advantages.double(), logp.numel())
     grads = torch.autograd.grad(loss, [p for p in model.parameters()])
     return loss, grads
 
@@ -99,10 +97,7 @@ def test_one_update_raises_positive_and_lowers_negative_advantage_tokens():
     for b in batches:
         logp, _ = policy_log_probs(model, b)
         # on-policy: the rollout's log-probabilities are the current ones (ratio 1)
-        loss = policy_loss(
-            logp, logp.detach(), b.advantages.double(), torch.ones_like(logp), 0.2,
-            "token_sum_norm", total,
-        )  # fmt: skip
+        loss = policy_loss(logp, logp.detach(), b.advantages.double(), total, 0.2)
         loss.backward()
     optimizer.step()
     with torch.no_grad():

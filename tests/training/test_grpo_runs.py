@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envsched_gnn.training.grpo_config import LaunchConfig
-from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
+from envsched_gnn.training.grpo.config import LaunchConfig
+from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, parallel_workers, train_runs
 from tests.training.grpo_setup import (
     AGENT,
     POOL,
@@ -17,6 +17,7 @@ from tests.training.grpo_setup import (
 )
 
 
+@pytest.mark.slow  # two GRPO runs in spawned processes, then the same two in turn: about 40 s
 def test_parallel_runs_equal_serial_runs(tmp_path):
     start = SharedStart(
         POOL,

@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from envsched_gnn.training.grpo import group_advantages
-from envsched_gnn.training.grpo_batch import collate, policy_log_probs
-from envsched_gnn.training.grpo_config import GRPOConfig
-from envsched_gnn.training.grpo_update import GRPOUpdate, UpdateHooks
-from envsched_gnn.training.module import EpisodeRecord
+from envsched_gnn.training.grpo.batch import collate, policy_log_probs
+from envsched_gnn.training.grpo.config import GRPOConfig
+from envsched_gnn.training.grpo.module import EpisodeRecord
+from envsched_gnn.training.grpo.objective import group_advantages
+from envsched_gnn.training.grpo.update import GRPOUpdate, UpdateHooks
 from tests.training.small_lm import float64_norms, group, small_model
 
 REWARDS = {"a": [1.0, 0.0, 0.0, 1.0], "b": [1.0, 1.0, 0.0, 1.0]}

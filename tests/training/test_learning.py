@@ -13,8 +13,8 @@ import pytest
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.grpo_train import train_grpo
+from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo.train import train_grpo
 from envsched_gnn.training.sft import run_sft
 from tests.training.tiny_policy import TINY, TINY_SFT
 from tests.training.two_tool_pool import graded_pool, warmup_pool

@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from envsched_gnn.envs.runtime import EnvRuntime
-from envsched_gnn.training.grpo import group_advantages
+from envsched_gnn.training.grpo.objective import group_advantages
 from envsched_gnn.training.policy import load_agent_config, load_policy
 from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, grpo_policy_dir, run, small_config
+
+pytestmark = pytest.mark.slow  # Lightning fits of the GRPO module
 
 BATCH_METRICS = (
     "batch/mean_reward",

@@ -23,6 +23,7 @@ def step_observations(pool, step: int) -> list[Observation]:
     ]
 
 
+@pytest.mark.slow  # waits out a store that is down
 def test_store_down_for_a_step_then_every_observation_lands_once(store, store_server):
     managed = store_server.managed
     if managed is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envsched_gnn.training.module import CHECKPOINT_KEY
+from envsched_gnn.training.grpo.module import CHECKPOINT_KEY
 from envsched_gnn.training.policy import load_policy
 from tests.training.grpo_setup import run, small_config
 

@@ -20,8 +20,8 @@ from envsched_gnn.training.sft_data import (
     pad_collate,
     render_references,
     run_references,
-    shared_prefix_length,
 )
+from envsched_gnn.training.shared_prefix import shared_prefix_length
 from tests.envs.handmade_pool import handmade_pool
 from tests.training.tiny_policy import TINY_SFT, trained_policy_dir, untrained_policy_dir
 
@@ -83,22 +83,12 @@ def test_length_buckets_cut_padding_and_keep_every_example():
         assert max(lengths[i] for i in batch) - min(lengths[i] for i in batch) <= 6
 
 
-def test_shared_prefix_stops_before_the_first_predicted_token():
-    ids = torch.tensor([[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 9, 9]])
-    labels = torch.full_like(ids, -100)
-    assert shared_prefix_length(ids, labels) == 0
-    labels[:, 5] = ids[:, 5]
-    assert shared_prefix_length(ids, labels) == 4
-    labels[1, 3] = 4
-    assert shared_prefix_length(ids, labels) == 2
-
-
 def test_shared_prefix_loss_equals_the_plain_loss(examples):
     _, rendered = examples
     model, tokenizer = load_policy(untrained_policy_dir(), dtype=torch.float64)
     dataset = SFTDataset(rendered, max_length=10_000)
     batch = pad_collate(tokenizer.pad_token_id)([dataset[i] for i in dataset.groups[0]])
-    assert shared_prefix_length(batch["input_ids"], batch["labels"]) > 100
+    assert shared_prefix_length(batch["input_ids"], batch["labels"] != -100) > 100
     fast = policy_token_loss(model, batch)
     plain = model(**batch, use_cache=False).loss
     assert float(fast) == pytest.approx(float(plain), rel=1e-6)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
+import pytest
 import torch
 
 from envsched_gnn.training.policy import PolicyConfig, load_policy
@@ -27,6 +28,7 @@ def weights(folder):
     return model.state_dict()
 
 
+@pytest.mark.slow  # two SFT runs
 def test_two_sft_runs_with_one_seed_give_one_policy(tmp_path):
     pool = handmade_pool()
     first = package_policy(pool, CONFIG, tmp_path / "a", "test: first")
@@ -41,6 +43,7 @@ def test_two_sft_runs_with_one_seed_give_one_policy(tmp_path):
     assert (first / "agent_config.json").is_file() and not (first / "checkpoints").exists()
 
 
+@pytest.mark.slow  # two SFT runs
 def test_the_packaged_policy_serves_only_its_own_inputs(tmp_path):
     pool = handmade_pool()
     package = package_policy(pool, CONFIG, tmp_path / "package", "test")

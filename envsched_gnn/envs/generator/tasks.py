@@ -25,6 +25,7 @@ from envsched_gnn.envs.generator.domains import DOMAIN_BY_KEY, DOMAINS, Domain
 from envsched_gnn.envs.generator.operations import Operations, Step
 from envsched_gnn.envs.generator.world import World
 from envsched_gnn.envs.pool import Environment, Pool, Task
+from envsched_gnn.json_files import write_json_atomically
 
 CALL_BANDS = ((1, 2), (3, 4), (5, 6))
 MAX_CHECKS = 16
@@ -272,9 +273,7 @@ def write_replicated_pool(
             envs[env.env_id] = environment_to_dict(env)
             for task in env_tasks:
                 handle.write(json.dumps(task_to_dict(task), ensure_ascii=False) + "\n")
-    envs_partial = directory / f".{ENVS_FILE}.partial"
-    envs_partial.write_text(json.dumps(envs, ensure_ascii=False), encoding="utf-8")
-    envs_partial.replace(directory / ENVS_FILE)
+    write_json_atomically(directory / ENVS_FILE, envs, indent=None, ensure_ascii=False)
     partial.replace(directory / TASKS_JSONL_FILE)
     return directory
 

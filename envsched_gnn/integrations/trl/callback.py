@@ -21,6 +21,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from envsched_gnn.integrations.rewards import Round, RoundRewards
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, observations_from_rewards
 from envsched_gnn.training.observation_sink import ObservationSink
 
@@ -95,7 +96,7 @@ class EnvSchedCallback(TrainerCallback):
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / STATE_FILE).write_text(json.dumps(self.state_dict()) + "\n")
+            write_json_atomically(folder / STATE_FILE, self.state_dict(), indent=None)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.sink is not None:

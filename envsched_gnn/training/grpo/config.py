@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from envsched_gnn.training.grpo import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS
+from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS
 
 
 @dataclass

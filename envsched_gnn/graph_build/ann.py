@@ -1,6 +1,6 @@
 """Approximate cross kNN for large pools: HNSW candidates over distinct embeddings, exact re-rank.
 
-The exact cross relation (:func:`~envsched_gnn.graph_store.cross.cross_neighbours`) compares
+The exact cross relation (:func:`~envsched_gnn.graph_build.cross.cross_neighbours`) compares
 every target with every task: O(N^2 d). At or above ``GraphConfig.ann_threshold`` tasks the
 builder uses this module instead, in three steps:
 
@@ -13,11 +13,11 @@ builder uses this module instead, in three steps:
    thread, vectors added in group order (groups sorted by their fixed-point vector), so the
    search is deterministic.
 3. **exact re-rank**: the candidate groups are re-sorted by the exact fixed-point cosine
-   (:func:`~envsched_gnn.graph_store.embeddings.exact_cosines`) and taken best first until
+   (:func:`~envsched_gnn.graph_build.embeddings.exact_cosines`) and taken best first until
    every environment of g sees at least ``k_cross`` candidate tasks outside itself; groups
    tied with the last one taken come along. For each target task i of g the top ``k_cross``
    of those candidate tasks j (other environments) are chosen by
-   :func:`~envsched_gnn.graph_store.neighbours.top_neighbours`: similarity, then the pair key.
+   :func:`~envsched_gnn.graph_build.neighbours.top_neighbours`: similarity, then the pair key.
 
 The ANN only decides which groups are looked at; every similarity and every tie-break is
 the exact one. A group whose retrieved candidates cannot settle its top ``k_cross`` (too few
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.graph_store.embeddings import exact_cosines
-from envsched_gnn.graph_store.neighbours import top_neighbours
+from envsched_gnn.graph_build.embeddings import exact_cosines
+from envsched_gnn.graph_build.neighbours import top_neighbours
 
 CELLS_PER_BLOCK = 4_000_000
 """Target rows x candidate columns scored at once (bounds the memory of a re-rank block)."""
@@ -103,7 +103,7 @@ def approximate_cross(
     ``q``: fixed-point embeddings ``(N, D)``, or with ``group`` the groups already found:
     ``q`` the distinct vectors ``(U, D)`` as :func:`embedding_groups` sorts them and ``group``
     (N,) each node's; ``env_codes``: environment index per node; ``hashes``:
-    :func:`~envsched_gnn.graph_store.neighbours.task_hashes` of the node ids.
+    :func:`~envsched_gnn.graph_build.neighbours.task_hashes` of the node ids.
     """
     distinct, group = embedding_groups(q) if group is None else (q, group)
     order = np.argsort(group, kind="stable")

@@ -6,7 +6,7 @@ them, ``group`` (N,): tasks that share an abstract share a vector, and at 1M tas
 float64 matrix alone would take 3 GB. The cosine of two nodes is the cosine of their groups'
 vectors, and every dot product of fixed-point vectors is an exact integer, so a similarity
 expanded from the groups is bit for bit the one computed between the nodes' own vectors.
-Ties go by the pair key of :mod:`~envsched_gnn.graph_store.neighbours`.
+Ties go by the pair key of :mod:`~envsched_gnn.graph_build.neighbours`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from envsched_gnn.graph_store.ann import HnswConfig, approximate_cross
-from envsched_gnn.graph_store.embeddings import exact_cosines
-from envsched_gnn.graph_store.neighbours import task_hashes, top_neighbours
+from envsched_gnn.graph_build.ann import HnswConfig, approximate_cross
+from envsched_gnn.graph_build.embeddings import exact_cosines
+from envsched_gnn.graph_build.neighbours import task_hashes, top_neighbours
 
 EdgeRow = tuple[str, str, str, float]
 
@@ -42,7 +42,7 @@ def cross_neighbours(
 
     ``q``: fixed-point embeddings, one row per node ``(N, D)``, or with ``group`` one row per
     distinct vector ``(U, D)`` and ``group`` (N,) each node's row; ``env_codes``: environment
-    index per node; ``hashes``: :func:`~envsched_gnn.graph_store.neighbours.task_hashes` of the
+    index per node; ``hashes``: :func:`~envsched_gnn.graph_build.neighbours.task_hashes` of the
     node ids. At most ``block`` targets, and :data:`CELLS_PER_BLOCK` cells, at a time.
     """
     from tqdm.auto import tqdm
@@ -90,7 +90,7 @@ def cross_edges(
 def distinct_groups(vectors: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of ``vectors[codes]``, sorted, and each node's row:
     ``(T, D), (N,) -> (U, D), (N,)``, the same as
-    :func:`~envsched_gnn.graph_store.ann.embedding_groups` of the (N, D) matrix, without it."""
+    :func:`~envsched_gnn.graph_build.ann.embedding_groups` of the (N, D) matrix, without it."""
     distinct, inverse = np.unique(vectors, axis=0, return_inverse=True)
     used = np.unique(inverse.reshape(-1)[codes])  # rows of vectors no node uses drop out
     renumber = np.full(distinct.shape[0], -1, np.int64)
@@ -112,7 +112,7 @@ def cross_blocks(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Cross in-neighbours of every node, ``(dst, src, sim)`` blocks in node order (about
     ``block`` targets each): exact below ``ann_threshold`` nodes, else the approximate kNN of
-    :mod:`~envsched_gnn.graph_store.ann` (and the exact one for the nodes it leaves).
+    :mod:`~envsched_gnn.graph_build.ann` (and the exact one for the nodes it leaves).
 
     ``q`` (U, D) the distinct fixed-point vectors of :func:`distinct_groups`, ``group`` (N,).
     """

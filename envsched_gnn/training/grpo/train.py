@@ -10,7 +10,6 @@ the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) an
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -24,9 +23,10 @@ import torch
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.held_out import policy_evaluator
 
 RESULT_FILE = "grpo_result.json"
@@ -93,7 +93,7 @@ def train_grpo(
     its sampling instead of ``config.seed`` (one evaluation set across run seeds).
     """
     from envsched_gnn.scheduler.registry import make_scheduler
-    from envsched_gnn.training.module import GRPOModule
+    from envsched_gnn.training.grpo.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
     from envsched_gnn.training.policy import load_policy, save_agent_config
 
@@ -207,7 +207,7 @@ def train_grpo(
         module.policy.save_pretrained(out / "policy")
         tokenizer.save_pretrained(out / "policy")
         save_agent_config(out / "policy", agent_config)
-        (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
     return result
 
 

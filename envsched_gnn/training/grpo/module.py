@@ -8,7 +8,7 @@ One training step ``s``:
    ranks round-robin;
 3. rewards (and tool calls) are gathered on every rank; an over-sampling scheduler
    (DAPO-style ``filter_groups``) keeps some groups, all rollouts still count;
-4. the policy update on the kept groups (:mod:`~envsched_gnn.training.grpo_update`: the
+4. the policy update on the kept groups (:mod:`~envsched_gnn.training.grpo.update`: the
    objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
    ``train/*`` metrics), through this module's optimiser, backward and strategy;
 5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
@@ -50,9 +50,9 @@ from envsched_gnn.observations import observations_from_rewards
 from envsched_gnn.scheduler.base import Scheduler
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.data import ScheduledBatch, ScheduledBatches
-from envsched_gnn.training.grpo_config import GRPOConfig
-from envsched_gnn.training.grpo_update import GRPOUpdate, UpdateHooks
+from envsched_gnn.training.grpo.config import GRPOConfig
+from envsched_gnn.training.grpo.scheduled_batches import ScheduledBatch, ScheduledBatches
+from envsched_gnn.training.grpo.update import GRPOUpdate, UpdateHooks
 from envsched_gnn.training.observation_sink import ObservationSink
 from envsched_gnn.training.rng import capture_rng_state, restore_rng_state, step_seed
 from envsched_gnn.training.rollout import Episode, EpisodeSpec, RolloutEngine

@@ -13,10 +13,10 @@ Each chosen neighbour gives a directed edge j -> i; similarities <= 0 are droppe
 the rest clipped into (0, 1]. Nodes are in task-id order. A build reads the pool one
 environment at a time (:class:`GraphBuild`): its within similarities (never an N x N over all
 tasks) and its abstracts; then the distinct abstracts are embedded once each, and the cross
-kNN (:mod:`~envsched_gnn.graph_store.cross`) runs over the distinct vectors.
+kNN (:mod:`~envsched_gnn.graph_build.cross`) runs over the distinct vectors.
 
 Ties in the ranking are broken by a hash of the pair (target i, candidate j):
-see :mod:`~envsched_gnn.graph_store.neighbours`.
+see :mod:`~envsched_gnn.graph_build.neighbours`.
 """
 
 from __future__ import annotations
@@ -30,17 +30,17 @@ import numpy as np
 from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
 from envsched_gnn.envs.pool import Pool, PoolSource, Task
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.ann import HnswConfig
-from envsched_gnn.graph_store.cross import EdgeRow, cross_blocks, distinct_groups, index_rows
-from envsched_gnn.graph_store.embeddings import (
+from envsched_gnn.graph_build.ann import HnswConfig
+from envsched_gnn.graph_build.cross import EdgeRow, cross_blocks, distinct_groups, index_rows
+from envsched_gnn.graph_build.embeddings import (
     Embedder,
     EmbeddingConfig,
     embed_texts,
     fixed_point,
 )
-from envsched_gnn.graph_store.neighbours import task_hashes, top_neighbours
-from envsched_gnn.graph_store.parallel import ordered_map
-from envsched_gnn.graph_store.views import within_similarity
+from envsched_gnn.graph_build.neighbours import task_hashes, top_neighbours
+from envsched_gnn.graph_build.parallel import ordered_map
+from envsched_gnn.graph_build.views import within_similarity
 
 
 @dataclass
@@ -71,7 +71,7 @@ class GraphConfig:
     """How abstracts are embedded."""
     ann_threshold: int = 50_000
     """Pools of at least this many tasks find cross neighbours with the approximate kNN of
-    :mod:`~envsched_gnn.graph_store.ann` (HNSW candidates, exact re-rank); smaller ones
+    :mod:`~envsched_gnn.graph_build.ann` (HNSW candidates, exact re-rank); smaller ones
     with the exact row-block kNN."""
     hnsw: HnswConfig = field(default_factory=HnswConfig)
     """The HNSW index of the approximate kNN."""

@@ -14,8 +14,9 @@ The policy loss is PPO's clipped surrogate per token,
     rho_t = exp(log pi(y_t) - log pi_old(y_t))
     l_t   = max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps)),
 
-averaged over the policy's own tokens of the whole batch (``"token_mean"``, as DAPO) or
-summed and divided by a constant (``"token_sum_norm"``, Dr. GRPO: no length bias).
+summed over the policy's own tokens and divided by a constant ``D``: their number in the whole
+mini-batch (``"token_mean"``, as DAPO) or the mini-batch's episodes times their token budget
+(``"token_sum_norm"``, Dr. GRPO: no length bias).
 """
 
 from __future__ import annotations
@@ -107,51 +108,37 @@ def clipped_token_losses(logp: Tensor, old_logp: Tensor, advantages: Tensor, cli
     return torch.maximum(unclipped, clipped)
 
 
-def aggregate_tokens(
-    values: Tensor, mask: Tensor, aggregation: str = "token_mean", denominator: float | None = None
-) -> Tensor:
-    """Reduce per-token values over the policy's tokens to a scalar.
-
-    ``token_mean``: ``sum(mask * values) / sum(mask)``. ``token_sum_norm``: ``sum(mask * values)
-    / denominator``, the denominator being a constant (Dr. GRPO: sequences x token budget).
-    A given ``denominator`` replaces the default of either mode, so that micro-batches of one
-    batch each divide by the batch's total and their gradients add up to the batch's.
-
-    Shapes: values, mask: (..., T) -> scalar.
+def loss_denominator(
+    aggregation: str, policy_tokens: int, episodes: int, max_response_tokens: int
+) -> float:
+    """The constant ``D`` that divides a mini-batch's summed token losses: ``sum |T(i,k)|``, the
+    policy tokens of its episodes (``"token_mean"``, DAPO), or ``|M| * max_response_tokens``
+    (``"token_sum_norm"``, Dr. GRPO: no length bias); at least 1. Every micro-batch of the
+    mini-batch divides by the same ``D``, so that their gradients add up to the mini-batch's.
     """
-    if aggregation not in LOSS_AGGREGATIONS:
+    if aggregation == "token_mean":
+        denominator = float(policy_tokens)
+    elif aggregation == "token_sum_norm":
+        denominator = float(episodes * max_response_tokens)
+    else:
         raise ValueError(
             f"unknown loss aggregation {aggregation!r}; expected one of {LOSS_AGGREGATIONS}"
         )
-    mask = mask.to(values.dtype)
-    total = (values * mask).sum()
-    if denominator is None:
-        if aggregation == "token_sum_norm":
-            raise ValueError(
-                "token_sum_norm needs a constant denominator (sequences x token budget)"
-            )
-        denominator = float(mask.sum().clamp_min(1.0))
-    return total / denominator
+    return max(denominator, 1.0)
 
 
 def policy_loss(
-    logp: Tensor,
-    old_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    clip: float = 0.2,
-    aggregation: str = "token_mean",
-    denominator: float | None = None,
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, denominator: float, clip: float = 0.2
 ) -> Tensor:
-    """The clipped token-level policy-gradient loss over the policy's own tokens.
+    """The clipped policy-gradient loss, ``(1 / D) sum_t max(-A_t rho_t, -A_t clip(rho_t, 1 - eps,
+    1 + eps))`` with ``rho_t = exp(log pi(y_t) - log pi_old(y_t))`` and ``eps`` = ``clip``.
 
     Shapes:
-        logp, old_logp: (..., T) log-probabilities of the sampled tokens under the current and
-        the rollout policy; advantages: (..., T) (the episode's advantage on each of its
-        tokens); mask: (..., T), 1 on the policy's tokens -> scalar.
+        logp, old_logp: (N,) log-probabilities of the policy's N sampled tokens under the
+        current and the rollout policy; advantages: (N,) (the episode's advantage on each of
+        its tokens) -> scalar.
     """
-    losses = clipped_token_losses(logp, old_logp, advantages, clip)
-    return aggregate_tokens(losses, mask, aggregation, denominator)
+    return clipped_token_losses(logp, old_logp, advantages, clip).sum() / denominator
 
 
 def kl_penalty(logp: Tensor, ref_logp: Tensor) -> Tensor:
@@ -164,14 +151,13 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor) -> Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
-def clip_fraction(logp: Tensor, old_logp: Tensor, mask: Tensor, clip: float = 0.2) -> Tensor:
-    """Share of policy tokens whose ratio is outside ``[1 - clip, 1 + clip]``.
+def clipped_tokens(logp: Tensor, old_logp: Tensor, clip: float = 0.2) -> Tensor:
+    """How many tokens have their ratio ``rho_t`` outside ``[1 - clip, 1 + clip]``.
 
-    Shapes: logp, old_logp, mask: (..., T) -> scalar.
+    Shapes: logp, old_logp: (N,) -> scalar.
     """
     ratio = torch.exp(logp - old_logp)
-    outside = ((ratio < 1.0 - clip) | (ratio > 1.0 + clip)).to(logp.dtype)
-    return aggregate_tokens(outside, mask)
+    return ((ratio < 1.0 - clip) | (ratio > 1.0 + clip)).sum()
 
 
 def token_log_probs(logits: Tensor, input_ids: Tensor, temperature: float = 1.0) -> Tensor:

@@ -1,6 +1,6 @@
 """GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
 
-Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo`: at step ``s`` the kept
+Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo.objective`: at step ``s`` the kept
 groups are tasks ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
 ``A(i,k)`` from the configured estimator (``grpo`` or ``dr_grpo``), negative ones multiplied by
 ``c`` (``negative_advantage_scale``). ``T(i,k)`` are the policy's own tokens ``y_t`` of episode
@@ -19,7 +19,7 @@ optimiser step on
           = |M| * max_turns * max_new_tokens                    (``token_sum_norm``, Dr. GRPO)
 
 with ``eps`` = ``clip`` and ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0). The gradient
-accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo_batch`:
+accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo.batch`:
 the shared prompt runs once), each adding its share ``(1 / D) sum ...``; it is clipped to the
 global norm ``max_grad_norm``, then one AdamW step and one learning-rate schedule step. Under
 data parallelism every rank takes its own episodes of each mini-batch and divides by
@@ -53,22 +53,22 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from envsched_gnn.training.grpo import (
-    aggregate_tokens,
-    clip_fraction,
-    get_advantage_estimator,
-    kl_penalty,
-    policy_loss,
-    scale_negative,
-)
-from envsched_gnn.training.grpo_batch import (
+from envsched_gnn.training.grpo.batch import (
     UpdateItem,
     collate,
     pack_micro_batches,
     policy_log_probs,
     split_groups,
 )
-from envsched_gnn.training.grpo_config import GRPOConfig
+from envsched_gnn.training.grpo.config import GRPOConfig
+from envsched_gnn.training.grpo.objective import (
+    clipped_tokens,
+    get_advantage_estimator,
+    kl_penalty,
+    loss_denominator,
+    policy_loss,
+    scale_negative,
+)
 from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import Episode
 
@@ -94,7 +94,7 @@ class EpisodeSummary(Protocol):
 @dataclass(frozen=True)
 class UpdateHooks:
     """What the update takes from the training loop that runs it (Lightning's, in
-    :class:`~envsched_gnn.training.module.GRPOModule`)."""
+    :class:`~envsched_gnn.training.grpo.module.GRPOModule`)."""
 
     optimizer: torch.optim.Optimizer
     """The optimiser; Lightning's wrapper steps it through the strategy (and counts the step)."""
@@ -211,13 +211,15 @@ class GRPOUpdate:
         ``part_records``, which cover every rank): gradients accumulated over micro-batches,
         clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
         config = self.config
-        if config.loss_aggregation == "token_mean":
-            denominator = float(sum(r.policy_tokens for r in part_records))
-        else:
-            denominator = float(len(part_records) * self.max_response_tokens)
+        denominator = loss_denominator(
+            config.loss_aggregation,
+            sum(r.policy_tokens for r in part_records),
+            len(part_records),
+            self.max_response_tokens,
+        )
         # DDP averages gradients over ranks; scaling by the world size makes the sum of the
         # ranks' partial losses the loss of the whole mini-batch.
-        denominator = max(denominator, 1.0) / hooks.world_size
+        denominator /= hooks.world_size
         sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
         optimizer = hooks.optimizer
         optimizer.zero_grad(set_to_none=True)
@@ -255,16 +257,12 @@ class GRPOUpdate:
             return {"loss_tensor": zero}
         batch = collate(micro, device)
         logp, entropy = policy_log_probs(self.policy, batch, self.temperature)
-        ones = torch.ones_like(logp)
-        loss = policy_loss(
-            logp, batch.old_logp, batch.advantages, ones, config.clip, "token_sum_norm",
-            denominator,
-        )  # fmt: skip
+        loss = policy_loss(logp, batch.old_logp, batch.advantages, denominator, config.clip)
         kl = torch.zeros((), device=device)
         if self.ref_policy is not None:
             with torch.no_grad():
                 ref_logp, _ = policy_log_probs(self.ref_policy, batch, self.temperature)
-            kl = aggregate_tokens(kl_penalty(logp, ref_logp), ones, denominator=denominator)
+            kl = kl_penalty(logp, ref_logp).sum() / denominator
             loss = loss + config.kl_coef * kl
         detached = logp.detach()
         tokens = float(batch.policy_tokens)
@@ -272,7 +270,7 @@ class GRPOUpdate:
             "loss_tensor": loss,
             "loss": float(loss.detach()),
             "kl": float(kl.detach()),
-            "clipped": float(clip_fraction(detached, batch.old_logp, ones, config.clip)) * tokens,
+            "clipped": float(clipped_tokens(detached, batch.old_logp, config.clip)),
             "approx_kl": float(kl_penalty(batch.old_logp, detached).sum()),
             "entropy": float(entropy.sum()) if first_pass else 0.0,
             "policy_tokens": tokens,

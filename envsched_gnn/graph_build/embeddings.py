@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.graph_store.parallel import ordered_map
+from envsched_gnn.graph_build.parallel import ordered_map
 
 DIM = 384
 WORKER_CHUNK = 2048
@@ -127,7 +127,7 @@ def encode_distinct(
     texts: Sequence[str], embedder: Embedder, *, workers: int = 1, ray: str | None = None
 ) -> np.ndarray:
     """Embeddings of distinct ``texts``: here, or in chunks of :data:`WORKER_CHUNK` spread over
-    ``workers`` processes or Ray tasks (:func:`~envsched_gnn.graph_store.parallel.ordered_map`)."""
+    ``workers`` processes or Ray tasks (:func:`~envsched_gnn.graph_build.parallel.ordered_map`)."""
     if (workers <= 1 and ray is None) or not texts:
         return embedder.encode(texts)
     chunks = [

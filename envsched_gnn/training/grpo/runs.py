@@ -3,7 +3,7 @@
 On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (GRPO's
 rollout is a sequence of small decode steps), so two runs side by side, 1 thread each,
 finish sooner than the same two runs one after the other. Each run is
-:func:`~envsched_gnn.training.grpo_train.train_grpo`, unchanged, on its own config and graph;
+:func:`~envsched_gnn.training.grpo.train.train_grpo`, unchanged, on its own config and graph;
 results come back in the order of the runs, each as soon as it and those before it are done.
 """
 
@@ -21,8 +21,8 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
-from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.grpo_train import GRPOResult
+from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo.train import GRPOResult
 
 
 @dataclass
@@ -88,7 +88,7 @@ def _init_worker(start: SharedStart) -> None:
 
 
 def _train(run: GRPORun, start: SharedStart | None = None) -> GRPOResult:
-    from envsched_gnn.training.grpo_train import train_grpo
+    from envsched_gnn.training.grpo.train import train_grpo
 
     shared = start if start is not None else _START
     assert shared is not None, "worker started without its shared start"

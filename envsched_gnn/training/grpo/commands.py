@@ -36,8 +36,8 @@ class GRPOArgs:
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.training.agent_format import AgentConfig
-    from envsched_gnn.training.grpo import ADVANTAGE_ESTIMATORS
-    from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
+    from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
+    from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS
 
     p = groups["train"].add_parser(
         "grpo",
@@ -96,8 +96,8 @@ def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.graph_store.connect import open_store
-    from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
-    from envsched_gnn.training.grpo_train import train_grpo
+    from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
+    from envsched_gnn.training.grpo.train import train_grpo
     from envsched_gnn.training.observation_sink import StoreWriter
     from envsched_gnn.training.policy import load_agent_config
 

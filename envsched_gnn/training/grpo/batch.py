@@ -4,17 +4,8 @@ computed with the shared prompt run once and the output head run on policy token
 
 The K episodes of a task start with the same prompt (system message with the tool list, then
 the instruction: ~75 % of a demo episode's tokens), and only the policy's own tokens (~15 %)
-carry a loss. For a micro-batch of R right-padded rows of length L that share their first P
-tokens (:func:`shared_prefix_length`),
-
-    h_{0..P-1}   = body(x_{0..P-1})                      once, its KV cache repeated R times
-    h_{r,P..L-1} = body(x_{r,P..L-1} | cache)            the rows' own suffixes
-    log pi(x_{r,t}) = log softmax(W h_{r,t-1} / T)[x_{r,t}]   only where mask_{r,t} = 1
-
-which equals a plain forward of every row (same loss, same gradients: the prefix runs with
-autograd, and right padding never reaches a real token under the causal mask) at a fraction
-of its cost: ``P + R (L - P)`` token positions through the body instead of ``R L``, and the
-``V``-wide head on the N policy tokens instead of all ``R L`` positions.
+carry a loss; :mod:`~envsched_gnn.training.shared_prefix` runs such a micro-batch at a
+fraction of the cost of a plain forward of every row, with the same loss and gradients.
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ import torch
 from torch import Tensor
 
 from envsched_gnn.training.rollout import Episode
+from envsched_gnn.training.shared_prefix import predicted_logits
 
 
 @dataclass(frozen=True)
@@ -122,54 +114,26 @@ def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> 
     )
 
 
-def shared_prefix_length(ids: Tensor, policy: Tensor) -> int:
-    """P = min(LCP, f - 1): the rows' longest common prefix, cut so that the hidden state
-    predicting the first policy token (at f - 1, f the earliest policy position of any row)
-    lies in the rows' own part.
-
-    Shapes: ``ids, policy (R, L)`` -> int.
-    """
-    same = (ids == ids[:1]).all(dim=0)
-    lcp = int(same.long().cumprod(dim=0).sum())
-    if not policy.any():
-        return 0
-    first = int(policy.any(dim=0).long().argmax())
-    return max(min(lcp, first - 1), 0)
-
-
 def policy_log_probs(
-    model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0, prefix: int | None = None
+    model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0
 ) -> tuple[Tensor, Tensor]:
     """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens (``z`` set to
     ``-inf`` outside ``batch.allowed`` when the rollouts were constrained: the distribution
     they sampled from), and the entropy of that distribution there (detached), both ``(N,)``
-    in row-major order; see the module docstring. ``prefix`` defaults to
-    :func:`shared_prefix_length`; 0 runs every row whole.
+    in row-major order. The logits ``z`` come from one pass with the shared prompt run once
+    (:func:`~envsched_gnn.training.shared_prefix.predicted_logits`).
 
     ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
     the log-probabilities are float32 or wider (float64 stays float64).
     """
     ids, policy = batch.ids, batch.policy
-    rows, length = ids.shape
-    body, head = model.get_decoder(), model.get_output_embeddings()
-    p = shared_prefix_length(ids, policy) if prefix is None else prefix
-    if p > 0:
-        cache = body(input_ids=ids[:1, :p], use_cache=True).cache
-        cache.batch_repeat_interleave(rows)
-        positions = torch.arange(p, length, device=ids.device).expand(rows, -1)
-        hidden = body(
-            input_ids=ids[:, p:], position_ids=positions, cache=cache, use_cache=True
-        ).last_hidden_state
-    else:
-        hidden = body(input_ids=ids, use_cache=False).last_hidden_state
-    predicts = policy[:, p + 1 :]
-    logits = head(hidden[:, :-1][predicts])
+    logits = predicted_logits(model, ids, policy)
     if logits.dtype not in (torch.float32, torch.float64):
         logits = logits.float()
     if batch.allowed is not None:
         logits = logits.masked_fill(~batch.allowed, float("-inf"))
     logp_all = torch.log_softmax(logits / temperature, dim=-1)
-    targets = ids[:, p + 1 :][predicts]
+    targets = ids[:, 1:][policy[:, 1:]]
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
         entropy = torch.special.entr(logp_all.exp()).sum(dim=-1)
