@@ -319,16 +319,12 @@ def _graph_signal(args: argparse.Namespace) -> int:
 def _rollout_source(args: argparse.Namespace):
     """Graph (given or built) and two rounds of rollouts of ``args.model`` on the split;
     with ``--out``, ``graph.json``, ``history.jsonl`` and ``rounds.json`` are written there."""
-
-    import torch
-
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.eval.rollout_rounds import rollout_rounds
     from envsched_gnn.graph.task_graph import read_graph, write_graph
     from envsched_gnn.observations import write_history
-    from envsched_gnn.training.policy import load_agent_config, load_policy
-    from envsched_gnn.training.rollout import RolloutEngine
+    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy_engine import open_engine
 
     pool = load_pool(args.pool)
     out = Path(args.out) if args.out else None
@@ -342,16 +338,10 @@ def _rollout_source(args: argparse.Namespace):
         graph = build_graph(pool)
         if out is not None:
             write_graph(out / "graph.json", graph)
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.threads > 0 and device == "cpu":
-        torch.set_num_threads(args.threads)
-    model, tokenizer = load_policy(args.model, device=device)
     agent = load_agent_config(args.model, temperature=args.temperature)
     config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
-    with EnvRuntime(pool, runtime_config(args)) as runtime:
-        engine = RolloutEngine(model, tokenizer, runtime, agent, device)
+    runtime = runtime_config(args)
+    with open_engine(args.model, pool, agent, runtime, args.device, args.threads) as engine:
         observations, summaries = rollout_rounds(engine, pool, config)
     for summary in summaries:
         print(

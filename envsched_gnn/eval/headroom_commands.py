@@ -58,39 +58,31 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _headroom(args: argparse.Namespace) -> int:
-    import torch
-
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.headroom import policy_headroom
     from envsched_gnn.eval.headroom_report import write_headroom
     from envsched_gnn.training.held_out import heldout_tasks
-    from envsched_gnn.training.policy import load_agent_config, load_policy
-    from envsched_gnn.training.rollout import RolloutEngine
+    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy_engine import open_engine
 
     options = config_from_args(HeadroomArgs, args)
-    device = options.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if options.threads > 0 and device == "cpu":
-        torch.set_num_threads(options.threads)
     pool = load_pool(options.pool)
     tasks = [
         t
         for split in options.splits
         for t in heldout_tasks(pool, options.limit, options.seed, split)
     ]
-    model, tokenizer = load_policy(options.model, device=device)
     own = load_agent_config(options.model, constrained=options.constrained)
     temperatures = options.temperatures or (own.temperature,)
+    runtime = config_from_args(RuntimeConfig, args)
     runs = []
-    with EnvRuntime(pool, config_from_args(RuntimeConfig, args)) as runtime:
+    with open_engine(options.model, pool, own, runtime, options.device, options.threads) as opened:
         for temperature in temperatures:
             agent = load_agent_config(
                 options.model, temperature=temperature, constrained=options.constrained
             )
-            engine = RolloutEngine(model, tokenizer, runtime, agent, device)
+            engine = opened.with_agent(agent)
             table = policy_headroom(
                 engine, pool, tasks, options.k, options.seed, options.tasks_per_batch, "headroom"
             )

@@ -65,32 +65,25 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _eval_policy(args: argparse.Namespace) -> int:
-    import torch
-
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.policy_eval import evaluate_policy
-    from envsched_gnn.training.policy import load_agent_config, load_policy
-    from envsched_gnn.training.rollout import RolloutEngine
+    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy_engine import open_engine
 
     evaluation = config_from_args(EvalPolicyArgs, args)
-    device = evaluation.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     pool = load_pool(evaluation.pool)
     tasks = [task.task_id for task in pool.split(evaluation.split)][: evaluation.limit]
     if not tasks:
         print(f"error: pool {evaluation.pool} has no task in split {evaluation.split!r}")
         return 2
-    if evaluation.threads > 0 and device == "cpu":
-        torch.set_num_threads(evaluation.threads)
-    model, tokenizer = load_policy(evaluation.model, device=device)
     agent = load_agent_config(
         evaluation.model, **{name: getattr(args, name) for name in EVAL_AGENT_FIELDS}
     )
-    with EnvRuntime(pool, config_from_args(RuntimeConfig, args)) as runtime:
-        engine = RolloutEngine(model, tokenizer, runtime, agent, device)
+    runtime = config_from_args(RuntimeConfig, args)
+    with open_engine(
+        evaluation.model, pool, agent, runtime, evaluation.device, evaluation.threads
+    ) as engine:
         result = evaluate_policy(
             engine, tasks, evaluation.k, evaluation.seed, evaluation.tasks_per_batch
         )

@@ -167,6 +167,12 @@ class RolloutEngine:
         self.last_timings: dict[str, float] = {}
         self._constraints: ConstrainedDecoding | None = None
 
+    def with_agent(self, agent_config: AgentConfig) -> RolloutEngine:
+        """An engine of the same policy, runtime and device with another agent format."""
+        return RolloutEngine(
+            self.policy, self.tokenizer, self.runtime, agent_config, self.device, self.pool
+        )
+
     def rollout(self, task_ids: Sequence[str], k: int = 1, seed: int = 0) -> list[Episode]:
         """``k`` samples of every entry of ``task_ids``; a repeated task id continues its
         sample numbering. Episodes come back in order: entry by entry, sample by sample."""

@@ -34,6 +34,7 @@ from envsched_gnn.training.policy import (
     load_policy,
     save_agent_config,
 )
+from envsched_gnn.training.policy_engine import on_gpu
 from envsched_gnn.training.sft_config import SFTConfig
 from envsched_gnn.training.sft_data import (
     GroupedBatchSampler,
@@ -213,9 +214,7 @@ def run_sft(
         )
     data = SFTDataModule(dataset, config.batch_size, int(tokenizer.pad_token_id), config.seed)
     module = SFTModule(model, config)
-    cuda = config.accelerator == "gpu" or (
-        config.accelerator == "auto" and torch.cuda.is_available()
-    )
+    cuda = on_gpu(config.accelerator)
     trainer = L.Trainer(
         accelerator=config.accelerator,
         devices=1,

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -28,6 +27,7 @@ from envsched_gnn.observations import Observation, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.held_out import policy_evaluator
+from envsched_gnn.training.policy_engine import on_gpu
 
 RESULT_FILE = "grpo_result.json"
 
@@ -136,9 +136,6 @@ def train_grpo(
     )
     if initial_eval is not None:
         module.eval_results.append({"step": 0, "rollouts": 0, **initial_eval})
-    cuda = launch.accelerator == "gpu" or (
-        launch.accelerator == "auto" and torch.cuda.is_available()
-    )
     # Lightning counts optimiser steps; a GRPO step takes ppo_epochs x mini_batches of them
     per_step = config.optimizer_steps_per_step
     callbacks: list[Any] = [
@@ -159,7 +156,7 @@ def train_grpo(
         accelerator=launch.accelerator,
         devices=launch.devices,
         strategy=launch.strategy,
-        precision="bf16-mixed" if cuda else "32-true",
+        precision="bf16-mixed" if on_gpu(launch.accelerator) else "32-true",
         # one optimiser step per GRPO step: the step count ends the run (a resumed run starts a
         # new epoch of the stream, at the checkpoint's step)
         max_epochs=-1,
