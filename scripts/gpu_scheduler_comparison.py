@@ -39,12 +39,17 @@ sys.path.insert(0, str(ROOT))
 
 from envsched_gnn.envs.generator import generate_pool  # noqa: E402
 from envsched_gnn.envs.runtime_config import RuntimeConfig  # noqa: E402
-from envsched_gnn.eval.stats import format_ci, mean_ci  # noqa: E402
+from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference  # noqa: E402
 from envsched_gnn.graph_build.builder import GraphConfig, build_graph  # noqa: E402
 from envsched_gnn.json_files import write_json_atomically  # noqa: E402
 from envsched_gnn.pipeline.presets import PRESETS  # noqa: E402
 from envsched_gnn.training.grpo.config import LaunchConfig  # noqa: E402
-from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs  # noqa: E402
+from envsched_gnn.training.grpo.runs import (  # noqa: E402
+    GRPORun,
+    SharedStart,
+    evaluate_start,
+    train_runs,
+)
 from envsched_gnn.training.policy import (  # noqa: E402
     count_parameters,
     load_agent_config,
@@ -134,7 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
     )  # fmt: skip
     launch = LaunchConfig(accelerator="gpu" if cuda else "cpu", print_steps=not args.tiny)
     runtime = RuntimeConfig(workers=2)
-    initial = start_evaluation(pool, policy_dir, recipe, agent, runtime, cuda)
+    shared = SharedStart(pool, policy_dir, agent, runtime, launch, eval_seed=0)
+    shared.initial_eval = initial = evaluate_start(shared, recipe)
     pool_start = initial["pool"]["mean_reward"]
     print(f"start: held-out {initial['mean_reward']:.3f}, pool {pool_start:.3f}", flush=True)
     runs = [
@@ -146,28 +152,12 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     workers = args.parallel or len(runs)
     tick = time.perf_counter()
-    shared = SharedStart(pool, policy_dir, agent, runtime, launch, initial, eval_seed=0)
     results = list(train_runs(shared, runs, 1 if args.tiny else workers))
     print(f"GRPO: {len(runs)} runs, {workers} at a time, {time.perf_counter() - tick:.0f} s")
     table = comparison_table(args.schedulers, args.seeds, results)
     print(render_table(table, args.schedulers))
     write_json_atomically(out / "comparison.json", table, indent=2)
     return table
-
-
-def start_evaluation(pool, policy_dir, recipe, agent, runtime, cuda: bool) -> dict:
-    """The start's held-out and pool evaluation, shared by every run."""
-    from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.held_out import policy_evaluator
-    from envsched_gnn.training.rollout import RolloutEngine
-
-    device = "cuda" if cuda else "cpu"
-    model, tokenizer = load_policy(policy_dir, device=device)
-    evaluate = policy_evaluator(
-        pool, 0, recipe.eval_samples, recipe.pool_eval_samples, 0, recipe.pool_eval_tasks
-    )
-    with EnvRuntime(pool, runtime) as env_runtime:
-        return evaluate(RolloutEngine(model, tokenizer, env_runtime, agent, device, pool), 0)
 
 
 def comparison_table(schedulers, seeds: int, results) -> dict:
@@ -188,8 +178,9 @@ def comparison_table(schedulers, seeds: int, results) -> dict:
             row[f"{part}_end"] = mean_ci([final[name, s] for s in range(seeds)])
             row[f"{part}_change"] = mean_ci([final[name, s] - start for s in range(seeds)])
             if "random" in schedulers and name != "random":
-                row[f"{part}_minus_random"] = mean_ci(
-                    [final[name, s] - final["random", s] for s in range(seeds)]
+                row[f"{part}_minus_random"] = paired_difference(
+                    {s: final[name, s] for s in range(seeds)},
+                    {s: final["random", s] for s in range(seeds)},
                 )
     return table
 

@@ -211,15 +211,13 @@ def paired_margin(
     entry: dict, other_entry: dict, config: AblationConfig, key: str = "score"
 ) -> dict:
     """Per score step, mean and CI over seeds of score(entry) - score(other_entry) (``key``:
-    ``score`` or ``pool_score``), paired by seed."""
-    runs = {r["seed"]: r for r in entry["runs"]}
-    other = {r["seed"]: r for r in other_entry["runs"]}
-    seeds = sorted(set(runs) & set(other))
+    ``score`` or ``pool_score``), paired by seed (None without a seed in common)."""
     out = {}
     for s in config.score_steps:
-        diffs = [
-            scores_at(runs[k]["records"], [s], key)[0] - scores_at(other[k]["records"], [s], key)[0]
-            for k in seeds
-        ]
-        out[str(s)] = over_seeds(diffs) if diffs else None
+        mine, theirs = (
+            {r["seed"]: scores_at(r["records"], [s], key)[0] for r in e["runs"]}
+            for e in (entry, other_entry)
+        )
+        shared = mine.keys() & theirs.keys()
+        out[str(s)] = stats.paired_difference(mine, theirs, "per_seed") if shared else None
     return out

@@ -135,40 +135,25 @@ def run_policy_jobs(
     # seed by seed: an interrupted comparison leaves whole seeds, each paired across names
     todo = sorted(todo, key=lambda job: job.seed)
     learner = replace(config.policy, agent=config.policy.agent or load_agent_config(start_dir))
-    initial = kept_heldout_start(
+    start = shared_start(pool, start_dir, learner)
+    start.initial_eval = initial = kept_heldout_start(
         pool, start_dir, learner, out / "policy" / STEP0_RECORD, start_id, finished.pool, log
     )
-    # imported here: grpo_runs loads Lightning (seconds), which the simulator's ablation
-    # never needs
-    from envsched_gnn.training.grpo.config import LaunchConfig
-    from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs
+    from envsched_gnn.training.grpo.runs import GRPORun, train_runs
 
     grpo_runs = []
     for job in todo:
         graph = job_graph(job.graph, job.seed, graphs, config)
         grpo = replace(
-            learner.recipe,
+            evaluated_recipe(learner),
             scheduler=job.scheduler,
             batch_size=config.batch_size,
             group_size=config.simulator.rollouts,
             steps=steps_within_budget(job.scheduler, graph, config),
             eval_every=eval_every_for(config.steps, config.evaluations),
-            eval_tasks=learner.eval_tasks,
-            eval_samples=learner.eval_samples,
-            pool_eval_samples=learner.pool_eval_samples,
-            pool_eval_tasks=learner.pool_eval_tasks,
             seed=job.seed,
         )
         grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
-    start = SharedStart(
-        pool,
-        start_dir,
-        learner.agent,
-        learner.runtime,
-        LaunchConfig(accelerator=learner.accelerator),
-        initial,
-        eval_seed=learner.eval_seed,
-    )
     runs: list[dict] = list(done.values())
     started = time.perf_counter()
     if learner.workers > 1:
@@ -243,27 +228,36 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+def shared_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) -> Any:
+    """What every run of the learner shares (a :class:`~envsched_gnn.training.grpo.runs.SharedStart`
+    without its step-0 evaluation): one evaluation seed across run seeds."""
+    # imported here: grpo.runs loads Lightning (seconds), which the simulator's ablation
+    # never needs
+    from envsched_gnn.training.grpo.config import LaunchConfig
+    from envsched_gnn.training.grpo.runs import SharedStart
+
+    launch = LaunchConfig(accelerator=learner.accelerator)
+    return SharedStart(
+        pool, policy_dir, learner.agent, learner.runtime, launch, eval_seed=learner.eval_seed
+    )
+
+
+def evaluated_recipe(learner: PolicyLearnerConfig) -> Any:
+    """The learner's GRPO recipe with its evaluation settings."""
+    return replace(
+        learner.recipe,
+        eval_tasks=learner.eval_tasks,
+        eval_samples=learner.eval_samples,
+        pool_eval_samples=learner.pool_eval_samples,
+        pool_eval_tasks=learner.pool_eval_tasks,
+    )
+
+
 def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) -> dict[str, Any]:
     """The starting policy's held-out evaluation (the step-0 score every run shares)."""
-    import torch
+    from envsched_gnn.training.grpo.runs import evaluate_start
 
-    from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.held_out import policy_evaluator
-    from envsched_gnn.training.policy import load_policy
-    from envsched_gnn.training.rollout import RolloutEngine
-
-    cuda = learner.accelerator == "gpu" or (
-        learner.accelerator == "auto" and torch.cuda.is_available()
-    )
-    device = "cuda" if cuda else "cpu"
-    model, tokenizer = load_policy(policy_dir, device=device)
-    evaluate = policy_evaluator(
-        pool, learner.eval_tasks, learner.eval_samples, learner.pool_eval_samples,
-        learner.eval_seed, learner.pool_eval_tasks,
-    )  # fmt: skip
-    with EnvRuntime(pool, learner.runtime) as runtime:
-        engine = RolloutEngine(model, tokenizer, runtime, learner.agent, device, pool)
-        return evaluate(engine, 0)
+    return evaluate_start(shared_start(pool, policy_dir, learner), evaluated_recipe(learner))
 
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:

@@ -30,12 +30,15 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> dict:
     return {"mean": mean, "ci95": half, "se": se, "n": int(x.size)}
 
 
-def paired_difference(a: Mapping[str, float], b: Mapping[str, float]) -> dict:
-    """:func:`mean_ci` of ``a[k] - b[k]`` over the keys both have (``n`` says how many)."""
+def paired_difference(a: Mapping, b: Mapping, per_key: str | None = None) -> dict:
+    """:func:`mean_ci` of ``a[k] - b[k]`` over the keys both have (``n`` says how many); with
+    ``per_key``, the differences too, in key order, under that name."""
     keys = sorted(set(a) & set(b))
     if not keys:
         raise ValueError("paired_difference: the two measurements share no key")
-    return mean_ci([a[k] - b[k] for k in keys])
+    differences = [float(a[k] - b[k]) for k in keys]
+    stat = mean_ci(differences)
+    return stat if per_key is None else {**stat, per_key: differences}
 
 
 def excludes_zero(stat: Mapping) -> bool:

@@ -90,7 +90,13 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.grpo.config import LaunchConfig
-    from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, parallel_workers, train_runs
+    from envsched_gnn.training.grpo.runs import (
+        GRPORun,
+        SharedStart,
+        evaluate_start,
+        parallel_workers,
+        train_runs,
+    )
     from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start
 
     if preset is None:
@@ -153,7 +159,8 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         }
         tick = time.perf_counter()
         first = configs[options.schedulers[0]]
-        initial = _initial_eval(pool, policy_dir, first, agent, runtime, options.accelerator)
+        start = SharedStart(pool, policy_dir, agent, runtime, launch)
+        start.initial_eval = initial = evaluate_start(start, first)
         progress(
             f"held-out mean reward of the SFT policy: {initial['mean_reward']:.3f} "
             f"({initial['tasks']} tasks x {initial['k']}) "
@@ -166,7 +173,6 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             f"GRPO with {', '.join(configs)}: {steps} steps x {first.batch_size} tasks x "
             f"{first.group_size} rollouts each, {workers} at a time ..."
         )
-        start = SharedStart(pool, policy_dir, agent, runtime, launch, initial)
         runs = [GRPORun(config, out / "grpo" / name, graph) for name, config in configs.items()]
         trained = list(train_runs(start, runs, workers))
         progress.lap("grpo_s", tick)
@@ -234,31 +240,6 @@ def _prepare_store(store: Any, options: RunOptions) -> None:
             f"store {options.store} already holds {store.count_observations()} observations; "
             "use an empty store or pass --reset-store to clear it"
         )
-
-
-def _initial_eval(pool, policy_dir, config, agent, runtime, accelerator) -> dict[str, float]:
-    """Held-out evaluation of the SFT policy (step 0), done once for all schedulers."""
-    import torch
-
-    from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.training.held_out import policy_evaluator
-    from envsched_gnn.training.policy import load_policy
-    from envsched_gnn.training.rollout import RolloutEngine
-
-    cuda = accelerator == "gpu" or (accelerator == "auto" and torch.cuda.is_available())
-    device = "cuda" if cuda else "cpu"
-    model, tokenizer = load_policy(policy_dir, device=device)
-    evaluate = policy_evaluator(
-        pool,
-        config.eval_tasks,
-        config.eval_samples,
-        config.pool_eval_samples,
-        config.seed,
-        config.pool_eval_tasks,
-    )
-    with EnvRuntime(pool, runtime) as env_runtime:
-        engine = RolloutEngine(model, tokenizer, env_runtime, agent, device, pool)
-        return evaluate(engine, 0)
 
 
 def _profile_words(profile: Any) -> str:

@@ -5,6 +5,8 @@ rollout is a sequence of small decode steps), so two runs side by side, 1 thread
 finish sooner than the same two runs one after the other. Each run is
 :func:`~envsched_gnn.training.grpo.train.train_grpo`, unchanged, on its own config and graph;
 results come back in the order of the runs, each as soon as it and those before it are done.
+The starting policy's step-0 evaluation, which every run would make alike, is made once
+(:func:`evaluate_start`) and shared.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.grpo.train import GRPOResult
+from envsched_gnn.training.held_out import policy_evaluator
+from envsched_gnn.training.policy_engine import on_gpu, open_engine
 
 
 @dataclass
@@ -45,9 +49,27 @@ class SharedStart:
     launch: LaunchConfig
     """How each run's trainer runs; Lightning's progress bar is always off (the bars of runs
     side by side would garble each other), ``print_steps`` prints a line per step instead."""
-    initial_eval: dict[str, Any] | None
+    initial_eval: dict[str, Any] | None = None
+    """The starting policy's step-0 evaluation, made once for every run
+    (:func:`evaluate_start`); None: each run makes its own."""
     eval_seed: int | None = None
     """Seed of the held-out subset and its sampling (None: each run's own seed)."""
+
+
+def evaluate_start(start: SharedStart, config: GRPOConfig) -> dict[str, Any]:
+    """The evaluation of the starting policy that each run would make at step 0 (held-out and,
+    with ``config.pool_eval_samples``, pool), made once: ``config``'s evaluation settings,
+    seeded by ``start.eval_seed`` (else ``config.seed``), as
+    :func:`~envsched_gnn.training.grpo.train.train_grpo` seeds it."""
+    seed = config.seed if start.eval_seed is None else start.eval_seed
+    evaluate = policy_evaluator(
+        start.pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, seed,
+        config.pool_eval_tasks,
+    )  # fmt: skip
+    with open_engine(
+        start.policy_dir, start.pool, start.agent, start.runtime, start.launch.accelerator
+    ) as engine:
+        return evaluate(engine, 0)
 
 
 def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
@@ -55,9 +77,7 @@ def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
     cores on a CPU-only machine, and 1 when a GPU is used (one process owns it)."""
     if requested > 0:
         return min(requested, runs)
-    import torch
-
-    if accelerator == "gpu" or (accelerator == "auto" and torch.cuda.is_available()):
+    if on_gpu(accelerator):
         return 1
     return max(1, min(runs, os.cpu_count() or 1))
 
