@@ -61,24 +61,20 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _bench(namespace: argparse.Namespace) -> int:
-    from envsched_gnn.envs.runtime import EnvRuntime
-    from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.training.grpo.objective import get_advantage_estimator
-    from envsched_gnn.training.policy import load_agent_config, load_policy
-    from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
+    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy_engine import open_engine
+    from envsched_gnn.training.rollout import EpisodeSpec
 
     args = config_from_args(BenchGRPOArgs, namespace)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
     pool = _pool(args)
-    model, tokenizer = load_policy(args.model)
     agent = load_agent_config(args.model)
     advantages_of = get_advantage_estimator("grpo")
     train = [t.task_id for t in pool.split("train")]
     rng = np.random.default_rng(args.seed)
     rows = []
-    with EnvRuntime(pool, RuntimeConfig()) as runtime:
-        engine = RolloutEngine(model, tokenizer, runtime, agent, "cpu", pool)
+    with open_engine(args.model, pool, agent, device="cpu", threads=args.threads) as engine:
+        model = engine.policy
         engine.rollout(train[:2], k=2, seed=args.seed)  # warm-up: workers, allocator
         for step in range(args.steps):
             tasks = [train[i] for i in rng.choice(len(train), args.batch_size, replace=False)]
