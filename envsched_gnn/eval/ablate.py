@@ -68,7 +68,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.eval.ablation_config import (
@@ -88,6 +87,7 @@ from envsched_gnn.eval.controls import PREDICTOR_CONTROLS, SHUFFLED_CONTROL, shu
 from envsched_gnn.eval.policy_learner import check_model, run_policy_jobs
 from envsched_gnn.eval.simulate import LearnerSimulator, build_world
 from envsched_gnn.eval.simulator_world import SimulatorWorld
+from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.registry import make_scheduler
@@ -237,20 +237,14 @@ def prediction_quality(
     realised = np.array([float(np.var(r)) for r in rewards.values()])
     seen = observed[rows]
     out = {
-        "predict/spearman_batch": _spearman(q[rows], realised),
-        "predict/spearman_batch_seen": _spearman(q[rows[seen]], realised[seen]),
-        "predict/spearman_batch_unseen": _spearman(q[rows[~seen]], realised[~seen]),
+        "predict/spearman_batch": spearman(q[rows], realised),
+        "predict/spearman_batch_seen": spearman(q[rows[seen]], realised[seen]),
+        "predict/spearman_batch_unseen": spearman(q[rows[~seen]], realised[~seen]),
         "predict/seen_share": float(seen.mean()),
     }
     if truth is not None:
-        out["predict/spearman_true"] = _spearman(q, truth)
+        out["predict/spearman_true"] = spearman(q, truth)
     return out
-
-
-def _spearman(a, b) -> float:
-    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    return float(spearmanr(a, b).statistic)
 
 
 _WORKER_CONTEXT: JobContext | None = None

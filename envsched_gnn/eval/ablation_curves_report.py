@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.eval.ablation_config import LEARNER_LABELS, AblationConfig
-from envsched_gnn.eval.stats import excludes_zero, format_ci
+from envsched_gnn.eval.stats import NOISE_MARK, format_ci, noise_mark
 
 MAX_COLUMNS = 12
 """Evaluations beyond which a table keeps only step 0 and the score columns."""
@@ -23,8 +23,6 @@ REWARDS = {
     "pool_score": ("pool_curve", "Pool reward", "pool"),
 }
 """Reward key -> (its curve in the results, its title, its short name)."""
-NOISE = " (noise)"
-"""Marks a paired difference whose 95 % interval contains 0."""
 
 
 def _rollouts(config: AblationConfig) -> int:
@@ -43,10 +41,9 @@ def _point(curve: dict, i: int) -> str:
     return format_ci({"mean": curve["score_mean"][i], "ci95": curve["score_ci95"][i]}, 4)
 
 
-def _difference(mean: float, ci95: float | None, digits: int = 4) -> str:
-    stat = {"mean": mean, "ci95": ci95}
-    noise = "" if ci95 is None or excludes_zero(stat) else NOISE
-    return f"{mean:+.{digits}f}" + ("" if ci95 is None else f" ± {ci95:.{digits}f}") + noise
+def _difference(stat: dict, digits: int = 4) -> str:
+    """A paired difference, signed, marked when it is inside the noise."""
+    return format_ci(stat, digits, sign=True) + noise_mark(stat)
 
 
 def _table(head: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
@@ -80,12 +77,11 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
             for name, e in entries:
                 margin = e.get("curve_margins", {}).get(reference, {}).get(key)
                 if margin is not None:
-                    rows.append(
-                        (name, [_difference(margin["mean"][i], margin["ci95"][i]) for i in later])
-                    )
+                    cells = [{"mean": margin["mean"][i], "ci95": margin["ci95"][i]} for i in later]
+                    rows.append((name, [_difference(cell) for cell in cells]))
             lines += [
                 f"{title} minus {reference}, paired by seed: mean ± 95 % t-interval over seeds "
-                f"of the per-seed difference;{NOISE}: inside the noise (the interval contains 0).",
+                f"of the per-seed difference;{NOISE_MARK}: the interval contains 0.",
                 "",
                 *_table(["scheduler"] + [f"{grid[i] * per_step:.0f}" for i in later], rows),
                 "",
@@ -142,7 +138,7 @@ def _match_cells(match: dict, reference: bool) -> list[str]:
         f"{match['reached']}/{match['seeds']}",
         "not reached" if median is None else f"{median:.0f}",
         "-" if mean is None else f"{mean:.0f}",
-        "-" if diff is None or reference else _difference(diff["mean"], diff["ci95"], 0),
+        "-" if diff is None or reference else _difference(diff, 0),
         "-" if reference else match["verdict"],
     ]
 

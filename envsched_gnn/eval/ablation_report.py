@@ -18,7 +18,7 @@ from envsched_gnn.eval.ablation_config import (
     control_name,
 )
 from envsched_gnn.eval.ablation_curves_report import plot_reward_curves, render_reward_curves
-from envsched_gnn.eval.stats import excludes_zero, format_ci
+from envsched_gnn.eval.stats import format_ci, noise_mark
 from envsched_gnn.json_files import write_json_atomically
 
 CONTROL_LABELS = {
@@ -44,20 +44,16 @@ SHORT = {
 }
 
 
-def _fmt(stat: dict | None, digits: int = 4) -> str:
-    return "n/a" if stat is None else format_ci(stat, digits)
-
-
 def render_table(results: dict, config: AblationConfig) -> str:
     """The paper's table, one row per scheduler."""
     head = [f"score@{s}" for s in config.score_steps] + [SHORT[m] for m in SHORT]
     head += ["steps to random's best", "rollouts to random's final (median)"]
     lines = ["| scheduler | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for name, entry in results.items():
-        cells = [_fmt(entry["score"][str(s)]) for s in config.score_steps]
+        cells = [format_ci(entry["score"][str(s)], 4, "n/a") for s in config.score_steps]
         for metric in SHORT:
             digits = 2 if metric in ("batch/envs_covered", "batch/tools_used") else 4
-            cells.append(_fmt(entry["metrics"][metric], digits))
+            cells.append(format_ci(entry["metrics"][metric], digits, "n/a"))
         reached = entry.get("steps_to_random_best")
         cells.append("never" if reached is None else str(reached))
         cells.append(_rollouts_to_final(entry))
@@ -92,20 +88,15 @@ def render_prediction(results: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, prediction in rows:
-        cells = [_fmt(prediction.get(m), 3) for m in PREDICTION_METRICS]
+        cells = [format_ci(prediction.get(m), 3, "n/a") for m in PREDICTION_METRICS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _verdict(stat: dict | None) -> str:
-    if stat is None or stat["ci95"] is None:
-        return ""
-    return "" if excludes_zero(stat) else " (inside the noise)"
-
-
 def _margin_parts(margin: dict, config: AblationConfig) -> str:
     return ", ".join(
-        f"@{s}: {_fmt(margin[str(s)])}{_verdict(margin[str(s)])}" for s in config.score_steps
+        f"@{s}: {format_ci(margin[str(s)], 4, 'n/a')}{noise_mark(margin[str(s)])}"
+        for s in config.score_steps
     )
 
 
@@ -147,9 +138,11 @@ def render_pool(results: dict, config: AblationConfig) -> str:
     ]
     for name, entry in rows:
         margin = entry.get("pool_margin_over_random", {})
-        cells = [_fmt(entry["pool_score"][str(s)]) for s in config.score_steps]
+        cells = [format_ci(entry["pool_score"][str(s)], 4, "n/a") for s in config.score_steps]
         cells += [
-            _fmt(margin.get(str(s))) + _verdict(margin.get(str(s))) if name != "random" else "-"
+            format_ci(margin.get(str(s)), 4, "n/a") + noise_mark(margin.get(str(s)))
+            if name != "random"
+            else "-"
             for s in config.score_steps
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")

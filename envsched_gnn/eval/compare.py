@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
+from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import write_json_atomically
@@ -40,8 +40,6 @@ def score_predictions(predicted: np.ndarray, observed: np.ndarray) -> dict[str, 
     n = observed.shape[0]
     if n == 0:
         return dict.fromkeys(METRICS, math.nan)
-    constant = np.ptp(predicted) == 0.0 or np.ptp(observed) == 0.0
-    spearman = math.nan if constant else float(spearmanr(predicted, observed).statistic)
     positive = observed > 0.0
     both = positive.any() and not positive.all()
     auc = float(roc_auc_score(positive, predicted)) if both else math.nan
@@ -49,7 +47,7 @@ def score_predictions(predicted: np.ndarray, observed: np.ndarray) -> dict[str, 
     top = np.argsort(-predicted, kind="stable")[:k]
     threshold = np.sort(observed)[::-1][k - 1]
     return {
-        "spearman": spearman,
+        "spearman": spearman(predicted, observed, min_pairs=2),
         "mae": float(np.mean(np.abs(predicted - observed))),
         "auc": auc,
         "precision_top25": float(np.mean(observed[top] >= threshold)),

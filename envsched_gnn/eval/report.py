@@ -214,12 +214,11 @@ def _headroom_table(results: Mapping) -> list[str]:
             if pool["k"] < 2:
                 continue
             row = summarize_headroom(pool["per_task"])
-            half = row["headroom_ci95"]
+            headroom = format_ci({"mean": row["headroom"], "ci95": row["headroom_ci95"]})
             lines.append(
                 f"| {name} | {entry['step']} | {row['mean_reward']:.3f} | "
-                f"{row['mean_best']:.3f} | {row['headroom']:.3f}"
-                + (f" ± {half:.3f}" if half is not None else "")
-                + f" | {row['zero_variance_share']:.2f} | {row['all_ones_share']:.2f} |"
+                f"{row['mean_best']:.3f} | {headroom}"
+                f" | {row['zero_variance_share']:.2f} | {row['all_ones_share']:.2f} |"
             )
     return lines
 

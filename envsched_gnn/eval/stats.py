@@ -5,7 +5,11 @@
 - :func:`paired_difference`: the same interval for the per-key differences ``a_k - b_k`` of
   two measurements of the same keys (tasks, seeds): pairing removes what the keys share
   (a task's difficulty, a seed's starting batch) from the noise.
-- :func:`verdict`: the words a report says about such an interval.
+- :func:`inside_noise`: the one rule by which every report calls a difference inside the
+  noise: it has an interval, and the interval contains 0 (:func:`noise_mark`,
+  :func:`verdict`: the words for it).
+- :func:`spearman`: Spearman's rho of a prediction against what was realised, undefined (NaN)
+  over too few pairs or with a constant side.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from scipy.stats import spearmanr
 from scipy.stats import t as student_t
 
 
@@ -46,22 +51,46 @@ def excludes_zero(stat: Mapping) -> bool:
     return stat["ci95"] is not None and abs(stat["mean"]) > stat["ci95"]
 
 
+def inside_noise(stat: Mapping | None) -> bool:
+    """True when ``stat`` has an interval and it contains 0 (no interval: no verdict)."""
+    return stat is not None and stat["ci95"] is not None and not excludes_zero(stat)
+
+
+NOISE_MARK = " (inside the noise)"
+"""What a table writes after a difference that is :func:`inside_noise`."""
+
+
+def noise_mark(stat: Mapping | None) -> str:
+    """:data:`NOISE_MARK` when ``stat`` is :func:`inside_noise`, else nothing."""
+    return NOISE_MARK if inside_noise(stat) else ""
+
+
 def verdict(stat: Mapping, higher: str, lower: str) -> str:
     """``higher`` / ``lower`` when the interval excludes 0, else that it is inside the noise."""
     if stat["ci95"] is None:
         return "no interval (a single pair)"
-    if not excludes_zero(stat):
+    if inside_noise(stat):
         return "inside the noise (the 95 % interval contains 0)"
     return higher if stat["mean"] > 0 else lower
 
 
-def format_ci(stat: Mapping | None, digits: int = 3) -> str:
-    """``mean ± half-width`` (``mean`` alone without an interval; ``-`` for None)."""
+def format_ci(stat: Mapping | None, digits: int = 3, missing: str = "-", sign: bool = False) -> str:
+    """``mean ± half-width`` (``mean`` alone without an interval; ``missing`` for None);
+    ``sign``: the mean with its sign, as a difference."""
     if stat is None:
-        return "-"
-    if stat["ci95"] is None:
-        return f"{stat['mean']:.{digits}f}"
-    return f"{stat['mean']:.{digits}f} ± {stat['ci95']:.{digits}f}"
+        return missing
+    mean = f"{stat['mean']:{'+' if sign else ''}.{digits}f}"
+    return mean if stat["ci95"] is None else f"{mean} ± {stat['ci95']:.{digits}f}"
+
+
+def spearman(a: Sequence[float], b: Sequence[float], min_pairs: int = 3) -> float:
+    """Spearman's rho of ``a`` and ``b``; NaN (undefined) over fewer than ``min_pairs`` pairs
+    or when either side is constant."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if len(a) < min_pairs or np.ptp(a) == 0.0 or np.ptp(b) == 0.0:
+        return math.nan
+    return float(spearmanr(a, b).statistic)
 
 
 def task_means(per_task: Mapping[str, Sequence[float]]) -> dict[str, float]:

@@ -1,0 +1,71 @@
+"""The reports' statistics on hand-made numbers: intervals, the noise rule, Spearman."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.stats import t as student_t
+
+from envsched_gnn.eval.stats import (
+    NOISE_MARK,
+    format_ci,
+    inside_noise,
+    mean_ci,
+    noise_mark,
+    paired_difference,
+    spearman,
+    verdict,
+)
+
+
+def test_mean_ci_is_the_student_t_interval():
+    stat = mean_ci([1.0, 2.0, 3.0])
+    assert stat["mean"] == 2.0 and stat["n"] == 3
+    assert stat["ci95"] == pytest.approx(student_t.ppf(0.975, 2) * 1.0 / math.sqrt(3))
+    assert mean_ci([4.0]) == {"mean": 4.0, "ci95": None, "se": None, "n": 1}
+
+
+def test_paired_difference_pairs_by_key_and_keeps_the_differences_when_asked():
+    a, b = {0: 1.0, 1: 3.0, 2: 9.0}, {1: 1.0, 2: 4.0, 3: 0.0}
+    stat = paired_difference(a, b, per_key="per_seed")
+    assert stat["n"] == 2 and stat["mean"] == 3.5 and stat["per_seed"] == [2.0, 5.0]
+    assert "per_seed" not in paired_difference(a, b)
+    with pytest.raises(ValueError, match="share no key"):
+        paired_difference({0: 1.0}, {1: 1.0})
+
+
+@pytest.mark.parametrize(
+    ("stat", "inside"),
+    [
+        ({"mean": 0.1, "ci95": 0.2}, True),
+        ({"mean": -0.1, "ci95": 0.2}, True),
+        ({"mean": 0.3, "ci95": 0.2}, False),
+        ({"mean": -0.3, "ci95": 0.2}, False),
+        ({"mean": 0.3, "ci95": None}, False),
+        (None, False),
+    ],
+)
+def test_one_noise_rule_for_the_mark_and_the_words(stat, inside):
+    assert inside_noise(stat) is inside
+    assert noise_mark(stat) == (NOISE_MARK if inside else "")
+    if stat is not None:
+        words = verdict(stat, "above", "below")
+        assert words.startswith("inside the noise") is inside
+        if stat["ci95"] is None:
+            assert words == "no interval (a single pair)"
+
+
+def test_format_ci():
+    assert format_ci({"mean": 0.12345, "ci95": 0.01}) == "0.123 ± 0.010"
+    assert format_ci({"mean": 0.5, "ci95": None}, 2) == "0.50"
+    assert format_ci({"mean": 3.0, "ci95": 1.0}, 0, sign=True) == "+3 ± 1"
+    assert format_ci(None) == "-" and format_ci(None, missing="n/a") == "n/a"
+
+
+def test_spearman_is_undefined_over_too_few_pairs_or_a_constant_side():
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(spearman([1, 2], [1, 2]))
+    assert spearman([1, 2], [1, 2], min_pairs=2) == pytest.approx(1.0)
+    assert math.isnan(spearman([1, 2, 3], [5, 5, 5]))
+    assert math.isnan(spearman([], [], min_pairs=1))
