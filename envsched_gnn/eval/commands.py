@@ -10,10 +10,10 @@ from pathlib import Path
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfig
+from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
-from envsched_gnn.eval.simulator_config import WORLDS, SimulatorConfig
+from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
@@ -209,10 +209,10 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 
 def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.eval.ablate import run_ablation
-    from envsched_gnn.eval.ablation_curves_report import render_rollouts_to_final
-    from envsched_gnn.eval.ablation_report import render_margins, render_table
-    from envsched_gnn.eval.ablation_runs import RunMismatch
+    from envsched_gnn.eval.ablation.ablate import run_ablation
+    from envsched_gnn.eval.ablation.curves_report import render_rollouts_to_final
+    from envsched_gnn.eval.ablation.report import render_margins, render_table
+    from envsched_gnn.eval.ablation.runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
     controls = _names(args.controls or [])

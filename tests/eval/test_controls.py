@@ -4,8 +4,8 @@ what they keep, what they permute, and that each run seed draws its own."""
 import numpy as np
 import pytest
 
-from envsched_gnn.eval.ablate import train_pool
-from envsched_gnn.eval.ablation_config import AblationConfig, job_graph
+from envsched_gnn.eval.ablation.ablate import train_pool
+from envsched_gnn.eval.ablation.config import AblationConfig, job_graph
 from envsched_gnn.eval.controls import (
     DRAWN_CONTROLS,
     PERMUTED_CONTROLS,
@@ -172,7 +172,7 @@ def built_graph() -> TaskGraph:
     """The builder's graph of a generated pool (5 x 20, repeating abstracts: reciprocal edges,
     cliques of similarity 1.0), as ``eval ablate`` builds it."""
     from envsched_gnn.envs.generator import generate_pool
-    from envsched_gnn.eval.ablate import build_pool_graph
+    from envsched_gnn.eval.ablation.ablate import build_pool_graph
 
     pool = generate_pool(n_envs=5, tasks_per_env=20, seed=0, test_per_env=4)
     return build_pool_graph(train_pool(pool), 6, 12)

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from envsched_gnn.eval.simulate import LearnerSimulator, build_world
-from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.simulator.config import SimulatorConfig
+from envsched_gnn.eval.simulator.simulate import LearnerSimulator, build_world
 from tests.envs.handmade_pool import handmade_pool
-from tests.eval.test_simulate import make_pool
+from tests.eval.simulator.test_simulate import make_pool
 
 
 def test_world_ties_checks_to_operations():

@@ -1,8 +1,9 @@
 """The ablation's vocabulary: its configs, result names, jobs and budget-step arithmetic.
 
-Shared by the orchestrator (:mod:`~envsched_gnn.eval.ablate`), the two learners
-(:mod:`~envsched_gnn.eval.simulate`, :mod:`~envsched_gnn.eval.policy_learner`) and the report
-(:mod:`~envsched_gnn.eval.ablation_summary`, :mod:`~envsched_gnn.eval.ablation_report`); kept
+Shared by the orchestrator (:mod:`~envsched_gnn.eval.ablation.ablate`), the two learners
+(:mod:`~envsched_gnn.eval.simulator.simulate`, :mod:`~envsched_gnn.eval.ablation.policy_learner`)
+and the report
+(:mod:`~envsched_gnn.eval.ablation.summary`, :mod:`~envsched_gnn.eval.ablation.report`); kept
 apart from them so that each imports it and none imports the others' machinery.
 
 Budget steps: every scheduler gets S x B x K rollouts; the budget step of a record is
@@ -20,7 +21,7 @@ import numpy as np
 
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS, PREDICTOR_CONTROLS, control_graph
-from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.simulator.config import SimulatorConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 from envsched_gnn.scheduler.registry import SCHEDULERS

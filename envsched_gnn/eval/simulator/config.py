@@ -1,8 +1,8 @@
 """The learner simulator's parameters: its worlds, their seeds and spreads, and the update's rates.
 
-Every field is a symbol of the equations in :mod:`~envsched_gnn.eval.simulate` (rollouts,
-update, score), :mod:`~envsched_gnn.eval.structure_world` or
-:mod:`~envsched_gnn.eval.independent_world` (the worlds); kept apart from the simulator so
+Every field is a symbol of the equations in :mod:`~envsched_gnn.eval.simulator.simulate` (rollouts,
+update, score), :mod:`~envsched_gnn.eval.simulator.structure_world` or
+:mod:`~envsched_gnn.eval.simulator.independent_world` (the worlds); kept apart from the simulator so
 that the CLI and the ablation's config load without it.
 """
 

@@ -1,7 +1,7 @@
 """The ORACLE graph: neighbours by hidden structure, an upper bound of what a graph can give.
 
 Built from what the real graph never reads, the hidden structure of each task
-(:func:`envsched_gnn.eval.structure_world.operation_factors`): task i is the set
+(:func:`envsched_gnn.eval.simulator.structure_world.operation_factors`): task i is the set
 
     A_i = { (l, f) : f in F(i,l) } U { ("length", L_i), ("task", distractors:D_i) }
 
@@ -27,7 +27,7 @@ from envsched_gnn.graph_build.neighbours import task_hashes, top_neighbours
 
 def structure_sets(pool: Pool) -> tuple[list[str], np.ndarray]:
     """Task ids (sorted) and their binary (task, (position, factor)) matrix ``(N, D)``."""
-    from envsched_gnn.eval.structure_world import operation_factors
+    from envsched_gnn.eval.simulator.structure_world import operation_factors
 
     factors, task_factors, _, _ = operation_factors(pool)
     items = [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from envsched_gnn.eval.ablation_config import AblationConfig, eval_every_for, score_steps_for
+from envsched_gnn.eval.ablation.config import AblationConfig, eval_every_for, score_steps_for
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,9 @@ World (fixed by the pool and ``world_seed``; the same for every run seed and eve
   normal with mean mu and sd sigma for every kappa: only its dependence on structure
   changes (kappa = 0: none; kappa = 1: a function of structure alone);
 - skills start at 0: s_env(e) per environment, s_op(f) per factor f of the F(i,l) (the
-  simulator's slot-level skills), s_task(i); the update of :mod:`envsched_gnn.eval.simulate`
-  moves them, so what a rollout teaches transfers to every task sharing e or a factor;
+  simulator's slot-level skills), s_task(i); the update of
+  :mod:`envsched_gnn.eval.simulator.simulate` moves them, so what a rollout teaches
+  transfers to every task sharing e or a factor;
 - checks: each check belongs to one operation (change checks in order, then distractor
   checks, as the generator writes them). A check that passes when the agent does nothing
   (run on the empty trajectory in the sandboxed runtime: distractors, "unchanged" checks)
@@ -41,7 +42,7 @@ World (fixed by the pool and ``world_seed``; the same for every run seed and eve
   checks. So a rollout that fails its first operation without going wrong scores what
   doing nothing scores in the real pool.
 
-Rollouts, update and score are the simulator's (:mod:`envsched_gnn.eval.simulate`).
+Rollouts, update and score are the simulator's (:mod:`envsched_gnn.eval.simulator.simulate`).
 
 What kappa = 0 does not remove: kappa sets how much of the *difficulty* delta(i,l) follows
 structure, not how much of the reward *variance* does. A task's operation count L_i and its
@@ -67,8 +68,8 @@ from scipy.special import ndtri
 from scipy.stats import rankdata
 
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.eval.simulator_config import SimulatorConfig
-from envsched_gnn.eval.simulator_world import SimulatorWorld
+from envsched_gnn.eval.simulator.config import SimulatorConfig
+from envsched_gnn.eval.simulator.world import SimulatorWorld
 
 
 def operation_factors(

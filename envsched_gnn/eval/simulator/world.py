@@ -2,9 +2,10 @@
 
 Task i has padded operation slots l = 1..L_i, each with slot-level skills F(i,l), check
 weights w_need(i,l) and w_rest(i,l) and a difficulty delta(i,l); its task-level skill is its
-environment e(i). The worlds' modules build it (:mod:`~envsched_gnn.eval.structure_world`,
-:mod:`~envsched_gnn.eval.independent_world`); the simulator (:mod:`~envsched_gnn.eval.simulate`)
-only reads it.
+environment e(i). The worlds' modules build it
+(:mod:`~envsched_gnn.eval.simulator.structure_world`,
+:mod:`~envsched_gnn.eval.simulator.independent_world`); the simulator
+(:mod:`~envsched_gnn.eval.simulator.simulate`) only reads it.
 """
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import envsched_gnn.eval.ablate as ablate
+import envsched_gnn.eval.ablation.ablate as ablate
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.eval.ablation_config import AblationConfig, Job
-from envsched_gnn.eval.ablation_runs import RUNS_DIR, FinishedRuns, RunMismatch
-from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.ablation.config import AblationConfig, Job
+from envsched_gnn.eval.ablation.runs import RUNS_DIR, FinishedRuns, RunMismatch
+from envsched_gnn.eval.simulator.config import SimulatorConfig
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 from tests.scheduler.scheduler_checks import grid_graph
 
@@ -197,8 +197,8 @@ def test_the_cli_killed_after_its_first_finished_run_resumes(tmp_path, capsys, u
 def test_a_policy_ablation_resumes_with_its_kept_start_and_step0_evaluation(tmp_path, monkeypatch):
     """The policy learner: the run finished before the interruption and the step-0 evaluation
     are reused, the other run is trained, and the table is the uninterrupted one."""
-    import envsched_gnn.eval.policy_learner as policy_learner
-    from envsched_gnn.eval.ablation_config import PolicyLearnerConfig
+    import envsched_gnn.eval.ablation.policy_learner as policy_learner
+    from envsched_gnn.eval.ablation.config import PolicyLearnerConfig
     from envsched_gnn.training.grpo.config import GRPOConfig
     from tests.training.grpo_setup import AGENT, POOL, RUNTIME
     from tests.training.tiny_policy import trained_policy_dir
@@ -256,8 +256,8 @@ def test_a_policy_ablation_resumes_with_its_kept_start_and_step0_evaluation(tmp_
 
 def test_the_sft_warm_start_is_kept_for_a_rerun_with_the_same_inputs(tmp_path, monkeypatch):
     import envsched_gnn.training.warm_start as warm_start_module
-    from envsched_gnn.eval.ablation_config import PolicyLearnerConfig
-    from envsched_gnn.eval.policy_learner import starting_policy
+    from envsched_gnn.eval.ablation.config import PolicyLearnerConfig
+    from envsched_gnn.eval.ablation.policy_learner import starting_policy
 
     trained: list[int] = []
 

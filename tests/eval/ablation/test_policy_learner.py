@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from envsched_gnn.eval.ablate import run_ablation
-from envsched_gnn.eval.ablation_config import STEP_METRICS, AblationConfig, PolicyLearnerConfig
-from envsched_gnn.eval.policy_learner import steps_within_budget
-from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.ablation.ablate import run_ablation
+from envsched_gnn.eval.ablation.config import STEP_METRICS, AblationConfig, PolicyLearnerConfig
+from envsched_gnn.eval.ablation.policy_learner import steps_within_budget
+from envsched_gnn.eval.simulator.config import SimulatorConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
 from tests.training.grpo_setup import AGENT, POOL, RUNTIME, handmade_graph
 from tests.training.tiny_policy import trained_policy_dir

@@ -5,7 +5,7 @@ Every run starts from the same policy: the SFT warm start of the built-in policy
 :mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
 for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo.train.train_grpo`
 trains it with B, K, seed s and the scheduler on the ablation's train-split graph (a
-control's: its draw for seed s, :func:`~envsched_gnn.eval.ablation_config.job_graph`)
+control's: its draw for seed s, :func:`~envsched_gnn.eval.ablation.config.job_graph`)
 (:func:`~envsched_gnn.training.grpo.runs.train_runs`, ``workers`` runs at a time). Budget:
 S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
 batch) runs floor(S B / G) steps.
@@ -14,11 +14,11 @@ Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of t
 (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
 (seeded by ``eval_seed``, the same for every run) with k samples each, the same sampling
 seed every time. Evaluations come every e = ceil(S / 5) GRPO steps and after the last one
-(:func:`~envsched_gnn.eval.ablation_config.eval_every_for`), so the report's columns score@e,
+(:func:`~envsched_gnn.eval.ablation.config.eval_every_for`), so the report's columns score@e,
 score@3e and score@S are the paper's 40 / 120 / 200 for S = 200. The step-0 evaluation of
 the starting policy is made once, before any run, and shared by all of them.
 
-Resuming (:mod:`~envsched_gnn.eval.ablation_runs`): each finished run is kept and a rerun
+Resuming (:mod:`~envsched_gnn.eval.ablation.runs`): each finished run is kept and a rerun
 trains only the missing ones; their identity includes the fingerprint of the starting
 policy's files. The SFT warm start (``policy/start.json``) and the step-0 evaluation
 (``policy/heldout_step0.json``) are kept too, each with the fingerprints it depends on.
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.eval.ablation_config import (
+from envsched_gnn.eval.ablation.config import (
     STEP_METRICS,
     AblationConfig,
     Job,
@@ -47,7 +47,7 @@ from envsched_gnn.eval.ablation_config import (
     eval_every_for,
     job_graph,
 )
-from envsched_gnn.eval.ablation_runs import (
+from envsched_gnn.eval.ablation.runs import (
     FinishedRuns,
     canonical_sha256,
     folder_fingerprint,

@@ -3,7 +3,7 @@
 import numpy as np
 
 from envsched_gnn.envs.generator import generate_pool
-from envsched_gnn.eval.oracle import oracle_graph, structure_sets
+from envsched_gnn.eval.ablation.oracle import oracle_graph, structure_sets
 
 POOL = generate_pool(n_envs=6, tasks_per_env=25, seed=1, test_per_env=0)
 

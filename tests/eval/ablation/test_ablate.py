@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from envsched_gnn.cli import main
-from envsched_gnn.eval.ablate import run_ablation, truncate_graph
-from envsched_gnn.eval.ablation_config import AblationConfig, PolicyLearnerConfig, run_names
+from envsched_gnn.eval.ablation.ablate import run_ablation, truncate_graph
+from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig, run_names
 from envsched_gnn.graph.task_graph import TaskGraph
 from tests.envs.handmade_pool import handmade_pool, write_handmade_pool
 
@@ -133,10 +133,10 @@ def test_runs_record_the_predictors_spearman_against_realised_and_true_variance(
     """On a generated pool in the structure world, EnvSched's q is scored every step against
     the batch's realised variance and every task's true expected variance."""
     from envsched_gnn.envs.generator import generate_pool
-    from envsched_gnn.eval.ablate import JobContext, build_pool_graph, run_job, train_pool
-    from envsched_gnn.eval.ablation_config import Job
-    from envsched_gnn.eval.simulate import build_world
-    from envsched_gnn.eval.simulator_config import SimulatorConfig
+    from envsched_gnn.eval.ablation.ablate import JobContext, build_pool_graph, run_job, train_pool
+    from envsched_gnn.eval.ablation.config import Job
+    from envsched_gnn.eval.simulator.config import SimulatorConfig
+    from envsched_gnn.eval.simulator.simulate import build_world
 
     pool = generate_pool(n_envs=4, tasks_per_env=16, seed=0, test_per_env=4)
     config = AblationConfig(steps=5, batch_size=16, simulator=SimulatorConfig(kappa=1.0))

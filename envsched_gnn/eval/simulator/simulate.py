@@ -6,12 +6,12 @@ number it produces is labelled "simulated" by the harness.
 
 Two worlds run on the same engine (``SimulatorConfig.world``):
 
-- ``structure`` (default, :mod:`envsched_gnn.eval.structure_world`): difficulty follows each
-  task's *hidden* structure (its generator operations, gates, look-alike names, list
+- ``structure`` (default, :mod:`envsched_gnn.eval.simulator.structure_world`): difficulty follows
+  each task's *hidden* structure (its generator operations, gates, look-alike names, list
   selection, distractors; environment effects) with an informativeness knob kappa, skills
   transfer along those hidden factors, and checks that pass when the agent does nothing
   pass unless the rollout does something wrong. Its equations are in that module.
-- ``independent`` (the first world, :mod:`envsched_gnn.eval.independent_world`): per-task
+- ``independent`` (the first world, :mod:`envsched_gnn.eval.simulator.independent_world`): per-task
   difficulty drawn independently of anything a graph could see; skills per environment and
   abstract operation category. Its equations are in that module.
 
@@ -32,7 +32,7 @@ skills (factors F(i,l)), and its logit is z(i,l) = s_env(e(i)) + sum_{f in F(i,l
 + s_task(i) - delta(i,l). Rollouts, the update and the score below hold for both, with
 w(i,l) split into w_need (checks passing only when operation l is completed) and w_rest
 (checks passing unless operation l goes wrong); the independent world has w_rest = 0.
-Both fill a :class:`~envsched_gnn.eval.simulator_world.SimulatorWorld`.
+Both fill a :class:`~envsched_gnn.eval.simulator.world.SimulatorWorld`.
 
 Rollouts (seeded by the run seed): rollout k of task i draws a shared "luck"
 xi_k ~ N(0, sigma_roll^2); it attempts the operations in order, each succeeding with
@@ -71,7 +71,7 @@ expected group variance of a task (:meth:`LearnerSimulator.expected_group_varian
 ((K - 1) / K) Var(r_i), comes from the same quadrature over the first failed operation.
 
 Parameters and their defaults are the fields of
-:class:`~envsched_gnn.eval.simulator_config.SimulatorConfig`.
+:class:`~envsched_gnn.eval.simulator.config.SimulatorConfig`.
 """
 
 from __future__ import annotations
@@ -82,10 +82,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.eval.independent_world import build_independent_world
-from envsched_gnn.eval.simulator_config import SimulatorConfig
-from envsched_gnn.eval.simulator_world import SimulatorWorld
-from envsched_gnn.eval.structure_world import build_structure_world
+from envsched_gnn.eval.simulator.config import SimulatorConfig
+from envsched_gnn.eval.simulator.independent_world import build_independent_world
+from envsched_gnn.eval.simulator.structure_world import build_structure_world
+from envsched_gnn.eval.simulator.world import SimulatorWorld
 
 
 def build_world(

@@ -4,18 +4,18 @@ Every scheduler gets the same rollout budget, steps x B x K rollouts; an over-sa
 baseline (DAPO) spends its generation batch each step, so it takes fewer policy updates.
 Two learners, one harness (graphs, jobs, aggregation, report and plots are shared):
 
-- ``--learner sim``: the SIMULATOR of :mod:`envsched_gnn.eval.simulate`, the same world for
-  every scheduler and seed; run seed s drives both the simulator's sampling and the
+- ``--learner sim``: the SIMULATOR of :mod:`envsched_gnn.eval.simulator.simulate`, the same
+  world for every scheduler and seed; run seed s drives both the simulator's sampling and the
   scheduler's tie-breaking, so schedulers are compared on common random numbers. Score =
   simulated expected reward on the held-out split, after every update.
 - ``--learner policy``: a real GRPO run of the policy per scheduler and seed, all from one
-  starting policy (:mod:`envsched_gnn.eval.policy_learner`). Score = held-out mean reward
+  starting policy (:mod:`envsched_gnn.eval.ablation.policy_learner`). Score = held-out mean reward
   of the policy on a fixed subset of the test split, every e = ceil(S / evaluations) steps.
 
-Score columns (:func:`~envsched_gnn.eval.ablation_config.score_steps_for`): budget steps e,
+Score columns (:func:`~envsched_gnn.eval.ablation.config.score_steps_for`): budget steps e,
 3e and S with e = ceil(S / 5), i.e. the paper's 40 / 120 / 200 when S = 200 (10 steps:
 2 / 6 / 10). The vocabulary every part of the harness shares (configs, result names, jobs)
-is :mod:`~envsched_gnn.eval.ablation_config`; this module orchestrates: graphs, the
+is :mod:`~envsched_gnn.eval.ablation.config`; this module orchestrates: graphs, the
 simulator's jobs, then the summary and report.
 
 Per step the harness records the batch metrics of spec section 6 (``batch_metrics``; the
@@ -28,7 +28,7 @@ last update that fits in T x B x K rollouts.
 Resumable: each run is written to ``out/per_seed/<name>/seed<s>.json`` as soon as it
 finishes, with the key of everything that determines it; a rerun of the same command reuses
 the runs whose key matches (and says which), runs the rest, and gives the same table. A file
-whose key differs stops the rerun before anything runs (:mod:`~envsched_gnn.eval.ablation_runs`).
+whose key differs stops the rerun before anything runs (:mod:`~envsched_gnn.eval.ablation.runs`).
 
 Graphs are built over the train split only (held-out tasks are never scheduled), once per
 (pool, neighbour sizes, shuffle) and cached under ``out/graphs/``; the neighbour-size grid
@@ -47,7 +47,7 @@ sources over all tasks), ``envsched_permuted_within``, ``envsched_permuted_cross
 and ``envsched_shuffled`` (``shuffled``, or ``--shuffle-graph``, one draw), a graph rebuilt
 after environment membership and abstracts were reassigned at random. ``--oracle-graph``
 adds ``envsched_oracle``, EnvSched on the graph of hidden structure
-(:mod:`envsched_gnn.eval.oracle`), an upper bound.
+(:mod:`envsched_gnn.eval.ablation.oracle`), an upper bound.
 
 Predictor quality per step (schedulers with a predictor, i.e. the EnvSched family): the
 Spearman correlation of the step's q with the realised variance v of the groups rolled out
@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.eval.ablation_config import (
+from envsched_gnn.eval.ablation.config import (
     DEFAULT_K,
     LEARNER_LABELS,
     ORACLE,
@@ -80,13 +80,13 @@ from envsched_gnn.eval.ablation_config import (
     grid_name,
     job_graph,
 )
-from envsched_gnn.eval.ablation_report import write_ablation_report
-from envsched_gnn.eval.ablation_runs import FinishedRuns
-from envsched_gnn.eval.ablation_summary import summarise
+from envsched_gnn.eval.ablation.policy_learner import check_model, run_policy_jobs
+from envsched_gnn.eval.ablation.report import write_ablation_report
+from envsched_gnn.eval.ablation.runs import FinishedRuns
+from envsched_gnn.eval.ablation.summary import summarise
 from envsched_gnn.eval.controls import PREDICTOR_CONTROLS, SHUFFLED_CONTROL, shuffled_pool
-from envsched_gnn.eval.policy_learner import check_model, run_policy_jobs
-from envsched_gnn.eval.simulate import LearnerSimulator, build_world
-from envsched_gnn.eval.simulator_world import SimulatorWorld
+from envsched_gnn.eval.simulator.simulate import LearnerSimulator, build_world
+from envsched_gnn.eval.simulator.world import SimulatorWorld
 from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
 from envsched_gnn.scheduler.metrics import batch_metrics
@@ -350,7 +350,7 @@ def prepare_graphs(
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}
     if config.oracle_graph:
-        from envsched_gnn.eval.oracle import oracle_graph
+        from envsched_gnn.eval.ablation.oracle import oracle_graph
 
         graphs["oracle"] = oracle_graph(train, *DEFAULT_K)
     if SHUFFLED_CONTROL in config.controls:
@@ -382,7 +382,7 @@ def simulate_jobs(
         runs.append(finished.save(job, result))
         _progress(log, n, len(todo), result, run_start)
     info = {
-        "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
+        "learner": "simulator (envsched_gnn.eval.simulator.simulate), not a language model",
         "world": {
             "kind": world.kind,
             **world.info,

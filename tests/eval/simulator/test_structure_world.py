@@ -9,9 +9,9 @@ from scipy.stats import spearmanr
 
 from envsched_gnn.envs.check import empty_trajectory_checks
 from envsched_gnn.envs.generator import generate_pool
-from envsched_gnn.eval.simulate import LearnerSimulator, build_world
-from envsched_gnn.eval.simulator_config import SimulatorConfig
-from envsched_gnn.eval.structure_world import build_structure_world, normal_scores
+from envsched_gnn.eval.simulator.config import SimulatorConfig
+from envsched_gnn.eval.simulator.simulate import LearnerSimulator, build_world
+from envsched_gnn.eval.simulator.structure_world import build_structure_world, normal_scores
 from tests.envs.handmade_pool import handmade_pool
 
 POOL = generate_pool(n_envs=12, tasks_per_env=30, seed=0, test_per_env=6)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from envsched_gnn.envs.pool import Check, Pool, Task
-from envsched_gnn.eval.simulate import LearnerSimulator, Rollouts, build_world
-from envsched_gnn.eval.simulator_config import SimulatorConfig
+from envsched_gnn.eval.simulator.config import SimulatorConfig
+from envsched_gnn.eval.simulator.simulate import LearnerSimulator, Rollouts, build_world
 
 CATEGORIES = ["lookup", "create", "update", "delete", "validate"]
 

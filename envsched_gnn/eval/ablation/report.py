@@ -1,7 +1,7 @@
 """The ablation's files: ``results.json``, ``run.json``, ``report.md`` and PNG plots.
 
 One code path for both learners (simulator and real GRPO of the policy); only the labels
-differ. The numbers are :mod:`~envsched_gnn.eval.ablation_summary`'s: each reported as
+differ. The numbers are :mod:`~envsched_gnn.eval.ablation.summary`'s: each reported as
 mean ± 95 % CI over seeds, a paired margin whose CI contains 0 as inside the noise.
 """
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.eval.ablation_config import (
+from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
     AblationConfig,
     control_name,
 )
-from envsched_gnn.eval.ablation_curves_report import plot_reward_curves, render_reward_curves
+from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
 from envsched_gnn.eval.stats import format_ci, noise_mark
 from envsched_gnn.json_files import write_json_atomically
 
@@ -218,8 +218,8 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
     if config.learner == "sim":
         return [
             "Every number below comes from the learner *simulator* "
-            "(`envsched_gnn.eval.simulate`), not from a trained language model: the downstream "
-            "score is the simulated expected reward on the held-out split.",
+            "(`envsched_gnn.eval.simulator.simulate`), not from a trained language model: the "
+            "downstream score is the simulated expected reward on the held-out split.",
             "",
             _world_line(run_info.get("world", {}), config),
         ]
@@ -242,7 +242,7 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
 
 
 def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path]:
-    """Reward against rollouts (``ablation_curves_report.plot_reward_curves``), per-step batch
+    """Reward against rollouts (``curves_report.plot_reward_curves``), per-step batch
     metrics and prediction quality, one PNG each."""
     import matplotlib
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from envsched_gnn.eval.ablation_config import STEP_METRICS, AblationConfig
-from envsched_gnn.eval.ablation_summary import summarise
+from envsched_gnn.eval.ablation.config import STEP_METRICS, AblationConfig
+from envsched_gnn.eval.ablation.summary import summarise
 
 
 def _run(name, seed, scores, pools):

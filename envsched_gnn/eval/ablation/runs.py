@@ -40,7 +40,7 @@ import numpy as np
 from envsched_gnn.config_cli import non_default_fields
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.pool_io import environment_to_dict, task_to_dict
-from envsched_gnn.eval.ablation_config import DEFAULT_K, AblationConfig, Job, grid_name
+from envsched_gnn.eval.ablation.config import DEFAULT_K, AblationConfig, Job, grid_name
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import write_json_atomically

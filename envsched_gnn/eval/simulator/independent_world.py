@@ -1,7 +1,7 @@
 """The simulator's INDEPENDENT world: difficulty drawn independently of anything a graph sees.
 
-The first world of the learner simulator (:mod:`~envsched_gnn.eval.simulate`); fixed by the
-pool and ``world_seed``, the same for every run seed:
+The first world of the learner simulator (:mod:`~envsched_gnn.eval.simulator.simulate`); fixed by
+the pool and ``world_seed``, the same for every run seed:
 
 - Task i lives in environment e(i) and needs the abstract operations of its abstract
   description, in order, l = 1..L_i, with categories o(i,l) (``operation_categories``;
@@ -25,8 +25,8 @@ from dataclasses import replace
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.eval.simulator_config import SimulatorConfig
-from envsched_gnn.eval.simulator_world import SimulatorWorld
+from envsched_gnn.eval.simulator.config import SimulatorConfig
+from envsched_gnn.eval.simulator.world import SimulatorWorld
 
 NO_CATEGORY = "none"
 

@@ -1,7 +1,7 @@
 """The ablation report's reward against rollouts: tables and plots with their 95 % bands.
 
-The numbers are :mod:`~envsched_gnn.eval.ablation_summary`'s (``curve``, ``pool_curve``,
-``curve_margins``, ``rollouts_to_random_final``; :mod:`~envsched_gnn.eval.ablation_curves`
+The numbers are :mod:`~envsched_gnn.eval.ablation.summary`'s (``curve``, ``pool_curve``,
+``curve_margins``, ``rollouts_to_random_final``; :mod:`~envsched_gnn.eval.ablation.curves`
 says how each is made). The x axis everywhere is rollouts spent, budget step x B x K.
 Tables have a column per evaluation of the policy learner; the simulator scores every step,
 so its tables keep step 0 and the score columns (the plots keep every step).
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.eval.ablation_config import LEARNER_LABELS, AblationConfig
+from envsched_gnn.eval.ablation.config import LEARNER_LABELS, AblationConfig
 from envsched_gnn.eval.stats import NOISE_MARK, format_ci, noise_mark
 
 MAX_COLUMNS = 12

@@ -11,7 +11,7 @@ paired by seed (same run seed): mean and CI of score(scheduler) - score(random);
 EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
 margin whose CI contains 0 is reported as inside the noise.
 
-Reward against rollouts (:mod:`~envsched_gnn.eval.ablation_curves`), for the held-out and,
+Reward against rollouts (:mod:`~envsched_gnn.eval.ablation.curves`), for the held-out and,
 where recorded, the pool reward: every scheduler minus random and minus EnvSched on the
 relabelled graph (:data:`REFERENCES`, those that ran), paired by seed at every point of the
 curve (``curve_margins``); and "rollouts to random's final" (``rollouts_to_random_final``):
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from envsched_gnn.eval import stats
-from envsched_gnn.eval.ablation_config import (
+from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
     STEP_METRICS,
@@ -43,7 +43,7 @@ from envsched_gnn.eval.ablation_config import (
     curve_steps,
     run_names,
 )
-from envsched_gnn.eval.ablation_curves import (
+from envsched_gnn.eval.ablation.curves import (
     REWARD_KEYS,
     paired_curve,
     rollouts_to_match,
@@ -147,7 +147,7 @@ def against_references(
     """``curve_margins`` (entry minus each of :data:`REFERENCES` that ran, at every budget step
     of ``grid``, paired by seed) and ``rollouts_to_random_final`` (per seed, the rollouts to
     reach random's final reward of the seed), each for the held-out and the pool reward
-    (:mod:`~envsched_gnn.eval.ablation_curves`)."""
+    (:mod:`~envsched_gnn.eval.ablation.curves`)."""
     keys = _reward_keys(entry)
     out: dict = {"curve_margins": {}}
     for reference in REFERENCES:

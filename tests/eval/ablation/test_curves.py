@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from envsched_gnn.eval.ablation_config import STEP_METRICS, AblationConfig
-from envsched_gnn.eval.ablation_curves import first_reach, rollouts_to_match
-from envsched_gnn.eval.ablation_curves_report import render_reward_curves
-from envsched_gnn.eval.ablation_report import write_ablation_report
-from envsched_gnn.eval.ablation_summary import summarise
+from envsched_gnn.eval.ablation.config import STEP_METRICS, AblationConfig
+from envsched_gnn.eval.ablation.curves import first_reach, rollouts_to_match
+from envsched_gnn.eval.ablation.curves_report import render_reward_curves
+from envsched_gnn.eval.ablation.report import write_ablation_report
+from envsched_gnn.eval.ablation.summary import summarise
 
 CONFIG = AblationConfig(
     seeds=3,

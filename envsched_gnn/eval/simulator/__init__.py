@@ -1,0 +1,1 @@
+"""The learner simulator: its config, its worlds (independent, structure) and the engine."""
