@@ -74,10 +74,13 @@ def has_part(results: Mapping, part: str) -> bool:
     return bool(evals) and all(part_of(e, part) for e in evals)
 
 
-def heldout_ci(entry: Mapping) -> dict | None:
-    """The mean held-out reward of one evaluation with its 95 % interval over tasks."""
+def heldout_ci(entry: Mapping) -> dict:
+    """The mean reward of one evaluation with its 95 % interval over tasks (none without
+    per-task rewards)."""
     per_task = entry.get("per_task")
-    return mean_ci(list(task_means(per_task).values())) if per_task else None
+    if not per_task:
+        return {"mean": entry["mean_reward"], "ci95": None}
+    return mean_ci(list(task_means(per_task).values()))
 
 
 def heldout_difference(a: Mapping, b: Mapping) -> dict | None:
@@ -103,10 +106,7 @@ def comparison_rows(results: Mapping, part: str = "heldout") -> list[dict]:
         entries = by_step[step]
         row: dict = {"step": step, "heldout": {}, "change": {}, "difference": {}}
         for name, entry in entries.items():
-            row["heldout"][name] = heldout_ci(entry) or {
-                "mean": entry["mean_reward"],
-                "ci95": None,
-            }
+            row["heldout"][name] = heldout_ci(entry)
             start = part_of(schedulers[name]["eval"][0], part)
             if step > 0:
                 row["change"][name] = heldout_difference(entry, start)
@@ -302,7 +302,7 @@ def _series(result: Mapping, metric: str | None) -> tuple[list, np.ndarray, np.n
     show) of one scheduler's curve."""
     if metric in PARTS:
         parts = [(e["step"], part_of(e, metric)) for e in result["eval"]]
-        stats = [(step, heldout_ci(p) or {"mean": p["mean_reward"]}) for step, p in parts]
+        stats = [(step, heldout_ci(p)) for step, p in parts]
         xs = [step for step, _ in stats]
         ys = np.array([stat["mean"] for _, stat in stats], dtype=np.float64)
         half = np.array([stat.get("ci95") or 0.0 for _, stat in stats], dtype=np.float64)

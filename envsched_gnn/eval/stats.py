@@ -6,8 +6,8 @@
   two measurements of the same keys (tasks, seeds): pairing removes what the keys share
   (a task's difficulty, a seed's starting batch) from the noise.
 - :func:`inside_noise`: the one rule by which every report calls a difference inside the
-  noise: it has an interval, and the interval contains 0 (:func:`noise_mark`,
-  :func:`verdict`: the words for it).
+  noise: it has an interval, and the interval contains 0 (:func:`verdict` and
+  :func:`format_ci` write it).
 - :func:`spearman`: Spearman's rho of a prediction against what was realised, undefined (NaN)
   over too few pairs or with a constant side.
 """
@@ -46,23 +46,13 @@ def paired_difference(a: Mapping, b: Mapping, per_key: str | None = None) -> dic
     return stat if per_key is None else {**stat, per_key: differences}
 
 
-def excludes_zero(stat: Mapping) -> bool:
-    """True when the interval lies entirely above or below 0."""
-    return stat["ci95"] is not None and abs(stat["mean"]) > stat["ci95"]
-
-
 def inside_noise(stat: Mapping | None) -> bool:
     """True when ``stat`` has an interval and it contains 0 (no interval: no verdict)."""
-    return stat is not None and stat["ci95"] is not None and not excludes_zero(stat)
+    return stat is not None and stat["ci95"] is not None and abs(stat["mean"]) <= stat["ci95"]
 
 
 NOISE_MARK = " (inside the noise)"
 """What a table writes after a difference that is :func:`inside_noise`."""
-
-
-def noise_mark(stat: Mapping | None) -> str:
-    """:data:`NOISE_MARK` when ``stat`` is :func:`inside_noise`, else nothing."""
-    return NOISE_MARK if inside_noise(stat) else ""
 
 
 def verdict(stat: Mapping, higher: str, lower: str) -> str:
@@ -74,13 +64,18 @@ def verdict(stat: Mapping, higher: str, lower: str) -> str:
     return higher if stat["mean"] > 0 else lower
 
 
-def format_ci(stat: Mapping | None, digits: int = 3, missing: str = "-", sign: bool = False) -> str:
+def format_ci(
+    stat: Mapping | None, digits: int = 3, missing: str = "-", *, sign=False, noise=False
+) -> str:
     """``mean ± half-width`` (``mean`` alone without an interval; ``missing`` for None);
-    ``sign``: the mean with its sign, as a difference."""
+    ``sign``: the mean with its sign; ``noise``: :data:`NOISE_MARK` after it when it is
+    :func:`inside_noise` (for a difference)."""
     if stat is None:
         return missing
-    mean = f"{stat['mean']:{'+' if sign else ''}.{digits}f}"
-    return mean if stat["ci95"] is None else f"{mean} ± {stat['ci95']:.{digits}f}"
+    text = f"{stat['mean']:{'+' if sign else ''}.{digits}f}"
+    if stat["ci95"] is not None:
+        text += f" ± {stat['ci95']:.{digits}f}"
+    return text + (NOISE_MARK if noise and inside_noise(stat) else "")
 
 
 def spearman(a: Sequence[float], b: Sequence[float], min_pairs: int = 3) -> float:

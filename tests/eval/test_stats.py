@@ -12,7 +12,6 @@ from envsched_gnn.eval.stats import (
     format_ci,
     inside_noise,
     mean_ci,
-    noise_mark,
     paired_difference,
     spearman,
     verdict,
@@ -46,9 +45,10 @@ def test_paired_difference_pairs_by_key_and_keeps_the_differences_when_asked():
         (None, False),
     ],
 )
-def test_one_noise_rule_for_the_mark_and_the_words(stat, inside):
+def test_one_noise_rule_for_the_tables_and_the_words(stat, inside):
     assert inside_noise(stat) is inside
-    assert noise_mark(stat) == (NOISE_MARK if inside else "")
+    if stat is not None:
+        assert format_ci(stat, noise=True).endswith(NOISE_MARK) is inside
     if stat is not None:
         words = verdict(stat, "above", "below")
         assert words.startswith("inside the noise") is inside
@@ -61,6 +61,9 @@ def test_format_ci():
     assert format_ci({"mean": 0.5, "ci95": None}, 2) == "0.50"
     assert format_ci({"mean": 3.0, "ci95": 1.0}, 0, sign=True) == "+3 ± 1"
     assert format_ci(None) == "-" and format_ci(None, missing="n/a") == "n/a"
+    assert format_ci({"mean": -0.1, "ci95": 0.2}, 1, sign=True, noise=True) == (
+        "-0.1 ± 0.2" + NOISE_MARK
+    )
 
 
 def test_spearman_is_undefined_over_too_few_pairs_or_a_constant_side():

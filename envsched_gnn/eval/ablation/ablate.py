@@ -61,10 +61,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +89,7 @@ from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.training.workers import map_in_workers
 
 # -- graphs --------------------------------------------------------------------------------
 
@@ -247,23 +246,6 @@ def prediction_quality(
     return out
 
 
-_WORKER_CONTEXT: JobContext | None = None
-"""The context of this worker process (set by :func:`_init_worker`; None in the parent)."""
-
-
-def _init_worker(context: JobContext) -> None:
-    import torch
-
-    global _WORKER_CONTEXT
-    torch.set_num_threads(1)
-    _WORKER_CONTEXT = context
-
-
-def _run_in_worker(job: Job) -> dict:
-    assert _WORKER_CONTEXT is not None, "worker started without its context"
-    return run_job(job, _WORKER_CONTEXT)
-
-
 # -- the whole harness ---------------------------------------------------------------------
 
 
@@ -377,7 +359,7 @@ def simulate_jobs(
     context = JobContext(pool, world, graphs, config)
     runs: list[dict] = list(done.values())
     run_start = time.perf_counter()
-    results = _simulated(todo, context, config.workers)
+    results = map_in_workers(run_job, todo, context, config.workers, "fork")
     for n, (job, result) in enumerate(zip(todo, results, strict=True), 1):
         runs.append(finished.save(job, result))
         _progress(log, n, len(todo), result, run_start)
@@ -391,18 +373,6 @@ def simulate_jobs(
         "skills": world.op_names,
     }
     return runs, info
-
-
-def _simulated(jobs: Sequence[Job], context: JobContext, workers: int) -> Iterator[dict]:
-    """The runs of ``jobs`` in their order, each as soon as it and those before it are done."""
-    if workers == 1:
-        for job in jobs:
-            yield run_job(job, context)
-        return
-    with ProcessPoolExecutor(
-        workers, mp_context=get_context("fork"), initializer=_init_worker, initargs=(context,)
-    ) as ex:
-        yield from ex.map(_run_in_worker, jobs)
 
 
 def _progress(log, n: int, total: int, result: dict, start: float) -> None:

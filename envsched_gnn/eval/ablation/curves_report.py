@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.eval.ablation.config import LEARNER_LABELS, AblationConfig
-from envsched_gnn.eval.stats import NOISE_MARK, format_ci, noise_mark
+from envsched_gnn.eval.stats import NOISE_MARK, format_ci
 
 MAX_COLUMNS = 12
 """Evaluations beyond which a table keeps only step 0 and the score columns."""
@@ -39,11 +39,6 @@ def _columns(grid: list[float], config: AblationConfig) -> list[int]:
 
 def _point(curve: dict, i: int) -> str:
     return format_ci({"mean": curve["score_mean"][i], "ci95": curve["score_ci95"][i]}, 4)
-
-
-def _difference(stat: dict, digits: int = 4) -> str:
-    """A paired difference, signed, marked when it is inside the noise."""
-    return format_ci(stat, digits, sign=True) + noise_mark(stat)
 
 
 def _table(head: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
@@ -78,7 +73,7 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
                 margin = e.get("curve_margins", {}).get(reference, {}).get(key)
                 if margin is not None:
                     cells = [{"mean": margin["mean"][i], "ci95": margin["ci95"][i]} for i in later]
-                    rows.append((name, [_difference(cell) for cell in cells]))
+                    rows.append((name, [format_ci(c, 4, sign=True, noise=True) for c in cells]))
             lines += [
                 f"{title} minus {reference}, paired by seed: mean ± 95 % t-interval over seeds "
                 f"of the per-seed difference;{NOISE_MARK}: the interval contains 0.",
@@ -138,7 +133,7 @@ def _match_cells(match: dict, reference: bool) -> list[str]:
         f"{match['reached']}/{match['seeds']}",
         "not reached" if median is None else f"{median:.0f}",
         "-" if mean is None else f"{mean:.0f}",
-        "-" if diff is None or reference else _difference(diff, 0),
+        "-" if diff is None or reference else format_ci(diff, 0, sign=True, noise=True),
         "-" if reference else match["verdict"],
     ]
 

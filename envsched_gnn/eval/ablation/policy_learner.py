@@ -127,6 +127,9 @@ def run_policy_jobs(
     and what the report says about the learner (starting policy, evaluation set, step-0
     score). The starting policy is evaluated once, before any run, and that evaluation is
     kept for reruns (:func:`kept_heldout_start`)."""
+    # imported here: grpo.runs loads Lightning (seconds), which the simulator never needs
+    from envsched_gnn.training.grpo.config import LaunchConfig
+    from envsched_gnn.training.grpo.runs import GRPORun, SharedStart, train_runs
     from envsched_gnn.training.policy import load_agent_config
 
     start_dir = starting_policy(pool, config.policy, out / "policy", log)
@@ -135,17 +138,26 @@ def run_policy_jobs(
     # seed by seed: an interrupted comparison leaves whole seeds, each paired across names
     todo = sorted(todo, key=lambda job: job.seed)
     learner = replace(config.policy, agent=config.policy.agent or load_agent_config(start_dir))
-    start = shared_start(pool, start_dir, learner)
-    start.initial_eval = initial = kept_heldout_start(
-        pool, start_dir, learner, out / "policy" / STEP0_RECORD, start_id, finished.pool, log
+    launch = LaunchConfig(accelerator=learner.accelerator)
+    start = SharedStart(
+        pool, start_dir, learner.agent, learner.runtime, launch, eval_seed=learner.eval_seed
     )
-    from envsched_gnn.training.grpo.runs import GRPORun, train_runs
-
+    recipe = replace(
+        learner.recipe,
+        eval_tasks=learner.eval_tasks,
+        eval_samples=learner.eval_samples,
+        pool_eval_samples=learner.pool_eval_samples,
+        pool_eval_tasks=learner.pool_eval_tasks,
+    )
+    record = out / "policy" / STEP0_RECORD
+    start.initial_eval = initial = kept_heldout_start(
+        start, recipe, learner, record, start_id, finished.pool, log
+    )
     grpo_runs = []
     for job in todo:
         graph = job_graph(job.graph, job.seed, graphs, config)
         grpo = replace(
-            evaluated_recipe(learner),
+            recipe,
             scheduler=job.scheduler,
             batch_size=config.batch_size,
             group_size=config.simulator.rollouts,
@@ -189,8 +201,8 @@ def run_policy_jobs(
 
 
 def kept_heldout_start(
-    pool: Pool,
-    policy_dir: Path,
+    start: Any,
+    recipe: Any,
     learner: PolicyLearnerConfig,
     record: Path,
     start_id: str,
@@ -213,7 +225,7 @@ def kept_heldout_start(
         log(f"policy: held-out {initial['mean_reward']:.4f} at step 0 (kept in {record})")
         return initial
     tick = time.perf_counter()
-    initial = heldout_start(pool, policy_dir, learner)
+    initial = heldout_start(start, recipe)
     log(
         f"policy: held-out {initial['mean_reward']:.4f} at step 0 ({initial['tasks']} tasks x "
         f"{initial['k']}, {time.perf_counter() - tick:.0f} s)"
@@ -228,36 +240,11 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def shared_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) -> Any:
-    """What every run of the learner shares (a :class:`~envsched_gnn.training.grpo.runs.SharedStart`
-    without its step-0 evaluation): one evaluation seed across run seeds."""
-    # imported here: grpo.runs loads Lightning (seconds), which the simulator's ablation
-    # never needs
-    from envsched_gnn.training.grpo.config import LaunchConfig
-    from envsched_gnn.training.grpo.runs import SharedStart
-
-    launch = LaunchConfig(accelerator=learner.accelerator)
-    return SharedStart(
-        pool, policy_dir, learner.agent, learner.runtime, launch, eval_seed=learner.eval_seed
-    )
-
-
-def evaluated_recipe(learner: PolicyLearnerConfig) -> Any:
-    """The learner's GRPO recipe with its evaluation settings."""
-    return replace(
-        learner.recipe,
-        eval_tasks=learner.eval_tasks,
-        eval_samples=learner.eval_samples,
-        pool_eval_samples=learner.pool_eval_samples,
-        pool_eval_tasks=learner.pool_eval_tasks,
-    )
-
-
-def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) -> dict[str, Any]:
+def heldout_start(start: Any, recipe: Any) -> dict[str, Any]:
     """The starting policy's held-out evaluation (the step-0 score every run shares)."""
     from envsched_gnn.training.grpo.runs import evaluate_start
 
-    return evaluate_start(shared_start(pool, policy_dir, learner), evaluated_recipe(learner))
+    return evaluate_start(start, recipe)
 
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:

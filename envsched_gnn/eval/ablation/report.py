@@ -18,7 +18,7 @@ from envsched_gnn.eval.ablation.config import (
     control_name,
 )
 from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
-from envsched_gnn.eval.stats import format_ci, noise_mark
+from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
 
 CONTROL_LABELS = {
@@ -95,8 +95,7 @@ def render_prediction(results: dict) -> str:
 
 def _margin_parts(margin: dict, config: AblationConfig) -> str:
     return ", ".join(
-        f"@{s}: {format_ci(margin[str(s)], 4, 'n/a')}{noise_mark(margin[str(s)])}"
-        for s in config.score_steps
+        f"@{s}: {format_ci(margin[str(s)], 4, 'n/a', noise=True)}" for s in config.score_steps
     )
 
 
@@ -140,9 +139,7 @@ def render_pool(results: dict, config: AblationConfig) -> str:
         margin = entry.get("pool_margin_over_random", {})
         cells = [format_ci(entry["pool_score"][str(s)], 4, "n/a") for s in config.score_steps]
         cells += [
-            format_ci(margin.get(str(s)), 4, "n/a") + noise_mark(margin.get(str(s)))
-            if name != "random"
-            else "-"
+            format_ci(margin.get(str(s)), 4, "n/a", noise=True) if name != "random" else "-"
             for s in config.score_steps
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")

@@ -50,6 +50,8 @@ from envsched_gnn.eval.ablation.curves import (
     scores_at,
 )
 
+MARGINS = {"score": "", "pool_score": "pool_"}
+"""The rewards paired against random and the controls, and the prefix of their margins' keys."""
 REFERENCES = ("random", control_name("relabelled"))
 """What every scheduler's reward curve is paired against, when it ran: random and EnvSched on
 the relabelled graph (the primary control)."""
@@ -70,7 +72,7 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
     results: dict[str, dict] = {}
     for name in run_names(config):
         group = sorted(by_name[name], key=lambda r: r["seed"])
-        curves = np.stack([scores_at(r["records"], grid) for r in group])
+        score, curve = _scores(group, "score", grid, config)
         metrics = {
             m: over_seeds([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
             for m in STEP_METRICS
@@ -78,10 +80,7 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         results[name] = {
             "learner": LEARNER_LABELS[config.learner],
             "seeds": [r["seed"] for r in group],
-            "score": {
-                str(s): over_seeds([scores_at(r["records"], [s])[0] for r in group])
-                for s in config.score_steps
-            },
+            "score": score,
             "metrics": metrics,
             "updates": over_seeds([len(r["records"]) - 1 for r in group]),
             "rollouts": group[0]["rollouts"],
@@ -89,26 +88,14 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
             "schedule_s_per_step": over_seeds(
                 [r["schedule_s"] / max(len(r["records"]) - 1, 1) for r in group]
             ),
-            "curve": {
-                "budget_step": grid.tolist(),
-                "score_mean": curves.mean(axis=0).tolist(),
-                "score_ci95": [over_seeds(c)["ci95"] for c in curves.T],
-            },
+            "curve": curve,
             "runs": [
                 {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
             ],
         }
         if all(r["records"][0].get("pool_score") is not None for r in group):
-            pool_curves = np.stack([scores_at(r["records"], grid, "pool_score") for r in group])
-            results[name]["pool_score"] = {
-                str(s): over_seeds([scores_at(r["records"], [s], "pool_score")[0] for r in group])
-                for s in config.score_steps
-            }
-            results[name]["pool_curve"] = {
-                "budget_step": grid.tolist(),
-                "score_mean": pool_curves.mean(axis=0).tolist(),
-                "score_ci95": [over_seeds(c)["ci95"] for c in pool_curves.T],
-            }
+            pool = _scores(group, "pool_score", grid, config)
+            results[name]["pool_score"], results[name]["pool_curve"] = pool
         prediction = prediction_summary(group)
         if prediction:
             results[name]["prediction"] = prediction
@@ -117,28 +104,37 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         for entry in results.values():
             entry["steps_to_random_best"] = _first_step_reaching(entry, best, grid)
             entry["random_best_score"] = best
-            entry["margin_over_random"] = paired_margin(entry, results["random"], config)
-            if "pool_score" in entry and "pool_score" in results["random"]:
-                entry["pool_margin_over_random"] = paired_margin(
-                    entry, results["random"], config, "pool_score"
-                )
+            for key, prefix in MARGINS.items():
+                if key in entry and key in results["random"]:
+                    margin = paired_margin(entry, results["random"], config, key)
+                    entry[f"{prefix}margin_over_random"] = margin
     for entry in results.values():
         entry.update(against_references(entry, results, grid, config))
-    if "envsched" in results:
-        envsched = results["envsched"]
-        envsched["margin_over_controls"] = {
-            control_name(c): paired_margin(envsched, results[control_name(c)], config)
-            for c in config.controls
-        }
-        if "pool_score" in envsched:
-            envsched["pool_margin_over_controls"] = {
-                control_name(c): paired_margin(
-                    envsched, results[control_name(c)], config, "pool_score"
-                )
-                for c in config.controls
-                if "pool_score" in results[control_name(c)]
+    envsched = results.get("envsched", {})
+    for key, prefix in MARGINS.items():
+        if key in envsched:
+            envsched[f"{prefix}margin_over_controls"] = {
+                name: paired_margin(envsched, results[name], config, key)
+                for name in map(control_name, config.controls)
+                if key in results[name]
             }
     return results
+
+
+def _scores(group: Sequence[dict], key: str, grid: np.ndarray, config: AblationConfig) -> tuple:
+    """Over the seeds of ``group``: ``key`` at each score step (mean, CI, per seed) and its
+    curve over ``grid`` (the seed mean and the CI at each budget step)."""
+    curves = np.stack([scores_at(r["records"], grid, key) for r in group])
+    at_steps = {
+        str(s): over_seeds([scores_at(r["records"], [s], key)[0] for r in group])
+        for s in config.score_steps
+    }
+    curve = {
+        "budget_step": grid.tolist(),
+        "score_mean": curves.mean(axis=0).tolist(),
+        "score_ci95": [over_seeds(c)["ci95"] for c in curves.T],
+    }
+    return at_steps, curve
 
 
 def against_references(

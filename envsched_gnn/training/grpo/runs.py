@@ -1,8 +1,5 @@
-"""Several GRPO runs from one starting policy, in spawned processes when the cores allow.
-
-On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (GRPO's
-rollout is a sequence of small decode steps), so two runs side by side, 1 thread each,
-finish sooner than the same two runs one after the other. Each run is
+"""Several GRPO runs from one starting policy, in spawned processes when the cores allow
+(:mod:`~envsched_gnn.training.workers` says why). Each run is
 :func:`~envsched_gnn.training.grpo.train.train_grpo`, unchanged, on its own config and graph;
 results come back in the order of the runs, each as soon as it and those before it are done.
 The starting policy's step-0 evaluation, which every run would make alike, is made once
@@ -13,9 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +22,7 @@ from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.grpo.train import GRPOResult
 from envsched_gnn.training.held_out import policy_evaluator
 from envsched_gnn.training.policy_engine import on_gpu, open_engine
+from envsched_gnn.training.workers import map_in_workers
 
 
 @dataclass
@@ -57,10 +53,8 @@ class SharedStart:
 
 
 def evaluate_start(start: SharedStart, config: GRPOConfig) -> dict[str, Any]:
-    """The evaluation of the starting policy that each run would make at step 0 (held-out and,
-    with ``config.pool_eval_samples``, pool), made once: ``config``'s evaluation settings,
-    seeded by ``start.eval_seed`` (else ``config.seed``), as
-    :func:`~envsched_gnn.training.grpo.train.train_grpo` seeds it."""
+    """The step-0 evaluation each run of ``config``'s evaluation settings would make, made
+    once: seeded by ``start.eval_seed`` (else ``config.seed``), as ``train_grpo`` seeds it."""
     seed = config.seed if start.eval_seed is None else start.eval_seed
     evaluate = policy_evaluator(
         start.pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, seed,
@@ -85,33 +79,13 @@ def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
 def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> Iterator[GRPOResult]:
     """Train every run from ``start``, yielding the results in the order of ``runs`` as they
     finish; ``workers`` > 1 runs them in that many spawned processes, each with one torch
-    thread."""
-    if workers <= 1:
-        for run in runs:
-            yield _train(run, start)
-        return
-    with ProcessPoolExecutor(
-        workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(start,)
-    ) as executor:
-        yield from executor.map(_train, runs)
+    thread (:func:`~envsched_gnn.training.workers.map_in_workers`)."""
+    return map_in_workers(_train, runs, start, workers, "spawn")
 
 
-_START: SharedStart | None = None
-
-
-def _init_worker(start: SharedStart) -> None:
-    import torch
-
-    global _START
-    torch.set_num_threads(1)
-    _START = start
-
-
-def _train(run: GRPORun, start: SharedStart | None = None) -> GRPOResult:
+def _train(run: GRPORun, shared: SharedStart) -> GRPOResult:
     from envsched_gnn.training.grpo.train import train_grpo
 
-    shared = start if start is not None else _START
-    assert shared is not None, "worker started without its shared start"
     return train_grpo(
         shared.pool,
         run.graph,
