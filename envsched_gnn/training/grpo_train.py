@@ -80,6 +80,7 @@ def train_grpo(
     stop_after: int | None = None,
     initial_eval: dict[str, float] | None = None,
     eval_seed: int | None = None,
+    retire_envs: Sequence[str] = (),
 ) -> GRPOResult:
     """GRPO on ``pool``'s train split from the policy in ``policy_dir``, ``config.scheduler``
     choosing each batch from ``graph`` (restricted to the train split).
@@ -91,6 +92,11 @@ def train_grpo(
     is the held-out result of this very policy at step 0 when already measured (the main job
     shares it between the schedulers it compares). ``eval_seed`` seeds the held-out subset and
     its sampling instead of ``config.seed`` (one evaluation set across run seeds).
+    ``retire_envs`` are no longer selected from the first step this call runs (added to those
+    a resumed checkpoint retired); their observations stay evidence.
+
+    A checkpoint of a run on fewer tasks resumes on a grown ``graph`` (``graph add-env``):
+    the scheduler keeps its observations and history, and the new tasks join unobserved.
     """
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.module import GRPOModule
@@ -150,6 +156,8 @@ def train_grpo(
         callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1))
     if launch.print_steps:
         callbacks.append(StepPrinter())
+    if retire_envs:
+        callbacks.append(RetireEnvironments(retire_envs))
     trainer = L.Trainer(
         accelerator=launch.accelerator,
         devices=launch.devices,
@@ -204,6 +212,17 @@ def train_grpo(
         save_agent_config(out / "policy", agent_config)
         (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return result
+
+
+class RetireEnvironments(L.pytorch.callbacks.Callback):
+    """Retires environments once the scheduler is restored (a checkpoint's state would
+    otherwise replace the retirement), before the first batch is chosen."""
+
+    def __init__(self, env_ids: Sequence[str]) -> None:
+        self.env_ids = list(env_ids)
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        module.scheduler.retire(self.env_ids)
 
 
 class StepPrinter(L.pytorch.callbacks.Callback):
