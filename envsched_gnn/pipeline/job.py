@@ -84,7 +84,6 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.graph_store.builder import GraphConfig, build, graph_stats
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
-    from envsched_gnn.observations import write_history
     from envsched_gnn.training.grpo_config import LaunchConfig
     from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
     from envsched_gnn.training.warm_start import warm_start
@@ -163,7 +162,6 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         results: dict[str, Any] = {}
         for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
             observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
-            write_history(out / "grpo" / name / "history.jsonl", observations)
             if index == 0:
                 store.write_observations(observations)
             results[name] = {

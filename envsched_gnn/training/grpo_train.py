@@ -4,7 +4,8 @@
 the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) and leaves in
 ``out_dir``: ``checkpoints/`` (``last.ckpt`` and every ``checkpoint_every`` steps),
 ``logs/`` (CSV, and TensorBoard when installed), ``policy/`` (the trained HF folder),
-``grpo_result.json``.
+``grpo_result.json`` and ``history.jsonl`` (every group rolled out, in the exchange format of
+spec section 8).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ import torch
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.observations import Observation, write_history
+from envsched_gnn.observations import Observation, observations_from_rewards, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo_config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.held_out import policy_evaluator
 
 RESULT_FILE = "grpo_result.json"
+HISTORY_FILE = "history.jsonl"
 
 
 @dataclass
@@ -211,6 +213,14 @@ def train_grpo(
         tokenizer.save_pretrained(out / "policy")
         save_agent_config(out / "policy", agent_config)
         (out / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        write_history(
+            out / HISTORY_FILE,
+            [
+                o
+                for s, groups in enumerate(result.rewards)
+                for o in observations_from_rewards(s, groups)
+            ],
+        )
     return result
 
 

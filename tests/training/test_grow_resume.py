@@ -11,7 +11,8 @@ import torch
 
 from envsched_gnn.cli import main
 from envsched_gnn.envs.generator import generate_pool, write_pool_files
-from envsched_gnn.training.grpo_train import RESULT_FILE
+from envsched_gnn.observations import read_history
+from envsched_gnn.training.grpo_train import HISTORY_FILE, RESULT_FILE
 from envsched_gnn.training.module import CHECKPOINT_KEY
 from envsched_gnn.training.policy import build_default_policy
 from tests.training.tiny_policy import TINY
@@ -61,3 +62,5 @@ def test_resume_after_add_env_continues_and_selects_the_new_tasks(
     stored = {(o.task_id, o.step): list(o.rewards) for o in store.read_observations()}
     expected = {(t, s): r for s, step in enumerate(result["rewards"]) for t, r in step.items()}
     assert stored == expected  # the store holds the whole run, before and after the growth
+    history = {(o.task_id, o.step): list(o.rewards) for o in read_history(run / HISTORY_FILE)}
+    assert history == expected  # and so does the run's history.jsonl
