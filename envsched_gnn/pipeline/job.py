@@ -84,6 +84,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.graph_store.builder import GraphConfig, build, graph_stats
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
+    from envsched_gnn.pipeline.evidence import write_top_evidence
     from envsched_gnn.training.grpo_config import LaunchConfig
     from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
     from envsched_gnn.training.warm_start import warm_start
@@ -164,6 +165,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
             if index == 0:
                 store.write_observations(observations)
+                evidence = write_top_evidence(pool, graph, observations, steps - 1, out)
             results[name] = {
                 "eval": result.evals,
                 "steps": result.steps,
@@ -199,6 +201,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         "graph": stats,
         "timings": progress.marks,
         "schedulers": results,
+        "evidence": evidence,
     }
     paths = write_report(report, out)
     progress(f"report: {', '.join(str(p) for p in paths)}")
