@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "envsched_gnn.eval.policy_commands",
     "envsched_gnn.eval.headroom_commands",
     "envsched_gnn.eval.commands",
+    "envsched_gnn.eval.cold_start_commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.graph",
@@ -56,6 +57,7 @@ POOL_COMMANDS = (
     ("eval", "policy"),
     ("eval", "headroom"),
     ("eval", "ablate"),
+    ("eval", "cold-start"),
     ("", "run"),
 )
 """Commands that run environment code in the sandboxed runtime."""
