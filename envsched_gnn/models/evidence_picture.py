@@ -140,7 +140,7 @@ def _fan(axis, relation: str, part: dict, g_v: float) -> None:
     neighbours = part["neighbours"]
     rows = max(len(neighbours), 1)
     for k, n in enumerate(neighbours):
-        x = side * (0.7 + 1.5 * (1.0 - n["sim"]))
+        x = side * (0.8 + 1.5 * (1.0 - n["sim"]))
         y = 2.0 - 3.6 * k / max(rows - 1, 1) if rows > 1 else 0.6
         axis.plot([x, 0], [y, 0], color=colour, linewidth=0.5 + 14 * n["share"], alpha=0.55)
         axis.scatter([x], [y], s=40 + 60 * n["W"], color=colour, zorder=3, edgecolor="white")
@@ -192,23 +192,16 @@ def draw(data: dict):
         _fan(graph_axis, relation, data["relations"][relation], data["g_v"])
     graph_axis.scatter([0], [0], s=500, color=COLOURS["target"], zorder=4, edgecolor="black")
     graph_axis.annotate(
-        f"{data['task_id']} ({data['env']})\nq {data['u_path']['q']:.3f}  E_v "
-        f"{data['u_path']['E_v']:.4f}",
-        (0, 0),
-        xytext=(0, 16),
-        textcoords="offset points",
-        ha="center",
-        va="bottom",
-        fontsize=9,
-        fontweight="bold",
-        bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": COLOURS["target"]},
-        zorder=5,
-    )
+        "target", (0, 0), xytext=(0, -14), textcoords="offset points", ha="center", va="top",
+        fontsize=7, color=COLOURS["target"], fontweight="bold",
+    )  # fmt: skip
     graph_axis.set_xlim(-4.4, 4.4)
     graph_axis.set_ylim(-2.8, 2.8)
     graph_axis.axis("off")
     graph_axis.set_title(
-        f"Evidence behind the prediction of {data['task_id']} at step {data['step']} (h_long)",
+        f"Evidence behind the prediction of {data['task_id']} ({data['env']}) at step "
+        f"{data['step']} (h_long)\nq = {data['u_path']['q']:.4f}, E_v = "
+        f"{data['u_path']['E_v']:.4f}",
         fontsize=11,
     )
     graph_axis.text(
