@@ -2,11 +2,16 @@
 several schedulers x seeds side by side on the one GPU, and the table.
 
     python scripts/gpu_scheduler_comparison.py [--seeds 3] [--steps 40] [--hidden 512 --layers 8]
+        [--competence-by environment|task] [--no-start]
 
-1. the paper's pool (51 environments x 50 tasks, 10 held out each) and its graph, built here;
+1. the paper's pool (51 environments x 50 tasks, 10 held out each, tasks of at most the demo
+   preset's calls) and its graph, built here;
 2. the built-in policy at ``--hidden`` x ``--layers`` (512 x 8: about 29 M parameters; no
    weights are downloaded anywhere), SFT on fresh generated tasks only (never the pool's
-   splits), bf16 autocast on CUDA;
+   splits), bf16 autocast on CUDA; then the demo preset's start recipe: fine-tuned on
+   imperfect demonstrations at its competence profile's rates (per environment and mistake
+   kind, or per task with ``--competence-by task``: the null-world profile), so that the
+   start is sometimes right, as the main job's is (``--no-start``: GRPO from the SFT policy);
 3. the start evaluated once: every held-out task x 4 and every train task x K;
 4. GRPO at B = 64, K = 8 from that start with each of ``--schedulers`` and each seed, all runs
    side by side in their own processes on the one GPU (``--parallel``), the same rollout
@@ -60,6 +65,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=3e-5, help="GRPO learning rate (3e-5)")
     parser.add_argument("--parallel", type=int, default=0, help="runs at once (0: all)")
     parser.add_argument("--out", type=Path, default=None, help="folder (default: a temp one)")
+    parser.add_argument(
+        "--competence-by",
+        choices=("environment", "task"),
+        default=None,
+        help="rates of the start's imperfect demonstrations (default: the demo preset's)",
+    )
+    parser.add_argument("--no-start", action="store_true", help="GRPO from the SFT policy")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for a CPU check")
     return parser.parse_args(argv)
 
@@ -100,6 +112,20 @@ def main(argv: list[str] | None = None) -> dict:
     parameters = count_parameters(load_policy(policy_dir)[0])
     print(f"SFT: {parameters / 1e6:.2f} M parameters, {args.sft_steps} steps in "
           f"{time.perf_counter() - tick:.0f} s", flush=True)  # fmt: skip
+    if demo.start is not None and not args.no_start:
+        profile = demo.start.competence
+        if args.competence_by is not None:
+            profile = replace(profile, by=args.competence_by)
+        start = replace(
+            sft, max_steps=2 if args.tiny else demo.start.steps,
+            learning_rate=demo.start.learning_rate, warmup_steps=1 if args.tiny else 20,
+            extra_tasks_per_env=extra, competence=profile,
+        )  # fmt: skip
+        tick = time.perf_counter()
+        policy_dir = run_sft(pool, policy_dir, start, out / "start")
+        print(f"start: {start.max_steps} steps on imperfect demonstrations (rates per "
+              f"{profile.by}, mean {profile.mean}) in {time.perf_counter() - tick:.0f} s",
+              flush=True)  # fmt: skip
     agent = load_agent_config(policy_dir)
     recipe = replace(
         demo.grpo, batch_size=batch, group_size=group, steps=args.steps, lr=args.lr,
@@ -136,7 +162,9 @@ def start_evaluation(pool, policy_dir, recipe, agent, runtime, cuda: bool) -> di
 
     device = "cuda" if cuda else "cpu"
     model, tokenizer = load_policy(policy_dir, device=device)
-    evaluate = policy_evaluator(pool, 0, recipe.eval_samples, recipe.pool_eval_samples, 0)
+    evaluate = policy_evaluator(
+        pool, 0, recipe.eval_samples, recipe.pool_eval_samples, 0, recipe.pool_eval_tasks
+    )
     with EnvRuntime(pool, runtime) as env_runtime:
         return evaluate(RolloutEngine(model, tokenizer, env_runtime, agent, device, pool), 0)
 

@@ -25,6 +25,11 @@ score (simulated expected reward on the held-out split) after the update. The bu
 of a record is rollouts spent / (B K); the score at budget step T is the score after the
 last update that fits in T x B x K rollouts.
 
+Resumable: each run is written to ``out/per_seed/<name>/seed<s>.json`` as soon as it
+finishes, with the key of everything that determines it; a rerun of the same command reuses
+the runs whose key matches (and says which), runs the rest, and gives the same table. A file
+whose key differs stops the rerun before anything runs (:mod:`~envsched_gnn.eval.ablation_runs`).
+
 Graphs are built over the train split only (held-out tasks are never scheduled), once per
 (pool, neighbour sizes, shuffle) and cached under ``out/graphs/``; the neighbour-size grid
 reuses one build at the largest sizes, truncated per task to its top k by (sim, pair key),
@@ -56,7 +61,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
@@ -77,6 +82,7 @@ from envsched_gnn.eval.ablation_config import (
     job_graph,
 )
 from envsched_gnn.eval.ablation_report import write_ablation_report
+from envsched_gnn.eval.ablation_runs import FinishedRuns
 from envsched_gnn.eval.ablation_summary import summarise
 from envsched_gnn.eval.controls import PREDICTOR_CONTROLS, SHUFFLED_CONTROL, shuffled_pool
 from envsched_gnn.eval.policy_learner import check_model, run_policy_jobs
@@ -309,11 +315,12 @@ def run_ablation(
         f"{len(jobs) // config.seeds} schedulers x {config.seeds} seeds, {config.steps} budget "
         f"steps" + (f", {config.workers} worker(s)" if config.learner == "sim" else "")
     )
+    finished = FinishedRuns(out, pool, graphs, config, log)
     run_start = time.perf_counter()
     if config.learner == "sim":
-        runs, learner_info = simulate_jobs(pool, graphs, jobs, config, log)
+        runs, learner_info = simulate_jobs(pool, graphs, jobs, config, log, finished)
     else:
-        runs, learner_info = run_policy_jobs(pool, graphs, jobs, config, out, log)
+        runs, learner_info = run_policy_jobs(pool, graphs, jobs, config, out, log, finished)
     timings["runs_s"] = time.perf_counter() - run_start
     timings["total_s"] = time.perf_counter() - started
     results = summarise(runs, config)
@@ -367,26 +374,19 @@ def simulate_jobs(
     jobs: Sequence[Job],
     config: AblationConfig,
     log: Callable[[str], None],
+    finished: FinishedRuns,
 ) -> tuple[list[dict], dict]:
-    """Every job with the learner simulator (``config.workers`` forked processes)."""
+    """Every job with the learner simulator (``config.workers`` forked processes), less
+    those ``finished`` holds; each run is saved there as soon as it ends."""
+    done, todo = finished.split(jobs)
     world = build_world(pool, config.simulator)
     context = JobContext(pool, world, graphs, config)
-    runs: list[dict] = []
+    runs: list[dict] = list(done.values())
     run_start = time.perf_counter()
-    if config.workers == 1:
-        for n, job in enumerate(jobs, 1):
-            runs.append(run_job(job, context))
-            _progress(log, n, len(jobs), runs[-1], run_start)
-    else:
-        with ProcessPoolExecutor(
-            config.workers,
-            mp_context=get_context("fork"),
-            initializer=_init_worker,
-            initargs=(context,),
-        ) as ex:
-            for n, result in enumerate(ex.map(_run_in_worker, jobs), 1):
-                runs.append(result)
-                _progress(log, n, len(jobs), result, run_start)
+    results = _simulated(todo, context, config.workers)
+    for n, (job, result) in enumerate(zip(todo, results, strict=True), 1):
+        runs.append(finished.save(job, result))
+        _progress(log, n, len(todo), result, run_start)
     info = {
         "learner": "simulator (envsched_gnn.eval.simulate), not a language model",
         "world": {
@@ -397,6 +397,18 @@ def simulate_jobs(
         "skills": world.op_names,
     }
     return runs, info
+
+
+def _simulated(jobs: Sequence[Job], context: JobContext, workers: int) -> Iterator[dict]:
+    """The runs of ``jobs`` in their order, each as soon as it and those before it are done."""
+    if workers == 1:
+        for job in jobs:
+            yield run_job(job, context)
+        return
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("fork"), initializer=_init_worker, initargs=(context,)
+    ) as ex:
+        yield from ex.map(_run_in_worker, jobs)
 
 
 def _progress(log, n: int, total: int, result: dict, start: float) -> None:

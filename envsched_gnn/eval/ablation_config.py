@@ -29,7 +29,7 @@ from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
-BASELINES = ("random", "dapo", "mopps", "greso", "dps", "learned")
+BASELINES = ("random", "dapo", "mopps", "greso", "dps", "dump", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)
 ORACLE = "envsched_oracle"
@@ -92,6 +92,8 @@ class PolicyLearnerConfig:
     pool_eval_samples: int = 0
     """At every evaluation also roll out every train task this many times (the pool reward,
     unbiased by which tasks each scheduler picked); 0: off."""
+    pool_eval_tasks: int = 0
+    """Train tasks of that pool evaluation (a fixed seeded subset; 0: all)."""
     eval_seed: int = 0
     """Seed of the held-out subset and its sampling, the same for every run."""
     accelerator: str = "auto"

@@ -19,6 +19,8 @@ from envsched_gnn.eval.ablation_config import (
     AblationConfig,
     control_name,
 )
+from envsched_gnn.eval.ablation_curves_report import plot_reward_curves, render_reward_curves
+from envsched_gnn.eval.stats import excludes_zero, format_ci
 
 CONTROL_LABELS = {
     "relabelled": "the relabelled graph (primary control)",
@@ -44,17 +46,13 @@ SHORT = {
 
 
 def _fmt(stat: dict | None, digits: int = 4) -> str:
-    if stat is None:
-        return "n/a"
-    if stat["ci95"] is None:
-        return f"{stat['mean']:.{digits}f}"
-    return f"{stat['mean']:.{digits}f} ± {stat['ci95']:.{digits}f}"
+    return "n/a" if stat is None else format_ci(stat, digits)
 
 
 def render_table(results: dict, config: AblationConfig) -> str:
     """The paper's table, one row per scheduler."""
     head = [f"score@{s}" for s in config.score_steps] + [SHORT[m] for m in SHORT]
-    head += ["steps to random's best", "rollouts to random's final"]
+    head += ["steps to random's best", "rollouts to random's final (median)"]
     lines = ["| scheduler | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for name, entry in results.items():
         cells = [_fmt(entry["score"][str(s)]) for s in config.score_steps]
@@ -63,10 +61,19 @@ def render_table(results: dict, config: AblationConfig) -> str:
             cells.append(_fmt(entry["metrics"][metric], digits))
         reached = entry.get("steps_to_random_best")
         cells.append("never" if reached is None else str(reached))
-        rollouts = entry.get("rollouts_to_random_final")
-        cells.append("never" if rollouts is None else str(rollouts))
+        cells.append(_rollouts_to_final(entry))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _rollouts_to_final(entry: dict) -> str:
+    """Median rollouts to random's final held-out reward over seeds, and how many reached it."""
+    match = entry.get("rollouts_to_random_final", {}).get("score")
+    if match is None:
+        return "n/a"
+    median = match["median_rollouts"]
+    reached = f"{match['reached']}/{match['seeds']} seeds"
+    return f"never ({reached})" if median is None else f"{median:.0f} ({reached})"
 
 
 def render_prediction(results: dict) -> str:
@@ -94,8 +101,7 @@ def render_prediction(results: dict) -> str:
 def _verdict(stat: dict | None) -> str:
     if stat is None or stat["ci95"] is None:
         return ""
-    low, high = stat["mean"] - stat["ci95"], stat["mean"] + stat["ci95"]
-    return " (inside the noise)" if low <= 0.0 <= high else ""
+    return "" if excludes_zero(stat) else " (inside the noise)"
 
 
 def _margin_parts(margin: dict, config: AblationConfig) -> str:
@@ -178,6 +184,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         "",
         render_pool(results, config),
         "",
+        render_reward_curves(results, config),
+        "",
         render_prediction(results),
         "",
         f"Timings: graph build {timings.get('graph_build_s', 0.0):.1f} s, runs "
@@ -242,44 +250,15 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
 
 
 def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path]:
-    """Score curves (mean and CI band) and per-step batch metrics, one PNG each."""
+    """Reward against rollouts (``ablation_curves_report.plot_reward_curves``), per-step batch
+    metrics and prediction quality, one PNG each."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
+    paths = plot_reward_curves(results, out, config)
     label = LEARNER_LABELS[config.learner]
-    curves = [("curve", "score.png", "Downstream score")]
-    if any("pool_curve" in entry for entry in results.values()):
-        curves.append(("pool_curve", "pool_score.png", "Pool reward (every train task)"))
-    for key, file_name, title in curves:
-        fig, ax = plt.subplots(figsize=(9, 5.5))
-        for name, entry in results.items():
-            if key not in entry:
-                continue
-            x = np.asarray(entry[key]["budget_step"])
-            y = np.asarray(entry[key]["score_mean"])
-            ci = np.asarray([c if c is not None else 0.0 for c in entry[key]["score_ci95"]])
-            style = "-" if name in ("envsched", "random") else "--"
-            marker = "o" if config.learner == "policy" else None
-            width = 2.0 if style == "-" else 1.0
-            ax.plot(x, y, style, marker=marker, label=name, linewidth=width)
-            ax.fill_between(x, y - ci, y + ci, alpha=0.12)
-        ax.set_xlabel("budget step (rollouts / (B K))")
-        ax.set_ylabel(
-            "held-out expected reward (SIMULATED)"
-            if config.learner == "sim"
-            else ("train-split" if key == "pool_curve" else "held-out")
-            + " mean reward of the policy"
-        )
-        ax.set_title(f"{title} over the rollout budget, 95 % bands (learner: {label})")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        paths.append(out / file_name)
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     for ax, metric in zip(
         axes.flat,

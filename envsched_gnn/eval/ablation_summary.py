@@ -6,12 +6,19 @@ the mean over its steps of every batch metric (spec section 6). Across the n see
 number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best"
 is the first budget step at which the scheduler's seed-mean score curve reaches the
 maximum of random's seed-mean curve (null when it never does); the curve has a point per
-budget step (simulator) or per held-out evaluation (policy); "rollouts to random's final" is
-the budget, in rollouts, at which that curve first reaches random's final seed-mean score
-(the paper's "EnvSched reaches random's result with 3x fewer rollouts"). Margins over random are
+budget step (simulator) or per held-out evaluation (policy). Margins over random are
 paired by seed (same run seed): mean and CI of score(scheduler) - score(random); so is
 EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
 margin whose CI contains 0 is reported as inside the noise.
+
+Reward against rollouts (:mod:`~envsched_gnn.eval.ablation_curves`), for the held-out and,
+where recorded, the pool reward: every scheduler minus random and minus EnvSched on the
+relabelled graph (:data:`REFERENCES`, those that ran), paired by seed at every point of the
+curve (``curve_margins``); and "rollouts to random's final" (``rollouts_to_random_final``):
+per seed, the rollouts at which the scheduler's curve, interpolated linearly between
+evaluations, first reaches random's final reward of that seed (the paper's "EnvSched reaches
+random's result with 3x fewer rollouts"), with how many seeds reached it, the median and mean
+over seeds, and the difference from random's own first reach of it, paired by seed.
 
 The score at budget step T is the score after the last scored update that fits in
 T x B x K rollouts (:func:`scores_at`). Where the policy learner also evaluated every train
@@ -25,8 +32,8 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
 
+from envsched_gnn.eval import stats
 from envsched_gnn.eval.ablation_config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
@@ -36,31 +43,22 @@ from envsched_gnn.eval.ablation_config import (
     curve_steps,
     run_names,
 )
+from envsched_gnn.eval.ablation_curves import (
+    REWARD_KEYS,
+    paired_curve,
+    rollouts_to_match,
+    scores_at,
+)
+
+REFERENCES = ("random", control_name("relabelled"))
+"""What every scheduler's reward curve is paired against, when it ran: random and EnvSched on
+the relabelled graph (the primary control)."""
 
 
-def scores_at(
-    records: Sequence[dict], budget_steps: Sequence[float], key: str = "score"
-) -> np.ndarray:
-    """Score (``key``) after the last scored update within each budget step (records in budget
-    order; records without it, updates the policy learner did not evaluate after, are
-    skipped)."""
-    scored = [r for r in records if r.get(key) is not None]
-    spent = np.array([r["budget_step"] for r in scored])
-    score = np.array([r[key] for r in scored])
-    idx = (
-        np.searchsorted(spent, np.asarray(budget_steps, dtype=np.float64) + 1e-9, side="right") - 1
-    )
-    return score[np.clip(idx, 0, len(score) - 1)]
-
-
-def mean_ci(values: Sequence[float]) -> dict:
-    """Mean and 95 % CI half-width (Student t over seeds); half-width null for one seed."""
+def over_seeds(values: Sequence[float]) -> dict:
+    """:func:`~envsched_gnn.eval.stats.mean_ci` over seeds, with the ``per_seed`` values."""
     x = np.asarray(values, dtype=np.float64)
-    mean = float(x.mean())
-    if x.size < 2:
-        return {"mean": mean, "ci95": None, "per_seed": x.tolist()}
-    half = float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return {"mean": mean, "ci95": half, "per_seed": x.tolist()}
+    return {**stats.mean_ci(x), "per_seed": x.tolist()}
 
 
 def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
@@ -74,27 +72,27 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         group = sorted(by_name[name], key=lambda r: r["seed"])
         curves = np.stack([scores_at(r["records"], grid) for r in group])
         metrics = {
-            m: mean_ci([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
+            m: over_seeds([np.mean([rec[m] for rec in r["records"][1:]]) for r in group])
             for m in STEP_METRICS
         }
         results[name] = {
             "learner": LEARNER_LABELS[config.learner],
             "seeds": [r["seed"] for r in group],
             "score": {
-                str(s): mean_ci([scores_at(r["records"], [s])[0] for r in group])
+                str(s): over_seeds([scores_at(r["records"], [s])[0] for r in group])
                 for s in config.score_steps
             },
             "metrics": metrics,
-            "updates": mean_ci([len(r["records"]) - 1 for r in group]),
+            "updates": over_seeds([len(r["records"]) - 1 for r in group]),
             "rollouts": group[0]["rollouts"],
-            "wall_s": mean_ci([r["wall_s"] for r in group]),
-            "schedule_s_per_step": mean_ci(
+            "wall_s": over_seeds([r["wall_s"] for r in group]),
+            "schedule_s_per_step": over_seeds(
                 [r["schedule_s"] / max(len(r["records"]) - 1, 1) for r in group]
             ),
             "curve": {
                 "budget_step": grid.tolist(),
                 "score_mean": curves.mean(axis=0).tolist(),
-                "score_ci95": [mean_ci(c)["ci95"] for c in curves.T],
+                "score_ci95": [over_seeds(c)["ci95"] for c in curves.T],
             },
             "runs": [
                 {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
@@ -103,13 +101,13 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         if all(r["records"][0].get("pool_score") is not None for r in group):
             pool_curves = np.stack([scores_at(r["records"], grid, "pool_score") for r in group])
             results[name]["pool_score"] = {
-                str(s): mean_ci([scores_at(r["records"], [s], "pool_score")[0] for r in group])
+                str(s): over_seeds([scores_at(r["records"], [s], "pool_score")[0] for r in group])
                 for s in config.score_steps
             }
             results[name]["pool_curve"] = {
                 "budget_step": grid.tolist(),
                 "score_mean": pool_curves.mean(axis=0).tolist(),
-                "score_ci95": [mean_ci(c)["ci95"] for c in pool_curves.T],
+                "score_ci95": [over_seeds(c)["ci95"] for c in pool_curves.T],
             }
         prediction = prediction_summary(group)
         if prediction:
@@ -119,14 +117,13 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         for entry in results.values():
             entry["steps_to_random_best"] = _first_step_reaching(entry, best, grid)
             entry["random_best_score"] = best
-            entry["rollouts_to_random_final"] = _rollouts_to(
-                entry, results["random"]["curve"]["score_mean"][-1], grid, config
-            )
             entry["margin_over_random"] = paired_margin(entry, results["random"], config)
             if "pool_score" in entry and "pool_score" in results["random"]:
                 entry["pool_margin_over_random"] = paired_margin(
                     entry, results["random"], config, "pool_score"
                 )
+    for entry in results.values():
+        entry.update(against_references(entry, results, grid, config))
     if "envsched" in results:
         envsched = results["envsched"]
         envsched["margin_over_controls"] = {
@@ -144,20 +141,46 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
     return results
 
 
+def against_references(
+    entry: dict, results: dict, grid: np.ndarray, config: AblationConfig
+) -> dict:
+    """``curve_margins`` (entry minus each of :data:`REFERENCES` that ran, at every budget step
+    of ``grid``, paired by seed) and ``rollouts_to_random_final`` (per seed, the rollouts to
+    reach random's final reward of the seed), each for the held-out and the pool reward
+    (:mod:`~envsched_gnn.eval.ablation_curves`)."""
+    keys = _reward_keys(entry)
+    out: dict = {"curve_margins": {}}
+    for reference in REFERENCES:
+        other = results.get(reference)
+        if other is None or other is entry:
+            continue
+        out["curve_margins"][reference] = {
+            key: paired_curve(entry["runs"], other["runs"], grid, key)
+            for key in keys
+            if key in _reward_keys(other)
+        }
+    if "random" in results:
+        per_budget_step = config.batch_size * config.simulator.rollouts
+        out["rollouts_to_random_final"] = {
+            key: rollouts_to_match(entry["runs"], results["random"]["runs"], per_budget_step, key)
+            for key in keys
+            if key in _reward_keys(results["random"])
+        }
+    return out
+
+
+def _reward_keys(entry: dict) -> list[str]:
+    """The rewards every run of ``entry`` records (from the start on)."""
+    return [
+        k for k in REWARD_KEYS if all(r["records"][0].get(k) is not None for r in entry["runs"])
+    ]
+
+
 def _first_step_reaching(entry: dict, target: float, grid: np.ndarray) -> int | None:
     """The first budget step at which the seed-mean curve reaches ``target``; None when it
     never does."""
     reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
     return int(grid[reached[0]]) if reached.size else None
-
-
-def _rollouts_to(
-    entry: dict, target: float, grid: np.ndarray, config: AblationConfig
-) -> int | None:
-    """Rollouts (budget step x B x K) at which the seed-mean curve first reaches ``target``;
-    None when it never does."""
-    step = _first_step_reaching(entry, target, grid)
-    return None if step is None else step * config.batch_size * config.simulator.rollouts
 
 
 def prediction_summary(group: Sequence[dict]) -> dict:
@@ -173,11 +196,11 @@ def prediction_summary(group: Sequence[dict]) -> dict:
         filled = np.where(defined, values, 0.0)
         seed_means = [float(f[d].mean()) for f, d in zip(filled, defined, strict=True) if d.any()]
         per_step = [
-            mean_ci(col[ok]) if ok.any() else None
+            over_seeds(col[ok]) if ok.any() else None
             for col, ok in zip(values.T, defined.T, strict=True)
         ]
         summary[metric] = {
-            **mean_ci(seed_means),
+            **over_seeds(seed_means),
             "per_step_mean": [None if c is None else c["mean"] for c in per_step],
             "per_step_ci95": [None if c is None else c["ci95"] for c in per_step],
         }
@@ -198,5 +221,5 @@ def paired_margin(
             scores_at(runs[k]["records"], [s], key)[0] - scores_at(other[k]["records"], [s], key)[0]
             for k in seeds
         ]
-        out[str(s)] = mean_ci(diffs) if diffs else None
+        out[str(s)] = over_seeds(diffs) if diffs else None
     return out

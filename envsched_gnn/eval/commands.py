@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,7 +156,14 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(
         policy,
         PolicyLearnerConfig,
-        fields=["workers", "eval_tasks", "eval_samples", "pool_eval_samples", "accelerator"],
+        fields=[
+            "workers",
+            "eval_tasks",
+            "eval_samples",
+            "pool_eval_samples",
+            "pool_eval_tasks",
+            "accelerator",
+        ],
         flags={"workers": "--policy-workers"},
         choices={"accelerator": ("auto", "cpu", "gpu")},
         dest_prefix=POLICY,
@@ -201,7 +209,9 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablate import run_ablation
+    from envsched_gnn.eval.ablation_curves_report import render_rollouts_to_final
     from envsched_gnn.eval.ablation_report import render_margins, render_table
+    from envsched_gnn.eval.ablation_runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
     controls = _names(args.controls or [])
@@ -220,9 +230,14 @@ def _ablate(args: argparse.Namespace) -> int:
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
         policy=config_from_args(PolicyLearnerConfig, args, dest_prefix=POLICY, recipe=recipe),
     )
-    results = run_ablation(load_pool(args.pool), config, args.out)
+    try:
+        results = run_ablation(load_pool(args.pool), config, args.out)
+    except RunMismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(render_table(results, config))
     print(render_margins(results, config))
+    print(render_rollouts_to_final(results, config))
     return 0
 
 

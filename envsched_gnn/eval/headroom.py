@@ -83,3 +83,26 @@ def pool_groupings(pool: Any) -> dict[str, Callable[[str], Any]]:
         "checks": lambda t: len(pool.task(t).checklist_with_func),
         "calls": lambda t: len(pool.task(t).reference_solution or ()),
     }
+
+
+def policy_headroom(
+    engine: Any,
+    pool: Any,
+    tasks: Sequence[str],
+    k: int,
+    seed: int,
+    tasks_per_batch: int = 16,
+    progress: str | None = None,
+) -> dict[str, Any]:
+    """K samples of each task id with ``engine`` (a ``RolloutEngine``): the
+    :func:`headroom_table` by the :data:`GROUPINGS`, the per-task rewards (``per_task``), the
+    malformed calls per episode and the rollout seconds (a progress bar named ``progress``)."""
+    from envsched_gnn.training.held_out import rollout_groups
+
+    rolled = rollout_groups(engine, tasks, k, seed, tasks_per_batch, progress)
+    return {
+        **headroom_table(rolled.rewards, pool_groupings(pool)),
+        "per_task": dict(rolled.rewards),
+        "malformed_call_rate": rolled.malformed_call_rate,
+        "rollout_s": rolled.rollout_s,
+    }

@@ -63,9 +63,9 @@ def _headroom(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
-    from envsched_gnn.eval.headroom import headroom_table, pool_groupings
+    from envsched_gnn.eval.headroom import policy_headroom
     from envsched_gnn.eval.headroom_report import write_headroom
-    from envsched_gnn.training.held_out import heldout_tasks, rollout_groups
+    from envsched_gnn.training.held_out import heldout_tasks
     from envsched_gnn.training.policy import load_agent_config, load_policy
     from envsched_gnn.training.rollout import RolloutEngine
 
@@ -91,30 +91,22 @@ def _headroom(args: argparse.Namespace) -> int:
                 options.model, temperature=temperature, constrained=options.constrained
             )
             engine = RolloutEngine(model, tokenizer, runtime, agent, device)
-            rolled = rollout_groups(
-                engine, tasks, options.k, options.seed, options.tasks_per_batch, "headroom"
+            table = policy_headroom(
+                engine, pool, tasks, options.k, options.seed, options.tasks_per_batch, "headroom"
             )
-            table = headroom_table(rolled.rewards, pool_groupings(pool))
             overall = table["overall"]
             print(
                 f"T={temperature}: {overall['tasks']} tasks x K={options.k}: mean "
                 f"{overall['mean_reward']:.3f}, best of K {overall['mean_best']:.3f}, headroom "
                 f"{overall['headroom']:.3f} ± {overall['headroom_ci95'] or 0:.3f}, zero-variance "
                 f"{overall['zero_variance_share']:.2f}, all ones {overall['all_ones_share']:.2f}, "
-                f"malformed calls/episode {rolled.malformed_call_rate:.3f} "
-                f"({rolled.rollout_s:.0f} s)",
+                f"malformed calls/episode {table['malformed_call_rate']:.3f} "
+                f"({table['rollout_s']:.0f} s)",
                 flush=True,
             )
             runs.append(
-                {
-                    "temperature": temperature,
-                    "k": options.k,
-                    "constrained": agent.constrained,
-                    "malformed_call_rate": rolled.malformed_call_rate,
-                    "rollout_s": rolled.rollout_s,
-                    **table,
-                    "per_task": rolled.rewards,
-                }
+                {"temperature": temperature, "k": options.k, "constrained": agent.constrained}
+                | table
             )
     header = [
         f"policy {options.model}, pool {options.pool}, splits {', '.join(options.splits)}",

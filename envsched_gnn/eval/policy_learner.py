@@ -16,7 +16,12 @@ Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of t
 seed every time. Evaluations come every e = ceil(S / 5) GRPO steps and after the last one
 (:func:`~envsched_gnn.eval.ablation_config.eval_every_for`), so the report's columns score@e,
 score@3e and score@S are the paper's 40 / 120 / 200 for S = 200. The step-0 evaluation of
-the starting policy is made once, in the first run, and shared by all the others.
+the starting policy is made once, before any run, and shared by all of them.
+
+Resuming (:mod:`~envsched_gnn.eval.ablation_runs`): each finished run is kept and a rerun
+trains only the missing ones; their identity includes the fingerprint of the starting
+policy's files. The SFT warm start (``policy/start.json``) and the step-0 evaluation
+(``policy/heldout_step0.json``) are kept too, each with the fingerprints it depends on.
 
 Each run's records have the simulator path's layout (``ablate.run_job``): one per update,
 with its budget step (rollouts spent / (B K)), the batch metrics of spec section 6 from the
@@ -26,6 +31,7 @@ where an evaluation followed that update (None elsewhere).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
@@ -41,10 +47,21 @@ from envsched_gnn.eval.ablation_config import (
     eval_every_for,
     job_graph,
 )
+from envsched_gnn.eval.ablation_runs import (
+    FinishedRuns,
+    canonical_sha256,
+    folder_fingerprint,
+)
 from envsched_gnn.graph.task_graph import TaskGraph
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.sft_config import SFTConfig
+
+START_RECORD = "start.json"
+"""Beside the SFT warm start: the fingerprint of its inputs and its folder."""
+STEP0_RECORD = "heldout_step0.json"
+"""The starting policy's held-out evaluation, with what it depends on."""
 
 
 def check_model(config: PolicyLearnerConfig) -> None:
@@ -56,12 +73,16 @@ def check_model(config: PolicyLearnerConfig) -> None:
 def starting_policy(
     pool: Pool, config: PolicyLearnerConfig, out: Path, log: Callable[[str], None]
 ) -> Path:
-    """The folder of the policy every run starts from (SFT into ``out/sft`` unless skipped)."""
+    """The folder of the policy every run starts from (SFT into ``out/sft`` unless skipped).
+
+    The SFT warm start is kept: ``out/start.json`` records the fingerprint of its inputs
+    (:func:`~envsched_gnn.training.warm_start.sft_fingerprint`, and the files of ``model``),
+    and a rerun with the same inputs starts from the policy already trained."""
     check_model(config)
     if config.sft_steps == 0:
         log(f"policy: starting every run from {config.model} as is (no SFT)")
         return Path(config.model)
-    from envsched_gnn.training.warm_start import warm_start
+    from envsched_gnn.training.warm_start import sft_fingerprint, warm_start
 
     sft = SFTConfig(
         max_steps=config.sft_steps,
@@ -69,10 +90,19 @@ def starting_policy(
         accelerator=config.accelerator,
         agent=config.agent or AgentConfig(),
     )
+    model = folder_fingerprint(config.model) if config.model is not None else None
+    inputs = canonical_sha256({"sft": sft_fingerprint(pool, sft), "model": model})
+    kept = _read_json(out / START_RECORD)
+    if kept is not None and kept["inputs"] == inputs and (out / kept["policy"]).is_dir():
+        log(f"policy: reusing the SFT warm start {out / kept['policy']} (same SFT inputs)")
+        return out / kept["policy"]
     start = time.perf_counter()
     log(f"policy: SFT warm start of {config.model or 'the built-in policy'} ...")
     path, _ = warm_start(pool, config.model, sft, out / "sft", log)
     log(f"policy: SFT done in {time.perf_counter() - start:.0f} s: {path}")
+    write_json_atomically(
+        out / START_RECORD, {"inputs": inputs, "policy": path.relative_to(out).as_posix()}
+    )
     return path
 
 
@@ -90,19 +120,23 @@ def run_policy_jobs(
     config: AblationConfig,
     out: Path,
     log: Callable[[str], None],
+    finished: FinishedRuns,
 ) -> tuple[list[dict], dict[str, Any]]:
-    """Train every job from one starting policy (``config.policy.workers`` at a time); returns
-    the run records and what the report says about the learner (starting policy, evaluation
-    set, step-0 score). The starting policy is evaluated once, before any run."""
+    """Train every job from one starting policy (``config.policy.workers`` at a time), less
+    those ``finished`` holds, saving each there as soon as it ends; returns the run records
+    and what the report says about the learner (starting policy, evaluation set, step-0
+    score). The starting policy is evaluated once, before any run, and that evaluation is
+    kept for reruns (:func:`kept_heldout_start`)."""
     from envsched_gnn.training.policy import load_agent_config
 
     start_dir = starting_policy(pool, config.policy, out / "policy", log)
+    start_id = folder_fingerprint(start_dir)
+    done, todo = finished.split(jobs, start=start_id)
+    # seed by seed: an interrupted comparison leaves whole seeds, each paired across names
+    todo = sorted(todo, key=lambda job: job.seed)
     learner = replace(config.policy, agent=config.policy.agent or load_agent_config(start_dir))
-    tick = time.perf_counter()
-    initial = heldout_start(pool, start_dir, learner)
-    log(
-        f"policy: held-out {initial['mean_reward']:.4f} at step 0 ({initial['tasks']} tasks x "
-        f"{initial['k']}, {time.perf_counter() - tick:.0f} s)"
+    initial = kept_heldout_start(
+        pool, start_dir, learner, out / "policy" / STEP0_RECORD, start_id, finished.pool, log
     )
     # imported here: grpo_runs loads Lightning (seconds), which the simulator's ablation
     # never needs
@@ -110,7 +144,7 @@ def run_policy_jobs(
     from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, train_runs
 
     grpo_runs = []
-    for job in jobs:
+    for job in todo:
         graph = job_graph(job.graph, job.seed, graphs, config)
         grpo = replace(
             learner.recipe,
@@ -122,6 +156,7 @@ def run_policy_jobs(
             eval_tasks=learner.eval_tasks,
             eval_samples=learner.eval_samples,
             pool_eval_samples=learner.pool_eval_samples,
+            pool_eval_tasks=learner.pool_eval_tasks,
             seed=job.seed,
         )
         grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
@@ -134,20 +169,21 @@ def run_policy_jobs(
         initial,
         eval_seed=learner.eval_seed,
     )
-    runs: list[dict] = []
+    runs: list[dict] = list(done.values())
     started = time.perf_counter()
     if learner.workers > 1:
-        log(f"policy: {len(jobs)} runs, {learner.workers} at a time")
+        log(f"policy: {len(todo)} runs, {learner.workers} at a time")
     trained = train_runs(start, grpo_runs, learner.workers)
-    for n, (job, run, result) in enumerate(zip(jobs, grpo_runs, trained, strict=True), 1):
-        runs.append(run_record(job, result, config, run.out_dir))
+    for n, (job, run, result) in enumerate(zip(todo, grpo_runs, trained, strict=True), 1):
+        record = run_record(job, result, config, run.out_dir.relative_to(out))
+        runs.append(finished.save(job, record, start_id))
         elapsed = time.perf_counter() - started
         evals = result.evals
         log(
-            f"[{n}/{len(jobs)}] {job.name} seed {job.seed}: held-out "
+            f"[{n}/{len(todo)}] {job.name} seed {job.seed}: held-out "
             f"{evals[0]['mean_reward']:.4f} -> {evals[-1]['mean_reward']:.4f}, "
             f"{result.rollouts} rollouts, {result.wall_s:.0f} s; elapsed {elapsed:.0f} s, "
-            f"eta {elapsed / n * (len(jobs) - n):.0f} s"
+            f"eta {elapsed / n * (len(todo) - n):.0f} s"
         )
     info = {
         "learner": "policy (real GRPO): envsched_gnn.training.grpo_train.train_grpo",
@@ -167,6 +203,46 @@ def run_policy_jobs(
     return runs, info
 
 
+def kept_heldout_start(
+    pool: Pool,
+    policy_dir: Path,
+    learner: PolicyLearnerConfig,
+    record: Path,
+    start_id: str,
+    pool_id: str,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """:func:`heldout_start`, kept in ``record`` with the fingerprints of the starting policy
+    and the pool and the evaluation's settings; a rerun with the same ones reads it back."""
+    identity = {
+        "start": start_id,
+        "pool": pool_id,
+        "eval": [learner.eval_tasks, learner.eval_samples, learner.pool_eval_samples],
+        "eval_seed": learner.eval_seed,
+        "agent": asdict(learner.agent),
+        "accelerator": learner.accelerator,
+    }
+    kept = _read_json(record)
+    if kept is not None and kept["key"] == canonical_sha256(identity):
+        initial = kept["evaluation"]
+        log(f"policy: held-out {initial['mean_reward']:.4f} at step 0 (kept in {record})")
+        return initial
+    tick = time.perf_counter()
+    initial = heldout_start(pool, policy_dir, learner)
+    log(
+        f"policy: held-out {initial['mean_reward']:.4f} at step 0 ({initial['tasks']} tasks x "
+        f"{initial['k']}, {time.perf_counter() - tick:.0f} s)"
+    )
+    payload = {"key": canonical_sha256(identity), "identity": identity, "evaluation": initial}
+    write_json_atomically(record, payload)
+    return _read_json(record)["evaluation"]  # as a rerun reads it
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON in ``path``, or None when there is no such file."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) -> dict[str, Any]:
     """The starting policy's held-out evaluation (the step-0 score every run shares)."""
     import torch
@@ -183,7 +259,7 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
     model, tokenizer = load_policy(policy_dir, device=device)
     evaluate = policy_evaluator(
         pool, learner.eval_tasks, learner.eval_samples, learner.pool_eval_samples,
-        learner.eval_seed,
+        learner.eval_seed, learner.pool_eval_tasks,
     )  # fmt: skip
     with EnvRuntime(pool, learner.runtime) as runtime:
         engine = RolloutEngine(model, tokenizer, runtime, learner.agent, device, pool)
@@ -191,7 +267,8 @@ def heldout_start(pool: Pool, policy_dir: Path, learner: PolicyLearnerConfig) ->
 
 
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
-    """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s)."""
+    """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s);
+    ``run_dir`` is the run's folder relative to the ablation's output folder."""
     per_budget_step = config.batch_size * config.simulator.rollouts
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
     pool = {int(e["step"]): float(e["pool"]["mean_reward"]) for e in result.evals if "pool" in e}

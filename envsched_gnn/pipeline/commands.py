@@ -18,6 +18,10 @@ class DemoPolicyArgs:
     """Main-job preset whose pool and SFT recipe the package is built from."""
     seed: int = 0
     """Seed of the pool and of SFT."""
+    stage: str = "base"
+    """Which package: ``base`` (SFT of the built-in policy; the project ships the demo
+    preset's at envsched_gnn/data/demo_sft) or ``start`` (the packaged base fine-tuned into
+    the preset's start that is sometimes right; envsched_gnn/data/demo_start)."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -67,7 +71,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "project ships the demo preset's at envsched_gnn/data/demo_sft."
         ),
     )
-    add_config_flags(p, DemoPolicyArgs)
+    add_config_flags(p, DemoPolicyArgs, choices={"stage": ("base", "start")})
     add_config_flags(p, SFTConfig, fields=["threads"])
     p.set_defaults(func=_demo_policy)
 
@@ -94,6 +98,8 @@ def _demo_policy(args: argparse.Namespace) -> int:
     from envsched_gnn.pipeline.demo_policy import package_demo_policy
 
     package = config_from_args(DemoPolicyArgs, args)
-    out = package_demo_policy(package.out, package.preset, package.seed, args.threads)
+    out = package_demo_policy(
+        package.out, package.preset, package.seed, args.threads, package.stage
+    )
     print(f"packaged SFT policy in {out}")
     return 0

@@ -3,8 +3,12 @@
 1. generate the built-in pool (``pool/`` in the run folder);
 2. write it to the graph store (the embedded default ``.envsched/store`` unless ``--store``),
    build the dual-relation graph into the store and read it back from there;
-3. SFT warm start of the policy (the built-in one, or ``--model PATH``);
-4. held-out evaluation of the SFT policy (step 0, shared by every scheduler);
+3. SFT warm start of the policy (the built-in one, or ``--model PATH``); for the built-in
+   policy and a preset with a start recipe, the start that is sometimes right is made from it
+   (:mod:`~envsched_gnn.training.competence`: imperfect demonstrations at the rates of a
+   competence profile, a stand-in for a pretrained model's uneven competence);
+4. held-out evaluation of the start (step 0, shared by every scheduler), and its pool
+   evaluation (train tasks x K, whose headroom the report shows at the start and the end);
 5. GRPO from that same SFT policy once per scheduler (EnvSched and uniform random by
    default), all with the same B, K and steps, i.e. the same rollout budget, evaluated on
    the same held-out tasks every ``eval_every`` steps;
@@ -21,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from envsched_gnn.pipeline.demo_policy import demo_sft_config
+from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS, Preset
 
 DEFAULT_STORE = ".envsched/store"
@@ -78,7 +82,7 @@ class Progress:
 def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str, Any]:
     """Run the main job; returns the results written to ``results.json``. ``preset``
     replaces the sizes of ``options.preset`` (custom sizes, tests)."""
-    from envsched_gnn.envs.generator import generate_pool, write_pool_files
+    from envsched_gnn.envs.generator import write_pool_files
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.report import summarize, write_report
     from envsched_gnn.graph_store.builder import GraphConfig, build, graph_stats
@@ -87,7 +91,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.pipeline.evidence import write_top_evidence
     from envsched_gnn.training.grpo_config import LaunchConfig
     from envsched_gnn.training.grpo_runs import GRPORun, SharedStart, parallel_workers, train_runs
-    from envsched_gnn.training.warm_start import warm_start
+    from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start
 
     if preset is None:
         if options.preset not in PRESETS:
@@ -103,13 +107,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     progress(f"run {out.name}: preset {options.preset}, seed {options.seed}, report in {out}")
 
     tick = time.perf_counter()
-    pool = generate_pool(
-        preset.envs,
-        preset.tasks_per_env,
-        options.seed,
-        preset.test_per_env,
-        max_calls=preset.max_calls,
-    )
+    base_pool, pool = preset_pools(preset, options.seed)
     write_pool_files(pool, out / "pool")
     progress(
         f"pool: {len(pool.envs)} environments, {len(pool.split('train'))} train and "
@@ -134,8 +132,20 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
 
         tick = time.perf_counter()
         sft = demo_sft_config(preset, options.seed, options.accelerator, agent)
-        policy_dir, warm = warm_start(pool, options.model, sft, out / "sft", progress)
+        policy_dir, warm = warm_start(base_pool, options.model, sft, out / "sft", progress)
         progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
+        start_sft, started = None, None
+        if preset.start is not None and options.model is None:
+            tick = time.perf_counter()
+            start_sft = demo_start_config(preset, options.seed, options.accelerator, agent)
+            policy_dir, started = warm_start(
+                pool, policy_dir, start_sft, out / "start", progress, PACKAGED_DEMO_START,
+                warm["fingerprint"],
+            )  # fmt: skip
+            progress(
+                f"start (sometimes right, {_profile_words(start_sft.competence)}) in "
+                f"{policy_dir} ({progress.lap('start_s', tick):.1f} s)"
+            )
 
         configs = {
             name: preset.grpo_config(name, steps, options.seed, options.lr)
@@ -195,9 +205,15 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
             "agent": asdict(agent),
             "sft": {k: v for k, v in asdict(sft).items() if k not in ("agent", "policy")},
             "warm_start": {k: v for k, v in warm.items() if k != "sft"},
+            "start": None
+            if started is None
+            else {
+                "sft": {k: v for k, v in asdict(start_sft).items() if k not in ("agent", "policy")},
+                **{k: v for k, v in started.items() if k != "sft"},
+            },
             "model": options.model or "built-in",
         },
-        "notes": _notes(options, preset, steps, pool, initial),
+        "notes": _notes(options, preset, steps, pool, initial, start_sft),
         "graph": stats,
         "timings": progress.marks,
         "schedulers": results,
@@ -234,17 +250,40 @@ def _initial_eval(pool, policy_dir, config, agent, runtime, accelerator) -> dict
     device = "cuda" if cuda else "cpu"
     model, tokenizer = load_policy(policy_dir, device=device)
     evaluate = policy_evaluator(
-        pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, config.seed
+        pool,
+        config.eval_tasks,
+        config.eval_samples,
+        config.pool_eval_samples,
+        config.seed,
+        config.pool_eval_tasks,
     )
     with EnvRuntime(pool, runtime) as env_runtime:
         engine = RolloutEngine(model, tokenizer, env_runtime, agent, device, pool)
         return evaluate(engine, 0)
 
 
-def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial) -> list[str]:
+def _profile_words(profile: Any) -> str:
+    return (
+        f"imperfect demonstrations at rates ~ Beta(mean {profile.mean}, concentration "
+        f"{profile.concentration}) per {profile.by}"
+        + (" and mistake kind" if profile.by == "environment" else "")
+        + f" ({', '.join(profile.kinds)}; seed {profile.seed})"
+    )
+
+
+def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial, start) -> list[str]:
     budget = steps * preset.grpo.batch_size * preset.grpo.group_size
+    starts = []
+    if start is not None:
+        starts.append(
+            "the start is made *sometimes right* on purpose, a stand-in for a pretrained "
+            "model's uneven competence (no pretrained weights here): the base SFT policy "
+            f"fine-tuned {start.max_steps} steps on {_profile_words(start.competence)}, each "
+            "executed in the runtime (`training/competence.py`)"
+        )
     return [
         f"preset `{options.preset}`, seed {options.seed}, policy: {options.model or 'built-in'}",
+        *starts,
         f"pool: {len(pool.envs)} environments x {preset.tasks_per_env} tasks "
         f"({len(pool.split('train'))} train, {len(pool.split('test'))} held-out)",
         f"every scheduler: {steps} GRPO steps of B = {preset.grpo.batch_size} tasks x K = "

@@ -10,8 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.grpo_config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.policy import PolicyConfig
+
+
+@dataclass(frozen=True)
+class StartRecipe:
+    """The start GRPO trains from, made *sometimes right* on purpose
+    (:mod:`~envsched_gnn.training.competence`): the base SFT policy fine-tuned on a mixture
+    of correct and imperfect demonstrations of fresh tasks of the job's pool. A stand-in for a
+    pretrained model's uneven competence, which no pretrained weights here can give."""
+
+    steps: int = 600
+    """Optimiser steps of the fine-tuning."""
+    learning_rate: float = 1e-3
+    """Its peak learning rate (cosine schedule, 20 warm-up steps)."""
+    extra_tasks_per_env: int = 120
+    """Fresh generated tasks per environment in the mixture (the pool's own are not)."""
+    competence: CompetenceProfile = field(default_factory=CompetenceProfile)
+    """How often, per environment and mistake kind, a demonstration is imperfect."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,16 @@ class Preset:
     scheduler and the seed are the job's."""
     max_calls: int | None = None
     """Keep only tasks whose reference needs at most this many tool calls (None: 1-6)."""
+    operations: tuple[str, ...] | None = None
+    """Generator operations the pool's tasks are made of (None: every operation of each
+    domain)."""
+    base_max_calls: int | None = None
+    """The base SFT's own pool, when set: tasks of at most this many calls, of every
+    operation (a base policy trained on a broader family of tasks than the job's pool);
+    None: the job's pool."""
+    start: StartRecipe | None = None
+    """Fine-tune the base SFT policy of the built-in model into a start that is sometimes
+    right (None: GRPO starts from the base SFT policy)."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Architecture and tokenizer of the built-in policy."""
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -50,12 +78,29 @@ class Preset:
         return replace(self.grpo, scheduler=scheduler, steps=steps, seed=seed, lr=lr)
 
 
+DEMO_OPERATIONS = (
+    "update",
+    "update_amount",
+    "forward",
+    "delete",
+    "create",
+    "state_gate",
+    "validation_gate",
+    "eligibility_gate",
+)
+"""The demo pool's operations: those whose ids and values the instruction or a gate's result
+shows (no name look-up, no second id to carry)."""
+
 PRESETS: dict[str, Preset] = {
-    # 2 CPU cores, < 20 min: tasks of at most 3 calls (what the tiny policy can reach; see
-    # shared/notes/tiny-policy-probe.md); the SFT warm start is the packaged policy
-    # (envsched_gnn/data/demo_sft, rebuilt when its inputs differ: ~30 min at one thread);
-    # the two schedulers train side by side, 50 steps of 8 x 8 each (~10 s a step at one
-    # thread); every held-out task x 4 at steps 0, 25 and 50 (~95 s each)
+    # 2 CPU cores, < 20 min. The base SFT policy is packaged (envsched_gnn/data/demo_sft; built
+    # on tasks of up to 3 calls, ~30 min at one thread when its inputs differ); the start is
+    # packaged too (envsched_gnn/data/demo_start): the base fine-tuned on imperfect
+    # demonstrations of the job's pool, tasks of at most 2 calls made of the operations the
+    # 0.8 M policy completes when it chooses right (not the by-name look-ups or reassignments,
+    # whose ids it cannot copy). Headroom of that start on 160 train tasks x 8: 0.196 (mean
+    # 0.676, zero-variance 0.11; eval headroom, docs/results). The two schedulers train side
+    # by side, 50 steps of 8 x 8 each at lr 3e-4; every held-out task x 4 and 64 train tasks
+    # x 8 at steps 0, 25 and 50.
     "demo": Preset(
         envs=51,
         tasks_per_env=20,
@@ -65,14 +110,20 @@ PRESETS: dict[str, Preset] = {
         sft_include_train_split=False,
         grpo=replace(
             small_policy_recipe(),
+            lr=3e-4,
             batch_size=8,
             group_size=8,
             steps=50,
             eval_every=25,
             eval_tasks=0,
             eval_samples=4,
+            pool_eval_samples=8,
+            pool_eval_tasks=64,
         ),
-        max_calls=3,
+        max_calls=2,
+        operations=DEMO_OPERATIONS,
+        base_max_calls=3,
+        start=StartRecipe(),
     ),
     # the paper's setting (spec section 1: B = 64, K = 8, 200 steps, lr 1e-6), for a GPU machine
     "paper": Preset(

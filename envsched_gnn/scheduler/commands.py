@@ -36,7 +36,7 @@ class SelectArgs:
     """Seed of tie-breaking / sampling."""
     scheduler: str = "envsched"
     """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, mopps, greso,
-    dps, or another registered name."""
+    dps, dump, or another registered name."""
 
 
 def _select(args: argparse.Namespace) -> int:

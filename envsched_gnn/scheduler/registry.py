@@ -3,7 +3,7 @@
 Names: ``envsched`` (spec defaults), ``within_only`` / ``cross_only`` (the graph ablations:
 the predictor's prior uses one relation and so does the similarity penalty), ``rho0``
 (pure exploitation) and ``rho1`` (pure coverage), ``random``, ``dapo``, ``mopps``,
-``greso``, ``dps``, and ``learned`` (EnvSched with the learned propagation of
+``greso``, ``dps``, ``dump``, and ``learned`` (EnvSched with the learned propagation of
 ``models.learned`` in place of the analytic predictor). Other packages add theirs with
 :func:`register_scheduler`.
 """
@@ -17,6 +17,7 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.base import BaseScheduler, Scheduler
 from envsched_gnn.scheduler.baselines.dapo import DapoConfig, DapoScheduler
 from envsched_gnn.scheduler.baselines.dps import DpsConfig, DpsScheduler
+from envsched_gnn.scheduler.baselines.dump import DumpConfig, DumpScheduler
 from envsched_gnn.scheduler.baselines.greso import GresoConfig, GresoScheduler
 from envsched_gnn.scheduler.baselines.mopps import MoppsConfig, MoppsScheduler
 from envsched_gnn.scheduler.baselines.uniform import UniformScheduler
@@ -136,3 +137,4 @@ register_scheduler("dapo", _baseline(DapoScheduler, DapoConfig()))
 register_scheduler("mopps", _baseline(MoppsScheduler, MoppsConfig()))
 register_scheduler("greso", _baseline(GresoScheduler, GresoConfig()))
 register_scheduler("dps", _baseline(DpsScheduler, DpsConfig()))
+register_scheduler("dump", _baseline(DumpScheduler, DumpConfig()))

@@ -20,10 +20,15 @@ class SFTArgs:
     """Output folder: policy/ (the trained policy), checkpoints, the CSV log, sft_summary.json."""
     model: str | None = None
     """A local Hugging Face causal LM folder to train (default: build the built-in policy)."""
+    competence: bool = False
+    """Mix imperfect demonstrations at the competence profile's rates (the --competence-*
+    options): a start that is sometimes right."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
+    from envsched_gnn.envs.generator.mistakes import MISTAKE_KINDS
     from envsched_gnn.training.agent_format import TOOL_FORMATS, AgentConfig
+    from envsched_gnn.training.competence_profile import PROFILE_UNITS, CompetenceProfile
     from envsched_gnn.training.sft_config import SFTConfig
 
     p = groups["train"].add_parser("sft", help="SFT warm start on the train split's references")
@@ -31,7 +36,14 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(
         p,
         SFTConfig,
-        fields=["minutes", "max_steps", "batch_size", "learning_rate", "extra_tasks_per_env"],
+        fields=[
+            "minutes",
+            "max_steps",
+            "batch_size",
+            "learning_rate",
+            "extra_tasks_per_env",
+            "extra_operations",
+        ],
         flags={"learning_rate": "--lr", "extra_tasks_per_env": "--extra-per-env"},
         metavars={"learning_rate": "LR", "extra_tasks_per_env": "EXTRA_PER_ENV"},
     )
@@ -43,16 +55,31 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         flags={"include_train_split": "--no-train-split"},
         choices={"accelerator": ("auto", "cpu", "gpu")},
     )
+    add_config_flags(
+        p,
+        CompetenceProfile,
+        dest_prefix="competence_",
+        flags={name: f"--competence-{name}" for name in ("by", "mean", "concentration", "seed")}
+        | {"kinds": "--competence-kinds"},
+        choices={"by": PROFILE_UNITS, "kinds": MISTAKE_KINDS},
+    )
     p.set_defaults(func=_train_sft)
 
 
 def _train_sft(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.training.agent_format import AgentConfig
+    from envsched_gnn.training.competence_profile import CompetenceProfile
     from envsched_gnn.training.sft import SFTConfig, run_sft
 
     run = config_from_args(SFTArgs, args)
-    config = config_from_args(SFTConfig, args, agent=config_from_args(AgentConfig, args))
+    competence = (
+        config_from_args(CompetenceProfile, args, dest_prefix="competence_")
+        if run.competence
+        else None
+    )
+    agent = config_from_args(AgentConfig, args)
+    config = config_from_args(SFTConfig, args, agent=agent, competence=competence)
     policy = run_sft(load_pool(run.pool), run.model, config, run.out)
     summary = json.loads((Path(run.out) / "sft_summary.json").read_text())
     print(

@@ -78,6 +78,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "eval_tasks",
             "eval_samples",
             "pool_eval_samples",
+            "pool_eval_tasks",
         ],  # fmt: skip
         flags={"advantage_estimator": "--advantage"},
         choices={"advantage_estimator": tuple(ADVANTAGE_ESTIMATORS)},

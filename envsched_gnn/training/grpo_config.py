@@ -63,6 +63,8 @@ class GRPOConfig:
     pool_eval_samples: int = 0
     """At every held-out evaluation, also roll out every train task this many times (the
     pool the scheduler spends rollouts on, unbiased by which tasks it picked); 0: off."""
+    pool_eval_tasks: int = 0
+    """Train tasks of that pool evaluation: a fixed, seeded subset of this many; 0 means all."""
     seed: int = 0
     """Seed of the scheduler, the rollouts and the evaluation subset."""
     store_flush_timeout_s: float = 60.0
@@ -94,9 +96,11 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.group_size must be >= 2, got {self.group_size}")
         if not 0.0 < self.clip < 1.0:
             raise ValueError(f"GRPOConfig.clip must lie in (0, 1), got {self.clip}")
-        if min(self.kl_coef, self.eval_every, self.eval_tasks, self.pool_eval_samples) < 0:
+        evals = (self.eval_every, self.eval_tasks, self.pool_eval_samples, self.pool_eval_tasks)
+        if min(self.kl_coef, *evals) < 0:
             raise ValueError(
-                "GRPOConfig.kl_coef, eval_every, eval_tasks and pool_eval_samples must be >= 0"
+                "GRPOConfig.kl_coef, eval_every, eval_tasks, pool_eval_samples and "
+                "pool_eval_tasks must be >= 0"
             )
         if not 0.0 <= self.negative_advantage_scale <= 1.0:
             raise ValueError(

@@ -123,7 +123,12 @@ def train_grpo(
     if config.eval_every:
         seed = config.seed if eval_seed is None else eval_seed
         evaluator = policy_evaluator(
-            pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, seed
+            pool,
+            config.eval_tasks,
+            config.eval_samples,
+            config.pool_eval_samples,
+            seed,
+            config.pool_eval_tasks,
         )
     sink = ObservationSink(write_observations) if write_observations is not None else None
     module = GRPOModule(

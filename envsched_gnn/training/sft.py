@@ -27,7 +27,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import ChatFormat, RenderedEpisode
+from envsched_gnn.training.competence import COMPETENCE_FILE, mixture_examples
 from envsched_gnn.training.policy import (
     build_default_policy,
     load_policy,
@@ -164,7 +166,9 @@ def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
     # fresh tasks as long as the pool's own (a pool generated with max_calls keeps its cap)
     max_calls = max((len(t.reference_solution or ()) for t in pool.tasks), default=0) or None
     try:
-        extra = generate_extra_tasks(pool, config.extra_tasks_per_env, config.seed, max_calls)
+        extra = generate_extra_tasks(
+            pool, config.extra_tasks_per_env, config.seed, max_calls, config.extra_operations
+        )
     except GeneratorError as error:
         warnings.warn(f"SFT without extra tasks: {error}", stacklevel=2)
         return pool, tasks
@@ -173,24 +177,35 @@ def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
 
 def build_examples(
     pool: Pool, tokenizer: Any, config: SFTConfig
-) -> tuple[list[RenderedEpisode], dict[str, float]]:
-    """Execute and render the SFT tasks' reference solutions."""
+) -> tuple[list[tuple[str, RenderedEpisode]], dict[str, float], dict[str, Any] | None]:
+    """Execute and render the SFT tasks' reference solutions (with ``config.competence``, the
+    mixture of :func:`~envsched_gnn.training.competence.mixture_examples`, whose summary is
+    returned third; else None)."""
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
 
     start = time.perf_counter()
     serving, tasks = sft_tasks(pool, config)
+    fmt = ChatFormat(tokenizer)
+    mixture = None
     with EnvRuntime(serving, RuntimeConfig(workers=config.runtime_workers)) as runtime:
-        runs = run_references(runtime, tasks)
-    examples = render_references(ChatFormat(tokenizer), serving, runs, config.agent)
+        if config.competence is None:
+            runs = run_references(runtime, tasks)
+            examples = render_references(fmt, serving, runs, config.agent)
+            below_1 = sum(run.reward < 1.0 for run in runs)
+        else:
+            examples, mixture = mixture_examples(
+                runtime, fmt, serving, tasks, config.competence, config.agent
+            )
+            below_1 = mixture["references_below_1"]
     stats = {
         "tasks": float(len(tasks)),
         "extra_tasks": float(len(tasks) - len(pool.split("train"))),
         "examples": float(len(examples)),
-        "references_below_1": float(sum(run.reward < 1.0 for run in runs)),
+        "references_below_1": float(below_1),
         "prepare_s": time.perf_counter() - start,
     }
-    return examples, stats
+    return examples, stats, mixture
 
 
 def run_sft(
@@ -207,7 +222,7 @@ def run_sft(
         model_dir = build_default_policy(pool, config.policy, out / "init", config.agent)
     model, tokenizer = load_policy(model_dir)
     model.train()
-    examples, stats = build_examples(pool, tokenizer, config)
+    examples, stats, mixture = build_examples(pool, tokenizer, config)
     dataset = SFTDataset(examples, config.max_length)
     if not len(dataset):
         raise ValueError(
@@ -255,6 +270,8 @@ def run_sft(
     module.model.save_pretrained(policy_dir)
     tokenizer.save_pretrained(policy_dir)
     save_agent_config(policy_dir, config.agent)
+    if mixture is not None:
+        write_json_atomically(policy_dir / COMPETENCE_FILE, mixture)
     steps = trainer.global_step
     summary = {
         **stats,

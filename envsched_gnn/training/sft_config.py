@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.policy import PolicyConfig
 
 
@@ -37,6 +38,9 @@ class SFTConfig:
     """Fresh generated tasks per environment added to the train split (0: none); 200 x 51
     environments ~ one pass in 8 minutes at ~38 trajectories/s (probe: fresh tasks beat
     epochs)."""
+    extra_operations: tuple[str, ...] | None = None
+    """Generator operations the fresh tasks are made of (None: every operation of each
+    domain); a pool generated with ``operations`` keeps its SFT tasks alike."""
     include_train_split: bool = True
     """Imitate the reference solutions of the pool's train split too. Off, SFT sees fresh
     generated tasks only, so the tasks GRPO then trains on are as new to the policy as the
@@ -61,3 +65,7 @@ class SFTConfig:
     """The agent format (final message, tool-response truncation) the examples follow."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Architecture of the built-in policy (used when no model is given)."""
+    competence: CompetenceProfile | None = None
+    """Mix imperfect demonstrations into the data at this profile's rates
+    (:mod:`~envsched_gnn.training.competence`: a start that is sometimes right); None: only
+    correct references."""

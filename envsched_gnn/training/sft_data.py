@@ -34,11 +34,16 @@ class ReferenceRun:
     reward: float
 
 
-def run_references(runtime: Any, tasks: Sequence[Task], chunk: int = 512) -> list[ReferenceRun]:
-    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``)."""
+def run_references(
+    runtime: Any, tasks: Sequence[Task], chunk: int = 512, keep_empty: bool = False
+) -> list[ReferenceRun]:
+    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``).
+
+    Tasks without a reference are left out, unless ``keep_empty``: then they are scored as
+    episodes of no call, and the runs are the tasks' in order."""
     runs: list[ReferenceRun] = []
     for start in range(0, len(tasks), chunk):
-        part = [t for t in tasks[start : start + chunk] if t.reference_solution]
+        part = [t for t in tasks[start : start + chunk] if keep_empty or t.reference_solution]
         ids = [f"sft-{start + i}" for i in range(len(part))]
         resets = runtime.reset(list(zip(ids, [t.task_id for t in part], strict=True)))
         alive = [bool(r.get("success", False)) for r in resets]

@@ -20,15 +20,17 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from envsched_gnn.config_cli import field_default
+from envsched_gnn.config_cli import non_default_fields
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.sft_config import SFTConfig
 
 MANIFEST = "manifest.json"
 PACKAGED_DEMO_POLICY = Path(__file__).resolve().parents[1] / "data" / "demo_sft"
+PACKAGED_DEMO_START = Path(__file__).resolve().parents[1] / "data" / "demo_start"
 # how SFT runs, not what it learns: left out of the fingerprint
 _RUN_ONLY_FIELDS = ("accelerator", "threads", "runtime_workers", "checkpoint_every_steps")
 
@@ -39,7 +41,7 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     from envsched_gnn.training.sft import sft_tasks
 
     _, tasks = sft_tasks(pool, config)
-    recipe = {k: v for k, v in _non_default(config).items() if k not in _RUN_ONLY_FIELDS}
+    recipe = {k: v for k, v in non_default_fields(config).items() if k not in _RUN_ONLY_FIELDS}
     inputs = {
         "envs": {env_id: asdict(env) for env_id, env in sorted(pool.envs.items())},
         "pool_tasks": [_sft_view(t) for t in sorted(pool.tasks, key=lambda t: t.task_id)],
@@ -48,24 +50,6 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
     }
     text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _non_default(config: object) -> dict:
-    """The fields of a config dataclass that differ from their defaults, nested configs
-    likewise. An option added later, at a default that keeps the old behaviour, then leaves
-    every recorded fingerprint as it was (``PolicyConfig.space_tokens`` and
-    ``AgentConfig.constrained`` came after the packaged policy)."""
-    changed = {}
-    for spec in fields(config):
-        value = getattr(config, spec.name)
-        if is_dataclass(value):
-            nested = _non_default(value)
-            if nested:
-                changed[spec.name] = nested
-            continue
-        if value != field_default(spec):
-            changed[spec.name] = value
-    return changed
 
 
 def _sft_view(task: Task) -> dict:
@@ -86,6 +70,11 @@ def packaged_policy(fingerprint: str, package: Path = PACKAGED_DEMO_POLICY) -> P
     return package if recorded == fingerprint else None
 
 
+def chained_fingerprint(base: str, own: str) -> str:
+    """The fingerprint of SFT that continues a fingerprinted policy: SHA-256 of both."""
+    return hashlib.sha256(f"{base}:{own}".encode()).hexdigest()
+
+
 def warm_start(
     pool: Pool,
     model_dir: str | Path | None,
@@ -93,13 +82,23 @@ def warm_start(
     out_dir: str | Path,
     log: Callable[[str], None] = print,
     package: Path = PACKAGED_DEMO_POLICY,
+    base_fingerprint: str | None = None,
 ) -> tuple[Path, dict]:
-    """The SFT policy of a run in ``out_dir/policy``: a copy of the packaged one when the
-    built-in policy is asked for (``model_dir`` None) and SFT's inputs match its manifest,
-    else :func:`~envsched_gnn.training.sft.run_sft`. Returns the folder and what was done."""
+    """The SFT policy of a run in ``out_dir/policy``: a copy of the packaged one when its
+    manifest matches this SFT's inputs, else :func:`~envsched_gnn.training.sft.run_sft`.
+    Returns the folder and what was done.
+
+    Inputs have a fingerprint when the built-in policy is asked for (``model_dir`` None:
+    :func:`sft_fingerprint`) or when ``model_dir`` is a policy whose own fingerprint is
+    ``base_fingerprint`` (SFT continues it: :func:`chained_fingerprint`); other models always
+    run SFT."""
     out = Path(out_dir)
+    fingerprint = None
     if model_dir is None:
         fingerprint = sft_fingerprint(pool, config)
+    elif base_fingerprint is not None:
+        fingerprint = chained_fingerprint(base_fingerprint, sft_fingerprint(pool, config))
+    if fingerprint is not None:
         found = packaged_policy(fingerprint, package)
         if found is not None:
             if (out / "policy").exists():
@@ -107,13 +106,13 @@ def warm_start(
             shutil.copytree(found, out / "policy")
             manifest = json.loads((found / MANIFEST).read_text())
             log(
-                f"warm start: the packaged SFT policy ({manifest['sft']['steps']} steps, "
-                f"built by `{manifest['command']}`) matches this run's SFT inputs "
+                f"warm start: the packaged SFT policy {package.name} ({manifest['sft']['steps']} "
+                f"steps, built by `{manifest['command']}`) matches this run's SFT inputs "
                 f"(fingerprint {fingerprint[:12]})"
             )
-            return out / "policy", {"source": "packaged", "fingerprint": fingerprint, **manifest}
+            return out / "policy", {"source": "packaged", **manifest, "fingerprint": fingerprint}
         log(
-            f"warm start: no packaged SFT policy for these inputs (fingerprint "
+            f"warm start: no packaged SFT policy {package.name} for these inputs (fingerprint "
             f"{fingerprint[:12]}): running SFT ({config.max_steps} steps)"
         )
     from envsched_gnn.training.sft import run_sft
@@ -121,26 +120,40 @@ def warm_start(
     start = time.perf_counter()
     policy = run_sft(pool, model_dir, config, out)
     summary = json.loads((out / "sft_summary.json").read_text())
-    return policy, {"source": "sft", "seconds": time.perf_counter() - start, "sft": summary}
+    seconds = time.perf_counter() - start
+    return policy, {"source": "sft", "fingerprint": fingerprint, "seconds": seconds, "sft": summary}
 
 
-def package_policy(pool: Pool, config: SFTConfig, out_dir: str | Path, command: str) -> Path:
-    """Run SFT of the built-in policy and leave it in ``out_dir`` (replaced) with its
-    ``manifest.json``: the fingerprint of its inputs, the command that built it, SFT's
-    summary. The training run's logs and checkpoints stay out of the package."""
+def package_policy(
+    pool: Pool,
+    config: SFTConfig,
+    out_dir: str | Path,
+    command: str,
+    model_dir: str | Path | None = None,
+    base_fingerprint: str | None = None,
+) -> Path:
+    """Run SFT (of the built-in policy, or continuing ``model_dir`` whose fingerprint is
+    ``base_fingerprint``) and leave it in ``out_dir`` (replaced) with its ``manifest.json``:
+    the fingerprint of its inputs, the command that built it, SFT's summary. The training
+    run's logs and checkpoints stay out of the package."""
     import tempfile
 
     from envsched_gnn.training.sft import run_sft
 
+    if (model_dir is None) != (base_fingerprint is None):
+        raise ValueError("package_policy: a base model needs its fingerprint, and only then")
+    fingerprint = sft_fingerprint(pool, config)
+    if base_fingerprint is not None:
+        fingerprint = chained_fingerprint(base_fingerprint, fingerprint)
     out = Path(out_dir)
     with tempfile.TemporaryDirectory(prefix="envsched-demo-sft-") as scratch:
-        policy = run_sft(pool, None, config, scratch)
+        policy = run_sft(pool, model_dir, config, scratch)
         summary = json.loads((Path(scratch) / "sft_summary.json").read_text())
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(policy, out)
     manifest = {
-        "fingerprint": sft_fingerprint(pool, config),
+        "fingerprint": fingerprint,
         "command": command,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "sft": {
@@ -148,5 +161,5 @@ def package_policy(pool: Pool, config: SFTConfig, out_dir: str | Path, command: 
             for key in ("steps", "epochs", "examples", "train_s", "first_loss", "final_loss")
         },
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_json_atomically(out / MANIFEST, manifest, indent=2)
     return out

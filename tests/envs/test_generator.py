@@ -314,3 +314,30 @@ def test_max_calls_caps_references_and_keeps_the_counts(small_pool, tmp_path):
     out = tmp_path / "pool"
     assert _cli(["pool", "generate", "--envs", "2", "--max-calls", "2", "--out", str(out)]) == 0
     assert max(len(task.reference_solution) for task in load_pool(out).tasks) == 2
+
+
+def test_a_pool_of_chosen_operations_holds_only_them():
+    from envsched_gnn.envs.generator.structure import task_structure
+
+    allowed = ("update", "delete", "state_gate")
+    pool = generate_pool(4, 12, seed=1, test_per_env=2, max_calls=2, operations=allowed)
+    kinds = {op.kind for task in pool.tasks for op in task_structure(task, pool.envs[task.env_id])}
+    assert kinds == set(allowed)
+    extra = generate_extra_tasks(pool, 6, seed=2, max_calls=2, operations=("forward", "create"))
+    assert {op.kind for task in extra for op in task_structure(task, pool.envs[task.env_id])} == {
+        "forward",
+        "create",
+    }
+    # no filter: the same tasks as before the option existed
+    assert generate_pool(4, 12, seed=1, test_per_env=2, max_calls=2, operations=None).tasks == (
+        generate_pool(4, 12, seed=1, test_per_env=2, max_calls=2).tasks
+    )
+
+
+@pytest.mark.parametrize(
+    ("operations", "message"),
+    [(("update", "teleport"), "unknown operation"), (("state_gate",), "include one of")],
+)
+def test_operations_that_cannot_fill_a_task_are_refused(operations, message):
+    with pytest.raises(GeneratorError, match=message):
+        generate_pool(2, 4, seed=0, test_per_env=1, operations=operations)

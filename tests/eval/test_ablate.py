@@ -22,6 +22,7 @@ EXPECTED = {
     "mopps",
     "greso",
     "dps",
+    "dump",
     "learned",
     "k3_12",
     "k12_12",

@@ -10,7 +10,9 @@ import pytest
 
 from envsched_gnn.models.evidence_picture import read_png_data
 from envsched_gnn.pipeline.job import RunOptions, run_pipeline
-from envsched_gnn.pipeline.presets import Preset
+from envsched_gnn.pipeline.presets import Preset, StartRecipe
+from envsched_gnn.training.competence import COMPETENCE_FILE
+from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.grpo_config import GRPOConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.store]
@@ -23,8 +25,19 @@ TOY = Preset(
     sft_extra_tasks_per_env=0,
     sft_include_train_split=True,
     grpo=GRPOConfig(
-        batch_size=4, group_size=2, steps=2, lr=1e-3, eval_every=2, eval_tasks=3, eval_samples=2
-    ),
+        batch_size=4,
+        group_size=2,
+        steps=2,
+        lr=1e-3,
+        eval_every=2,
+        eval_tasks=3,
+        eval_samples=2,
+        pool_eval_samples=2,
+        pool_eval_tasks=4,
+    ),  # fmt: skip
+    max_calls=2,
+    base_max_calls=3,
+    start=StartRecipe(steps=2, extra_tasks_per_env=3, competence=CompetenceProfile(mean=0.6)),
 )
 
 
@@ -44,14 +57,21 @@ def test_main_job_writes_a_report_of_its_own_numbers(tmp_path, store_server, mon
         assert [e["step"] for e in result["eval"]] == [0, 2], name
         assert len(result["steps"]) == 2 and result["rollouts"] == 2 * 4 * 2
         assert {"batch/mean_reward_variance", "batch/envs_covered"} <= set(result["steps"][0])
-    # both start from the same SFT policy, evaluated once
+    # both start from the same start, made from the SFT policy on imperfect demonstrations,
+    # evaluated once: held-out and 4 train tasks x 2, whose headroom the report shows
     envsched, random = (on_disk["schedulers"][n]["eval"][0] for n in ("envsched", "random"))
-    assert envsched == random
+    assert envsched == random and len(envsched["pool"]["per_task"]) == 4
+    start = on_disk["config"]["start"]
+    assert start["source"] == "sft" and start["sft"]["competence"]["mean"] == 0.6
+    mixture = json.loads((out / "start" / "policy" / COMPETENCE_FILE).read_text())
+    assert mixture["examples"] > mixture["imperfect"] > 0
+    assert on_disk["config"]["warm_start"]["fingerprint"] != start["fingerprint"]
     assert (
         on_disk["schedulers"]["envsched"]["rewards"] == results["schedulers"]["envsched"]["rewards"]
     )
     report = (out / "report.md").read_text()
     assert "| envsched |" in report and "| random |" in report
+    assert "sometimes right" in report and "Headroom of the pool" in report
     for plot in ("heldout_reward.png", "reward_variance.png", "envs_covered.png"):
         assert (out / plot).read_bytes()[:4] == b"\x89PNG"
     # the evidence picture of the task rated highest at the last step, from the first

@@ -1,18 +1,25 @@
-"""The packaged demo policy is the main job's warm start: its manifest must match the SFT
-inputs the demo preset has now, or a fresh clone silently runs ~40 minutes of SFT."""
+"""The packaged policies are the main job's warm start and start: their manifests must match
+the SFT inputs the demo preset has now, or a fresh clone silently runs ~40 minutes of SFT."""
 
 from __future__ import annotations
 
-from envsched_gnn.envs.generator import generate_pool
-from envsched_gnn.pipeline.demo_policy import demo_sft_config
+from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS
-from envsched_gnn.training.warm_start import PACKAGED_DEMO_POLICY, packaged_policy, sft_fingerprint
+from envsched_gnn.training.warm_start import (
+    PACKAGED_DEMO_POLICY,
+    PACKAGED_DEMO_START,
+    chained_fingerprint,
+    packaged_policy,
+    sft_fingerprint,
+)
 
 
-def test_the_packaged_policy_matches_the_demo_presets_sft_inputs():
+def test_the_packaged_policies_match_the_demo_presets_sft_inputs():
     preset = PRESETS["demo"]
-    pool = generate_pool(
-        preset.envs, preset.tasks_per_env, 0, preset.test_per_env, max_calls=preset.max_calls
+    base_pool, pool = preset_pools(preset, 0)
+    base = sft_fingerprint(base_pool, demo_sft_config(preset, 0, "auto", preset.agent))
+    assert packaged_policy(base) == PACKAGED_DEMO_POLICY
+    start = sft_fingerprint(pool, demo_start_config(preset, 0, "auto", preset.agent))
+    assert packaged_policy(chained_fingerprint(base, start), PACKAGED_DEMO_START) == (
+        PACKAGED_DEMO_START
     )
-    config = demo_sft_config(preset, 0, "auto", preset.agent)
-    assert packaged_policy(sft_fingerprint(pool, config)) == PACKAGED_DEMO_POLICY

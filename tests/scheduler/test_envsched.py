@@ -80,6 +80,7 @@ OWN_SCHEDULERS = (
     "mopps",
     "greso",
     "dps",
+    "dump",
 )
 
 

@@ -29,6 +29,9 @@ class GenerateArgs:
     """Whole environments split test."""
     max_calls: int | None = None
     """Only tasks whose reference solution has at most N calls (default: 1-6)."""
+    operations: tuple[str, ...] | None = None
+    """Only these generator operations (update, forward, delete, create, state_gate, ...;
+    default: all of each domain's)."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -52,6 +55,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "test_per_env",
             "holdout_envs",
             "max_calls",
+            "operations",
             "out",
         ],
         metavars={"max_calls": "N", "out": "DIR"},
@@ -71,6 +75,7 @@ def _generate(args: argparse.Namespace) -> int:
             test_per_env=args.test_per_env,
             holdout_envs=args.holdout_envs,
             max_calls=args.max_calls,
+            operations=tuple(args.operations) if args.operations else None,
         )
     except GeneratorError as error:
         print(f"envsched-gnn pool generate: {error}", file=sys.stderr)

@@ -48,13 +48,44 @@ def build_environment(domain: Domain) -> Environment:
     )
 
 
+ALWAYS_AVAILABLE = ("create", "delete", "forward", "update")
+"""One-call operations every domain has: an allowed set must hold one, so any budget fills."""
+
+
+def check_operations_allowed(operations: tuple[str, ...] | None) -> None:
+    """:class:`GeneratorError` unless ``operations`` is None or names known operations,
+    one of them in :data:`ALWAYS_AVAILABLE`."""
+    if operations is None:
+        return
+    known = {name for domain in DOMAINS for name in _operation_names(domain)}
+    unknown = sorted(set(operations) - known)
+    if unknown:
+        raise GeneratorError(f"unknown operation(s) {unknown}, expected some of {sorted(known)}")
+    if not set(operations) & set(ALWAYS_AVAILABLE):
+        raise GeneratorError(
+            f"operations {sorted(operations)}: include one of {list(ALWAYS_AVAILABLE)}, which "
+            "every domain has, so that every call budget can be filled"
+        )
+
+
+def _operation_names(domain: Domain) -> list[str]:
+    world = World(domain, random.Random(0))
+    return list(Operations(domain, world).available())
+
+
 def compose_steps(
-    domain: Domain, rng: random.Random, band: tuple[int, int]
+    domain: Domain,
+    rng: random.Random,
+    band: tuple[int, int],
+    operations_allowed: tuple[str, ...] | None = None,
 ) -> tuple[World, list[tuple[str, Step]]]:
-    """A task's world and its operations (name, step) whose calls fill a budget from ``band``."""
+    """A task's world and its operations (name, step) whose calls fill a budget from ``band``,
+    drawn from ``operations_allowed`` (None: every operation of the domain)."""
     world = World(domain, rng)
     world.populate()
     operations = Operations(domain, world).available()
+    if operations_allowed is not None:
+        operations = {k: v for k, v in operations.items() if k in operations_allowed}
     budget = rng.randint(*band)
     steps: list[tuple[str, Step]] = []
     while budget > 0 and len(steps) < MAX_OPERATIONS:
@@ -67,10 +98,16 @@ def compose_steps(
 
 
 def compose_task(
-    domain: Domain, env: Environment, rng: random.Random, band: tuple[int, int], task_id: str
+    domain: Domain,
+    env: Environment,
+    rng: random.Random,
+    band: tuple[int, int],
+    task_id: str,
+    operations: tuple[str, ...] | None = None,
 ) -> Task:
-    """One task whose reference needs a number of calls drawn from ``band``."""
-    world, named = compose_steps(domain, rng, band)
+    """One task whose reference needs a number of calls drawn from ``band``, made of
+    ``operations`` (None: any)."""
+    world, named = compose_steps(domain, rng, band, operations)
     steps = [step for _, step in named]
     checks = [check for step in steps for check in step.checks]
     distractors = [check for step in steps for check in step.distractors]
@@ -113,6 +150,7 @@ def _env_tasks(
     kind: str,
     id_stem: str,
     max_calls: int | None = None,
+    operations: tuple[str, ...] | None = None,
 ) -> list[Task]:
     bands = _bands(count, random.Random(f"{seed}:{domain.key}:{kind}:bands"), max_calls)
     return [
@@ -122,6 +160,7 @@ def _env_tasks(
             random.Random(f"{seed}:{domain.key}:{kind}:{index}"),
             band,
             f"{id_stem}-{index:03d}",
+            operations,
         )
         for index, band in enumerate(bands)
     ]
@@ -134,15 +173,18 @@ def generate_pool(
     test_per_env: int = 10,
     holdout_envs: int = 0,
     max_calls: int | None = None,
+    operations: tuple[str, ...] | None = None,
 ) -> Pool:
     """The built-in pool: the first ``n_envs`` domains, ``tasks_per_env`` tasks each.
 
     ``test_per_env`` tasks of each environment (drawn with the seed) get split ``test``;
     ``holdout_envs`` whole environments (drawn with the seed) are ``test`` entirely;
     ``max_calls`` caps the reference solutions' length (None: 1-6 calls; see the module
-    docstring).
+    docstring); ``operations`` names the generator operations tasks are made of (None: all
+    of each domain's; :mod:`~envsched_gnn.envs.generator.operations`).
     """
     call_bands(max_calls)
+    check_operations_allowed(operations)
     if not 1 <= n_envs <= len(DOMAINS):
         raise GeneratorError(
             f"envs={n_envs}: the generator has {len(DOMAINS)} distinct domains; "
@@ -165,7 +207,9 @@ def generate_pool(
     for domain in domains:
         env = build_environment(domain)
         envs[domain.key] = env
-        env_tasks = _env_tasks(domain, env, tasks_per_env, seed, "pool", domain.key, max_calls)
+        env_tasks = _env_tasks(
+            domain, env, tasks_per_env, seed, "pool", domain.key, max_calls, operations
+        )
         test = set(
             random.Random(f"{seed}:{domain.key}:test").sample(range(tasks_per_env), test_per_env)
         )
@@ -240,10 +284,14 @@ def _with_split(task: Task, split: str) -> Task:
 
 
 def generate_extra_tasks(
-    pool: Pool, per_env: int, seed: int, max_calls: int | None = None
+    pool: Pool,
+    per_env: int,
+    seed: int,
+    max_calls: int | None = None,
+    operations: tuple[str, ...] | None = None,
 ) -> list[Task]:
     """Fresh ``train`` tasks in the pool's generated environments (new names, ids, values),
-    references of at most ``max_calls`` calls (None: 1-6).
+    references of at most ``max_calls`` calls (None: 1-6), made of ``operations`` (None: all).
 
     Task ids are ``<env>-x<seed>-<index>``; environments the generator did not make
     raise :class:`GeneratorError`.
@@ -251,13 +299,14 @@ def generate_extra_tasks(
     if per_env < 0:
         raise GeneratorError(f"per_env={per_env}: must be at least 0")
     call_bands(max_calls)
+    check_operations_allowed(operations)
     tasks: list[Task] = []
     for env_id, env in pool.envs.items():
         domain = generated_domain(env_id, env)
         if domain is None:
             raise GeneratorError(f"environment {env_id!r} was not made by the built-in generator")
         tasks += _env_tasks(
-            domain, env, per_env, seed, f"extra{seed}", f"{env_id}-x{seed}", max_calls
+            domain, env, per_env, seed, f"extra{seed}", f"{env_id}-x{seed}", max_calls, operations
         )
     return tasks
 

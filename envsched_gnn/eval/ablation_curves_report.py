@@ -1,0 +1,259 @@
+"""The ablation report's reward against rollouts: tables and plots with their 95 % bands.
+
+The numbers are :mod:`~envsched_gnn.eval.ablation_summary`'s (``curve``, ``pool_curve``,
+``curve_margins``, ``rollouts_to_random_final``; :mod:`~envsched_gnn.eval.ablation_curves`
+says how each is made). The x axis everywhere is rollouts spent, budget step x B x K.
+Tables have a column per evaluation of the policy learner; the simulator scores every step,
+so its tables keep step 0 and the score columns (the plots keep every step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from envsched_gnn.eval.ablation_config import LEARNER_LABELS, AblationConfig
+from envsched_gnn.eval.stats import excludes_zero, format_ci
+
+MAX_COLUMNS = 12
+"""Evaluations beyond which a table keeps only step 0 and the score columns."""
+REWARDS = {
+    "score": ("curve", "Held-out reward", "held-out"),
+    "pool_score": ("pool_curve", "Pool reward", "pool"),
+}
+"""Reward key -> (its curve in the results, its title, its short name)."""
+NOISE = " (noise)"
+"""Marks a paired difference whose 95 % interval contains 0."""
+
+
+def _rollouts(config: AblationConfig) -> int:
+    """B x K: rollouts per budget step."""
+    return config.batch_size * config.simulator.rollouts
+
+
+def _columns(grid: list[float], config: AblationConfig) -> list[int]:
+    """Indices of the curve's budget steps that a table shows."""
+    if len(grid) <= MAX_COLUMNS:
+        return list(range(len(grid)))
+    return [i for i, b in enumerate(grid) if b == 0 or b in config.score_steps]
+
+
+def _point(curve: dict, i: int) -> str:
+    return format_ci({"mean": curve["score_mean"][i], "ci95": curve["score_ci95"][i]}, 4)
+
+
+def _difference(mean: float, ci95: float | None, digits: int = 4) -> str:
+    stat = {"mean": mean, "ci95": ci95}
+    noise = "" if ci95 is None or excludes_zero(stat) else NOISE
+    return f"{mean:+.{digits}f}" + ("" if ci95 is None else f" ± {ci95:.{digits}f}") + noise
+
+
+def _table(head: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    return lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
+
+
+def render_reward_curves(results: dict, config: AblationConfig) -> str:
+    """Per reward (held-out, pool): every scheduler's mean ± CI at each evaluation, then each
+    scheduler minus each reference, paired by seed; then the rollouts to random's final."""
+    lines: list[str] = []
+    per_step = _rollouts(config)
+    for key, (curve_key, title, _) in REWARDS.items():
+        entries = [(name, e) for name, e in results.items() if curve_key in e]
+        if not entries:
+            continue
+        grid = entries[0][1][curve_key]["budget_step"]
+        shown = _columns(grid, config)
+        head = ["scheduler"] + [f"{grid[i] * per_step:.0f}" for i in shown]
+        rows = [(name, [_point(e[curve_key], i) for i in shown]) for name, e in entries]
+        lines += [
+            f"{title} against rollouts spent (columns: rollouts = budget step x B x K; the "
+            "last evaluation within each); mean ± 95 % CI over seeds.",
+            "",
+            *_table(head, rows),
+            "",
+        ]
+        for reference in _references(results, key):
+            later = [i for i in shown if grid[i] > 0]
+            rows = []
+            for name, e in entries:
+                margin = e.get("curve_margins", {}).get(reference, {}).get(key)
+                if margin is not None:
+                    rows.append(
+                        (name, [_difference(margin["mean"][i], margin["ci95"][i]) for i in later])
+                    )
+            lines += [
+                f"{title} minus {reference}, paired by seed: mean ± 95 % t-interval over seeds "
+                f"of the per-seed difference;{NOISE}: inside the noise (the interval contains 0).",
+                "",
+                *_table(["scheduler"] + [f"{grid[i] * per_step:.0f}" for i in later], rows),
+                "",
+            ]
+    return "\n".join(lines + [render_rollouts_to_final(results, config)])
+
+
+def _references(results: dict, key: str) -> list[str]:
+    """The references some scheduler's ``key`` is paired against, in the results' order."""
+    found = {r for e in results.values() for r, m in e.get("curve_margins", {}).items() if key in m}
+    return [name for name in results if name in found]
+
+
+def render_rollouts_to_final(results: dict, config: AblationConfig) -> str:
+    """Rollouts each scheduler needs to reach random's final reward, over seeds, in words."""
+    rows = []
+    words = []
+    budget = config.steps * _rollouts(config)
+    for name, entry in results.items():
+        for key, match in entry.get("rollouts_to_random_final", {}).items():
+            short = REWARDS[key][2]
+            rows.append((name, [short, *_match_cells(match, reference=name == "random")]))
+            if name != "random":
+                words.append(_sentence(name, short, match, budget))
+    if not rows:
+        return ""
+    head = ["scheduler", "reward", "seeds reached", "median rollouts", "mean (reached)"]
+    head += ["minus random's own, paired", "in words"]
+    return "\n".join(
+        [
+            "Rollouts to reach random's final reward (the paper: EnvSched at 40 steps beats "
+            "random's best of 120). Per seed, the target is random's final (last-evaluation) "
+            "reward in that seed; a scheduler reaches it at the first point where its curve, "
+            "interpolated linearly between evaluations, gets there. Over seeds: how many "
+            "reached it, the median (a seed not reached counts as beyond the budget), the mean "
+            "over the seeds that reached, and minus the rollouts random itself first reached "
+            "its final with (random's curve is noisy too), paired by seed, only when every seed "
+            f"reached. Budget: {budget} rollouts per run.",
+            "",
+            *_table(head, rows),
+            "",
+            *(f"- {w}" for w in words),
+            "",
+        ]
+    )
+
+
+def _match_cells(match: dict, reference: bool) -> list[str]:
+    """Seeds reached, median, mean over the reached, minus random's own, in words (the last
+    two blank for random itself)."""
+    median, mean = match["median_rollouts"], match["mean_rollouts_reached"]
+    diff = match["minus_reference"]
+    return [
+        f"{match['reached']}/{match['seeds']}",
+        "not reached" if median is None else f"{median:.0f}",
+        "-" if mean is None else f"{mean:.0f}",
+        "-" if diff is None or reference else _difference(diff["mean"], diff["ci95"], 0),
+        "-" if reference else match["verdict"],
+    ]
+
+
+def _sentence(name: str, short: str, match: dict, budget: int) -> str:
+    """One scheduler's rollouts to random's final, in words."""
+    if match["reached"] == 0:
+        return (
+            f"{name} never reached random's final {short} reward ({match['seeds']} seeds); "
+            f"{match['verdict']}."
+        )
+    median = match["median_rollouts"]
+    compared = (
+        match["verdict"]
+        if match["minus_reference"] is None
+        else f"compared with random's own first reach, {match['verdict']}"
+    )
+    where = (
+        "its median is not reached"
+        if median is None
+        else f"median {median:.0f} of {budget} rollouts ({median / budget:.0%} of the budget)"
+    )
+    return (
+        f"{name} reached random's final {short} reward on {match['reached']} of "
+        f"{match['seeds']} seeds, {where}; {compared}."
+    )
+
+
+def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list[Path]:
+    """``score.png`` and ``pool_score.png`` (reward against rollouts, mean and 95 % band) and
+    ``paired_margins.png`` (each scheduler minus each reference, paired by seed, with its
+    band); the pool files only where the pool reward was recorded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    label = LEARNER_LABELS[config.learner]
+    style = {
+        "per_step": _rollouts(config),
+        "marker": "o" if config.learner == "policy" else None,
+        "colors": {name: f"C{i % 10}" for i, name in enumerate(results)},
+    }
+    paths = []
+    for key, (curve_key, title, _) in REWARDS.items():
+        if not any(curve_key in e for e in results.values()):
+            continue
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        for name, entry in results.items():
+            if curve_key in entry:
+                c = entry[curve_key]
+                points = c["budget_step"], c["score_mean"], c["score_ci95"]
+                _band(ax, points, name, style)
+        ax.set_xlabel("rollouts spent (budget step x B x K)")
+        ax.set_ylabel(
+            "held-out expected reward (SIMULATED)"
+            if config.learner == "sim"
+            else f"{'train-split' if key == 'pool_score' else 'held-out'} mean reward of the policy"
+        )
+        ax.set_title(f"{title} against rollouts, 95 % bands (learner: {label})")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        paths.append(out / ("score.png" if key == "score" else "pool_score.png"))
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    if any(e.get("curve_margins") for e in results.values()):
+        paths.append(_plot_margins(results, out, config, style))
+    return paths
+
+
+def _band(ax, points: tuple, name: str, style: dict) -> None:
+    """A curve (budget steps, means, 95 % half-widths) against rollouts with its band (none
+    where the interval is undefined); ``style``: rollouts per budget step, marker, and each
+    scheduler's colour (the same in every panel)."""
+    budget_steps, mean, ci95 = points
+    color = style["colors"][name]
+    per_step = style["per_step"]
+    x = np.asarray(budget_steps, dtype=np.float64) * per_step
+    y = np.asarray(mean, dtype=np.float64)
+    ci = np.asarray([np.nan if c is None else c for c in ci95], dtype=np.float64)
+    main = name in ("envsched", "random")
+    line = "-" if main else "--"
+    width = 2.0 if main else 1.0
+    ax.plot(x, y, line, color=color, marker=style["marker"], label=name, linewidth=width)
+    ax.fill_between(x, y - ci, y + ci, color=color, alpha=0.12)
+
+
+def _plot_margins(results: dict, out: Path, config: AblationConfig, style: dict) -> Path:
+    """A panel per (reward, reference): each scheduler minus the reference, with its band."""
+    import matplotlib.pyplot as plt
+
+    keys = [key for key in REWARDS if _references(results, key)]
+    references = [r for r in results if any(r in _references(results, key) for key in keys)]
+    fig, axes = plt.subplots(
+        len(keys), len(references), figsize=(7 * len(references), 4.5 * len(keys)), squeeze=False
+    )
+    for row, key in zip(axes, keys, strict=True):
+        for ax, reference in zip(row, references, strict=True):
+            for name, entry in results.items():
+                margin = entry.get("curve_margins", {}).get(reference, {}).get(key)
+                if margin is not None:
+                    points = margin["budget_step"], margin["mean"], margin["ci95"]
+                    _band(ax, points, name, style)
+            ax.axhline(0.0, color="grey", linewidth=0.8)
+            ax.set_xlabel("rollouts spent (budget step x B x K)")
+            ax.set_ylabel(f"{REWARDS[key][2]} reward minus {reference}")
+            ax.set_title(f"{REWARDS[key][1]} minus {reference}, paired by seed, 95 % bands")
+            ax.legend(fontsize=7, ncol=2)
+    fig.suptitle(f"Paired differences (learner: {LEARNER_LABELS[config.learner]})")
+    fig.tight_layout()
+    path = out / "paired_margins.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,159 @@
+"""A start that is sometimes right: SFT data with imperfect demonstrations at profiled rates.
+
+A pretrained model that users start GRPO from is *sometimes* right, and how often depends on
+the domain and on the kind of decision. No pretrained weights can be had here, so this module
+builds that regime on purpose, as a stand-in: the SFT data mixes each task's correct
+reference with imperfect solutions (:mod:`~envsched_gnn.envs.generator.mistakes`), and how
+often the imperfect variant appears is the **competence profile**:
+
+- ``by = "environment"``: a rate r(e, c) per environment e and mistake kind c, drawn
+  r ~ Beta(mu kappa, (1 - mu) kappa) (mean ``mean`` = mu, ``concentration`` = kappa) from
+  ``seed``. An example of task t picks one kind c uniformly among those t has a decision
+  for, and is imperfect with probability r(env(t), c).
+- ``by = "task"``: the same Beta, drawn once per task (r(t)), used for whichever kind the
+  example picks. Rates keep their distribution, but no environment or kind structure
+  remains: the real-learner version of the null world.
+
+Every imperfect solution is executed in the runtime (:func:`~envsched_gnn.training.sft_data.
+run_references`), so its tool results and its reward are real; a variant that still scores
+1 (a refused second delete leaves the state right) is no mistake, and the example keeps the
+correct reference. The profile is part of :class:`~envsched_gnn.training.sft_config.
+SFTConfig`, hence of the policy's fingerprint; the drawn rates and what the mixture held
+are saved with the policy (``competence.json``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from envsched_gnn.envs.generator.mistakes import applicable_kinds, imperfect_solution
+from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.training.agent_format import (
+    AgentConfig,
+    ChatFormat,
+    RenderedEpisode,
+    reference_turns,
+    render_trajectory,
+)
+from envsched_gnn.training.competence_profile import CompetenceProfile, draw_rates
+from envsched_gnn.training.sft_data import ReferenceRun, run_references
+
+COMPETENCE_FILE = "competence.json"
+
+
+@dataclass(frozen=True)
+class PlannedExample:
+    """One SFT example of the mixture: the task, and the mistake it demonstrates (or none)."""
+
+    task: Task
+    kind: str | None
+    """The mistake kind of its solution; None: the correct reference."""
+
+
+def plan_mixture(
+    pool: Pool, tasks: Sequence[Task], profile: CompetenceProfile, rates: dict[str, float]
+) -> list[PlannedExample]:
+    """Per task, the kind c of its decision (uniform among its applicable kinds in the
+    profile) and, with probability r, the imperfect solution of that kind."""
+    rng = random.Random(f"{profile.seed}:mixture")
+    planned = []
+    for task in tasks:
+        kinds = [k for k in applicable_kinds(task, pool.envs[task.env_id]) if k in profile.kinds]
+        if not kinds:
+            planned.append(PlannedExample(task, None))
+            continue
+        kind = rng.choice(kinds)
+        rate = rates[f"{task.env_id}/{kind}" if profile.by == "environment" else task.task_id]
+        if rng.random() >= rate:
+            planned.append(PlannedExample(task, None))
+            continue
+        calls = imperfect_solution(task, pool.envs[task.env_id], kind, rng)
+        planned.append(PlannedExample(replace(task, reference_solution=calls), kind))
+    return planned
+
+
+@dataclass(frozen=True)
+class MixtureRun:
+    """An executed example of the mixture: the run, and the mistake kind it shows (None for
+    the correct reference)."""
+
+    run: ReferenceRun
+    kind: str | None
+
+
+def mixture_runs(
+    runtime: Any, pool: Pool, tasks: Sequence[Task], profile: CompetenceProfile
+) -> tuple[list[MixtureRun], dict[str, Any]]:
+    """Execute the mixture in ``runtime`` (an entered ``EnvRuntime`` serving ``pool``): every
+    planned imperfect solution and every reference. A variant that scores below 1 is kept;
+    one that scores 1 is no mistake and gives way to the reference (as do the unplanned
+    tasks); references below 1 are dropped, as in plain SFT. Returns the runs and what the
+    mixture held: the rates, and per kind the planned variants, the kept ones and their mean
+    reward."""
+    rates = draw_rates(profile, tasks)
+    planned = plan_mixture(pool, tasks, profile, rates)
+    imperfect = [p for p in planned if p.kind is not None]
+    variant_runs = iter(run_references(runtime, [p.task for p in imperfect], keep_empty=True))
+    references = run_references(runtime, [t for t in tasks if t.reference_solution])
+    correct = {run.task.task_id: run for run in references if run.reward >= 1.0}
+    counts = {kind: {"planned": 0, "kept": 0, "reward_sum": 0.0} for kind in profile.kinds}
+    runs: list[MixtureRun] = []
+    for plan in planned:
+        if plan.kind is not None:
+            run = next(variant_runs)
+            counts[plan.kind]["planned"] += 1
+            if run.reward < 1.0:
+                counts[plan.kind]["kept"] += 1
+                counts[plan.kind]["reward_sum"] += run.reward
+                runs.append(MixtureRun(run, plan.kind))
+                continue
+        if plan.task.task_id in correct:
+            runs.append(MixtureRun(correct[plan.task.task_id], None))
+    kept = sum(c["kept"] for c in counts.values())
+    summary = {
+        "profile": asdict(profile),
+        "examples": len(runs),
+        "imperfect": kept,
+        "imperfect_share": kept / max(len(runs), 1),
+        "references_below_1": sum(run.reward < 1.0 for run in references),
+        "kinds": {
+            kind: {
+                "planned": c["planned"],
+                "kept": c["kept"],
+                "mean_reward": c["reward_sum"] / c["kept"] if c["kept"] else None,
+            }
+            for kind, c in counts.items()
+        },
+        "rates": rates,
+    }
+    return runs, summary
+
+
+def mixture_examples(
+    runtime: Any,
+    fmt: ChatFormat,
+    pool: Pool,
+    tasks: Sequence[Task],
+    profile: CompetenceProfile,
+    agent: AgentConfig,
+) -> tuple[list[tuple[str, RenderedEpisode]], dict[str, Any]]:
+    """The mixture's runs (:func:`mixture_runs`) rendered as SFT examples, each with its
+    environment id, and the mixture's summary."""
+    runs, summary = mixture_runs(runtime, pool, tasks, profile)
+    examples = [
+        (
+            m.run.task.env_id,
+            render_trajectory(
+                fmt,
+                pool.envs[m.run.task.env_id],
+                m.run.task,
+                reference_turns(m.run.task.reference_solution or [], m.run.results, agent),
+                agent,
+            ),
+        )
+        for m in runs
+    ]
+    return examples, summary

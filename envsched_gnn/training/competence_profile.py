@@ -1,0 +1,66 @@
+"""The competence profile: how often a start's demonstrations of a decision are imperfect.
+
+Rates r ~ Beta(mu kappa, (1 - mu) kappa), one per environment and mistake kind
+(``by = "environment"``) or one per task (``by = "task"``, i.i.d.); see
+:mod:`~envsched_gnn.training.competence` for how the SFT mixture uses them. Kept apart from
+the mixture so that :class:`~envsched_gnn.training.sft_config.SFTConfig` (and the CLI) loads
+fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envsched_gnn.envs.generator.mistakes import MISTAKE_KINDS
+from envsched_gnn.envs.pool import Task
+
+PROFILE_UNITS = ("environment", "task")
+
+
+@dataclass(frozen=True)
+class CompetenceProfile:
+    """How often the SFT data's demonstration of a decision is imperfect (module docstring)."""
+
+    by: str = "environment"
+    """What a rate belongs to: ``environment`` (one per environment and mistake kind) or
+    ``task`` (one per task, i.i.d.: no structure left)."""
+    mean: float = 0.5
+    """mu: the mean rate of an imperfect demonstration, in (0, 1)."""
+    concentration: float = 4.0
+    """kappa: rates are Beta(mu kappa, (1 - mu) kappa); smaller spreads them wider
+    (kappa = 4 at mu = 0.5 is Beta(2, 2), standard deviation 0.22)."""
+    kinds: tuple[str, ...] = MISTAKE_KINDS
+    """Mistake kinds in the mix (of ``envs.generator.mistakes.MISTAKE_KINDS``)."""
+    seed: int = 0
+    """Seed of the rates and of every choice of the mixture."""
+
+    def __post_init__(self) -> None:
+        if self.by not in PROFILE_UNITS:
+            raise ValueError(f"competence by={self.by!r}, expected one of {PROFILE_UNITS}")
+        if not 0.0 < self.mean < 1.0:
+            raise ValueError(f"competence mean={self.mean}: must be in (0, 1)")
+        if self.concentration <= 0.0:
+            raise ValueError(f"competence concentration={self.concentration}: must be > 0")
+        unknown = sorted(set(self.kinds) - set(MISTAKE_KINDS))
+        if unknown or not self.kinds:
+            raise ValueError(
+                f"competence kinds {unknown or '()'}: expected some of {MISTAKE_KINDS}"
+            )
+
+
+def draw_rates(profile: CompetenceProfile, tasks: Sequence[Task]) -> dict[str, float]:
+    """The profile's rates: ``"env/kind"`` -> r(e, c) for environments in sorted order and
+    kinds in the profile's order, or task id -> r(t) for tasks in sorted order."""
+    rng = np.random.default_rng(profile.seed)
+    a = profile.mean * profile.concentration
+    b = (1.0 - profile.mean) * profile.concentration
+    if profile.by == "environment":
+        keys = [
+            f"{env}/{kind}" for env in sorted({t.env_id for t in tasks}) for kind in profile.kinds
+        ]
+    else:
+        keys = sorted(t.task_id for t in tasks)
+    return {key: float(rate) for key, rate in zip(keys, rng.beta(a, b, len(keys)), strict=True)}

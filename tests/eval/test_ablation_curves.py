@@ -1,0 +1,194 @@
+"""Reward against rollouts on hand-made policy-learner runs: paired curves, rollouts to match."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import t as student_t
+
+from envsched_gnn.eval.ablation_config import STEP_METRICS, AblationConfig
+from envsched_gnn.eval.ablation_curves import first_reach, rollouts_to_match
+from envsched_gnn.eval.ablation_curves_report import render_reward_curves
+from envsched_gnn.eval.ablation_report import write_ablation_report
+from envsched_gnn.eval.ablation_summary import summarise
+
+CONFIG = AblationConfig(
+    seeds=3,
+    steps=4,
+    batch_size=2,  # K = 8: 16 rollouts per budget step
+    learner="policy",
+    evaluations=2,  # evaluations at budget steps 0, 2, 4
+    schedulers=("envsched", "random", "rho0"),
+    k_grid=(),
+    controls=("relabelled",),
+)
+PER_STEP = 16
+
+# held-out reward at budget steps 0, 2, 4, per seed
+HELD_OUT = {
+    "random": [[0.50, 0.55, 0.60], [0.50, 0.60, 0.58], [0.50, 0.52, 0.62]],
+    "envsched": [[0.50, 0.65, 0.70], [0.50, 0.58, 0.66], [0.50, 0.56, 0.61]],
+    "rho0": [[0.50, 0.60, 0.60], [0.50, 0.58, 0.58], [0.50, 0.62, 0.60]],
+    "envsched_relabelled": [[0.50, 0.60, 0.62], [0.50, 0.55, 0.60], [0.50, 0.55, 0.60]],
+}
+
+
+def _run(name: str, seed: int, scores: list[float]) -> dict:
+    """A policy-learner run: the start, then one update per budget step, evaluated after every
+    second one (the other records carry no reward); the pool reward is the held-out - 0.1."""
+    records = [{"step": -1, "budget_step": 0.0, "score": scores[0], "pool_score": scores[0] - 0.1}]
+    for step in range(4):
+        score = scores[(step + 1) // 2] if step % 2 == 1 else None
+        records.append(
+            {
+                "step": step,
+                "budget_step": step + 1.0,
+                "score": score,
+                "pool_score": None if score is None else score - 0.1,
+            }
+            | dict.fromkeys(STEP_METRICS, 0.0)
+        )
+    return {"name": name, "seed": seed, "records": records, "wall_s": 1.0, "schedule_s": 0.1,
+            "rollouts": 4 * PER_STEP}  # fmt: skip
+
+
+RUNS = [_run(name, s, curve) for name, curves in HELD_OUT.items() for s, curve in enumerate(curves)]
+
+
+def _t_interval(values) -> tuple[float, float]:
+    """Reference: mean and t_{0.975, n-1} sd / sqrt(n), written out."""
+    x = np.asarray(values, dtype=np.float64)
+    return x.mean(), student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return summarise(RUNS, CONFIG)
+
+
+def test_first_reach_interpolates_between_evaluations():
+    steps = np.array([0.0, 2.0, 4.0])
+    rewards = np.array([0.50, 0.65, 0.70])
+    assert first_reach(steps, rewards, 0.60) == pytest.approx(0.0 + 0.10 / 0.15 * 2.0)
+    assert first_reach(steps, rewards, 0.65) == 2.0  # exactly at an evaluation
+    assert first_reach(steps, rewards, 0.40) == 0.0  # the start already reaches it
+    assert first_reach(steps, rewards, 0.71) is None
+
+
+def test_paired_differences_at_every_evaluation(results):
+    for name in ("envsched", "rho0", "envsched_relabelled"):
+        for reference in ("random", "envsched_relabelled"):
+            if name == reference:
+                continue
+            for key, offset in (("score", 0.0), ("pool_score", 0.1)):
+                margin = results[name]["curve_margins"][reference][key]
+                assert margin["budget_step"] == [0.0, 2.0, 4.0] and margin["seeds"] == [0, 1, 2]
+                for i in range(3):
+                    diffs = [
+                        (a[i] - offset) - (b[i] - offset)
+                        for a, b in zip(HELD_OUT[name], HELD_OUT[reference], strict=True)
+                    ]
+                    mean, half = _t_interval(diffs)
+                    assert margin["mean"][i] == pytest.approx(mean, abs=1e-12)
+                    assert margin["ci95"][i] == pytest.approx(half, abs=1e-12)
+    assert "random" not in results["random"]["curve_margins"]
+    assert set(results["envsched_relabelled"]["curve_margins"]) == {"random"}
+    # envsched - random at budget step 4: (0.10, 0.08, -0.01)
+    assert results["envsched"]["curve_margins"]["random"]["score"]["mean"][2] == pytest.approx(
+        0.17 / 3
+    )
+
+
+def test_rollouts_to_reach_randoms_final(results):
+    envsched = results["envsched"]["rollouts_to_random_final"]["score"]
+    per_seed = {p["seed"]: p for p in envsched["per_seed"]}
+    # seed 0: target 0.60, reached between budget steps 0 (0.50) and 2 (0.65)
+    assert per_seed[0]["target"] == 0.60
+    assert per_seed[0]["rollouts"] == pytest.approx(0.10 / 0.15 * 2 * PER_STEP)
+    assert per_seed[0]["first_evaluation"] == 2.0
+    # random's own first reach of its 0.60: between 2 (0.55) and 4 (0.60)
+    assert per_seed[0]["reference_rollouts"] == pytest.approx(4 * PER_STEP)
+    assert per_seed[1]["rollouts"] == pytest.approx(2 * PER_STEP)  # 0.58 exactly at step 2
+    assert per_seed[1]["reference_rollouts"] == pytest.approx(0.08 / 0.10 * 2 * PER_STEP)
+    # seed 2: target 0.62, envsched ends at 0.61: not reached
+    assert per_seed[2]["rollouts"] is None and per_seed[2]["first_evaluation"] is None
+    assert envsched["reached"] == 2 and envsched["seeds"] == 3
+    assert envsched["median_rollouts"] == pytest.approx(2 * PER_STEP)  # (21.3, 32, not reached)
+    assert envsched["mean_rollouts_reached"] == pytest.approx((0.10 / 0.15 * 2 + 2) * PER_STEP / 2)
+    assert envsched["minus_reference"] is None  # no interval when a seed did not reach it
+    assert envsched["verdict"].startswith("not reached on 1 of 3 seeds")
+
+    rho0 = results["rho0"]["rollouts_to_random_final"]["score"]
+    assert [p["rollouts"] for p in rho0["per_seed"]] == pytest.approx([32.0, 32.0, 32.0])
+    mean, half = _t_interval([32.0 - 64.0, 32.0 - 25.6, 32.0 - 64.0])
+    assert rho0["minus_reference"]["mean"] == pytest.approx(mean)
+    assert rho0["minus_reference"]["ci95"] == pytest.approx(half)
+    assert rho0["verdict"].startswith("inside the noise")  # -19.2 ± 55.1
+
+    # the pool reward is the held-out - 0.1 in every run: the same answers
+    pool = results["envsched"]["rollouts_to_random_final"]["pool_score"]
+    assert [p["rollouts"] for p in pool["per_seed"]] == pytest.approx(
+        [p["rollouts"] for p in envsched["per_seed"]]
+    )
+
+
+def test_no_seed_reached_and_a_clear_saving():
+    reference = [_run("random", s, [0.5, 0.55, 0.60]) for s in range(3)]
+    never = [_run("x", s, [0.5, 0.50, 0.50]) for s in range(3)]
+    match = rollouts_to_match(never, reference, PER_STEP)
+    assert match["reached"] == 0 and match["median_rollouts"] is None
+    assert match["mean_rollouts_reached"] is None
+    fast = [_run("x", s, [0.5, [0.60, 0.61, 0.62][s], 0.7]) for s in range(3)]
+    match = rollouts_to_match(fast, reference, PER_STEP)
+    assert match["minus_reference"]["mean"] < 0
+    assert match["verdict"].startswith("sooner than the reference")
+
+
+def test_report_shows_curves_margins_and_rollouts_to_match(tmp_path, results):
+    run_info = {
+        "heldout": {"tasks": 4, "samples": 2, "seed": 0, "every_steps": 2},
+        "sft_steps": 0,
+        "starting_policy": "start",
+        "policy": "start",
+        "pool": {"train_tasks": 8, "held_out_tasks": 4, "envs": 2},
+        "timings": {"runs_s": 1.0, "total_s": 1.0},
+    }
+    write_ablation_report(results, run_info, CONFIG, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "Held-out reward against rollouts spent" in report
+    assert "Pool reward minus envsched_relabelled, paired by seed" in report
+    assert "| scheduler | 0 | 32 | 64 |" in report  # rollouts = budget step x B x K
+    assert "| envsched | +0.0400 ± " in report  # envsched - random at 32 rollouts
+    assert "| envsched | held-out | 2/3 | 32 | 27 | - | not reached on 1 of 3 seeds" in report
+    assert "rho0 reached random's final held-out reward on 3 of 3 seeds" in report
+    assert "inside the noise (the 95 % interval contains 0)" in report
+    assert "| 32 (2/3 seeds) |" in report  # the main table's column
+    for name in ("score.png", "pool_score.png", "paired_margins.png", "batch_metrics.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG", name
+        assert f"({name})" in report
+
+
+def test_simulator_tables_keep_step_0_and_the_score_columns():
+    """The simulator scores every step: its tables show step 0 and score@e, 3e, S only."""
+    config = AblationConfig(seeds=2, steps=20, batch_size=2, schedulers=("envsched", "random"),
+                            k_grid=())  # fmt: skip
+    runs = []
+    for name, slope in (("envsched", 0.02), ("random", 0.01)):
+        for seed in range(2):
+            records = [{"step": -1, "budget_step": 0.0, "score": 0.5}]
+            records += [
+                {"step": s, "budget_step": s + 1.0, "score": 0.5 + slope * (s + 1) + 0.001 * seed}
+                | dict.fromkeys(STEP_METRICS, 0.0)
+                for s in range(20)
+            ]
+            runs.append({"name": name, "seed": seed, "records": records, "wall_s": 1.0,
+                         "schedule_s": 0.1, "rollouts": 20 * PER_STEP})  # fmt: skip
+    results = summarise(runs, config)
+    assert len(results["envsched"]["curve_margins"]["random"]["score"]["mean"]) == 21
+    match = results["envsched"]["rollouts_to_random_final"]["score"]
+    # random ends at 0.70 (+0.001 seed 1); envsched gets there after 10 steps
+    assert [p["budget_step"] for p in match["per_seed"]] == pytest.approx([10.0, 10.0])
+    assert "pool_score" not in results["envsched"]["rollouts_to_random_final"]
+    text = render_reward_curves(results, config)
+    assert "| scheduler | 0 | 64 | 192 | 320 |" in text
+    assert "| envsched | +0.0400 ± 0.0000 | +0.1200 ± 0.0000 | +0.2000 ± 0.0000 |" in text
