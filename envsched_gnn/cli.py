@@ -21,6 +21,7 @@ import sys
 GROUPS = {
     "pool": "generate, check and import pools of executable environments",
     "graph": "build, export and grow the dual-relation task graph in the store",
+    "store": "query the graph store with Cypher; its observations as history.jsonl",
     "train": "SFT warm start and GRPO training of the policy",
     "eval": "held-out evaluation, predictor comparison, ablations",
     "bench": "benchmarks that print speed and memory numbers",
@@ -30,6 +31,7 @@ COMMAND_MODULES = (
     "envsched_gnn.envs.commands",
     "envsched_gnn.envs.generator.commands",
     "envsched_gnn.graph_store.commands",
+    "envsched_gnn.graph_store.store_commands",
     "envsched_gnn.models.commands",
     "envsched_gnn.scheduler.commands",
     "envsched_gnn.training.commands",
@@ -38,6 +40,7 @@ COMMAND_MODULES = (
     "envsched_gnn.eval.policy_commands",
     "envsched_gnn.eval.headroom_commands",
     "envsched_gnn.eval.commands",
+    "envsched_gnn.eval.cold_start_commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.graph",
@@ -54,6 +57,7 @@ POOL_COMMANDS = (
     ("eval", "policy"),
     ("eval", "headroom"),
     ("eval", "ablate"),
+    ("eval", "cold-start"),
     ("", "run"),
 )
 """Commands that run environment code in the sandboxed runtime."""

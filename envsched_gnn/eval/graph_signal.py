@@ -187,7 +187,7 @@ def _permutations(env: np.ndarray, count: int, within_env: bool, rng) -> np.ndar
     return order
 
 
-def _score_sample(estimates: Sequence[np.ndarray], observed: Sequence[np.ndarray]) -> np.ndarray:
+def score_sample(estimates: Sequence[np.ndarray], observed: Sequence[np.ndarray]) -> np.ndarray:
     """(spearman, auc) of pooled per-set samples: weighted mean over the sets. Shape (2,)."""
     scores = np.array(
         [
@@ -275,7 +275,7 @@ def _bootstrap(
             rows = np.concatenate([index[e] for e in drawn])
             estimates.append(s.estimates[name][rows])
             observed.append(s.observed[rows])
-        out[b] = _score_sample(estimates, observed)
+        out[b] = score_sample(estimates, observed)
     return out
 
 

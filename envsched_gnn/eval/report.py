@@ -169,6 +169,17 @@ def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
     if plot_names:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({name})" for name in plot_names]
+    evidence = results.get("evidence")
+    if evidence:
+        lines += [
+            "", "## The evidence behind one prediction", "",
+            f"The task EnvSched's predictor rated highest at the last step (step "
+            f"{evidence['step']}, from `{next(iter(schedulers))}`'s observations): "
+            f"`{evidence['task']}`, q = {evidence['q']:.3f}. Its neighbours by relation, the "
+            "global reference's share, its own history and how u was reached "
+            f"(`envsched-gnn explain {evidence['task']} --step {evidence['step']} --png FILE`):",
+            "", f"![evidence]({evidence['file']})",
+        ]  # fmt: skip
     lines += [
         "",
         "Every number above is in `results.json`, computed by this run; the per-task held-out "

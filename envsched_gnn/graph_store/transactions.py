@@ -9,8 +9,10 @@ its log) instead of a driver traceback.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB
@@ -18,6 +20,26 @@ from envsched_gnn.graph_store.errors import StoreError
 
 CHUNK = 5000
 """Rows of one ``UNWIND`` write transaction, unless a write says otherwise."""
+SCHEMA_COMMAND = re.compile(
+    r"^(?:\s|//[^\n]*\n|/\*.*?\*/)*(?:(?:CREATE|DROP)(?:\s+OR\s+REPLACE)?\s+"
+    r"(?:(?:RANGE|TEXT|POINT|LOOKUP|FULLTEXT|VECTOR|BTREE|COMPOSITE)\s+)?"
+    r"(?:INDEX|CONSTRAINT|DATABASE|ALIAS|USER|ROLE)\b|ALTER\b|GRANT\b|REVOKE\b|DENY\b|"
+    r"START\b|STOP\b|RENAME\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+"""A schema or administration command: it changes the store outside any transaction (a
+rollback does not undo it; measured on ArcadeDB: ``CREATE INDEX`` survives one)."""
+
+
+@dataclass
+class StatementResult:
+    """What one statement returned: its columns, its records and what it changed."""
+
+    keys: list[str]
+    records: list[Any]
+    """The driver's records (``neo4j.Record``), in the order the server sent them."""
+    updates: dict[str, int]
+    """The summary's non-zero update counters (``nodes_created``...); empty for a read."""
 
 
 def chunks(rows: Sequence, size: int = CHUNK) -> Iterator[Sequence]:
@@ -137,6 +159,51 @@ class StoreConnection:
 
         return self.read(work)
 
+    def run_statement(
+        self, cypher: str, parameters: Mapping[str, Any], *, write: bool = False
+    ) -> StatementResult:
+        """Run one statement a person wrote (``store query``) in an explicit transaction.
+
+        Read-only unless ``write``: a schema or administration command is refused before it is
+        sent, and any other statement runs in a read transaction that is always rolled back; if
+        the server reports that it changed something, a :class:`StoreError` says what, and
+        nothing stays written. With ``write`` the transaction is committed. The server's own
+        errors (bad Cypher, a missing ``$parameter``) propagate as the driver raises them.
+        """
+        import neo4j
+
+        if not write and SCHEMA_COMMAND.match(cypher):
+            raise StoreError(
+                "the statement is a schema or administration command, which changes the store "
+                "outside any transaction; nothing was sent. Pass --write to run it"
+            )
+        mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
+        with (
+            self._loud(),
+            self.driver.session(database=self.database, default_access_mode=mode) as session,
+            session.begin_transaction() as tx,
+        ):
+            result = tx.run(cypher, dict(parameters))
+            records = list(result)
+            keys = list(result.keys())
+            counters = result.consume().counters
+            updates = {
+                name: value
+                for name, value in vars(counters).items()
+                if isinstance(value, int) and not isinstance(value, bool) and value
+            }
+            changed = counters.contains_updates or counters.contains_system_updates
+            if write:
+                tx.commit()
+            else:
+                tx.rollback()
+                if changed:
+                    raise StoreError(
+                        f"the statement writes ({_counts(updates)}); it was rolled back and "
+                        "nothing was written. Pass --write to write"
+                    )
+        return StatementResult(keys, records, updates)
+
     def write_rows(self, cypher: str, rows: Sequence[Mapping], *, chunk: int = CHUNK) -> None:
         """``UNWIND $rows`` write, one transaction per chunk (each MERGE-idempotent)."""
 
@@ -145,3 +212,7 @@ class StoreConnection:
 
         for part in chunks(list(rows), chunk):
             self.write(work, part)
+
+
+def _counts(updates: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in updates.items()) or "changes"

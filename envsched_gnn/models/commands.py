@@ -3,7 +3,8 @@
 ``predict --graph graph.json --history history.jsonl --step T --out pred.json`` writes
 ``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}`` for every task, using
 the observations with step < T only. ``explain TASK --step T`` prints the evidence behind
-one task's prediction (``--json`` for machines), from snapshot files or from the store.
+one task's prediction (``--json`` for machines), from snapshot files or from the store; with
+``--png FILE`` / ``--html FILE`` also as a picture (:mod:`.evidence_picture`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ class ExplainArgs:
     store_evidence: bool = False
     """Also write every task's prediction and evidence at step T into the store, where Cypher
     finds them: (:Prediction)-[:EVIDENCE]->(:Task) (needs --store)."""
+    png: Path | None = None
+    """Also draw the evidence as a picture into this PNG file: the neighbours by relation
+    (environment, sim, W, share), the global reference's share, the own history, how u was
+    reached."""
+    html: Path | None = None
+    """Also write the picture and its numbers as one self-contained HTML page (offline)."""
 
 
 def register(groups: dict) -> None:
@@ -80,7 +87,12 @@ def register(groups: dict) -> None:
         metavars={"task": "TASK"},
     )
     add_small_groups_option(e)
-    add_config_flags(e, ExplainArgs, fields=["store", "json", "store_evidence"])
+    add_config_flags(
+        e,
+        ExplainArgs,
+        fields=["store", "json", "store_evidence", "png", "html"],
+        metavars={"png": "FILE", "html": "FILE"},
+    )
     e.set_defaults(func=_explain)
 
 
@@ -144,6 +156,17 @@ def _explain(args: argparse.Namespace) -> int:
     except (OSError, ValueError, StoreError) as error:
         return _fail(str(error))
     print(json.dumps(evidence, indent=2) if args.json else render(evidence))
+    try:
+        if args.png is not None:
+            from envsched_gnn.models.evidence_picture import write_png
+
+            print(f"wrote {write_png(evidence, args.png)}", file=sys.stderr)
+        if args.html is not None:
+            from envsched_gnn.models.evidence_html import write_html
+
+            print(f"wrote {write_html(evidence, args.html)}", file=sys.stderr)
+    except OSError as error:
+        return _fail(str(error))
     return 0
 
 

@@ -88,7 +88,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     from envsched_gnn.graph_build.builder import GraphConfig, build, graph_stats
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import observations_from_rewards as to_observations
-    from envsched_gnn.observations import write_history
+    from envsched_gnn.pipeline.evidence import write_top_evidence
     from envsched_gnn.training.grpo.config import LaunchConfig
     from envsched_gnn.training.grpo.runs import (
         GRPORun,
@@ -179,9 +179,9 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         results: dict[str, Any] = {}
         for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
             observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
-            write_history(out / "grpo" / name / "history.jsonl", observations)
             if index == 0:
                 store.write_observations(observations)
+                evidence = write_top_evidence(pool, graph, observations, steps - 1, out)
             results[name] = {
                 "eval": result.evals,
                 "steps": result.steps,
@@ -223,6 +223,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         "graph": stats,
         "timings": progress.marks,
         "schedulers": results,
+        "evidence": evidence,
     }
     paths = write_report(report, out)
     progress(f"report: {', '.join(str(p) for p in paths)}")

@@ -19,6 +19,14 @@ seeded by ``(seed, step)``, so a restored scheduler continues identically.
 Selection bookkeeping: the tasks returned by ``next_batch(s)`` count as selected at step
 s (c_i, C_e and the quota windows of spec section 5). :meth:`BaseScheduler.load_history`
 replays a ``history.jsonl`` instead: a task observed at step s was selected at step s.
+
+A live pool: :meth:`BaseScheduler.grow` takes a grown graph (the same task ids plus new ones,
+``graph add-env``) mid-run and keeps every observation and the selection history; the new
+tasks start unobserved (c_i = 0), so the coverage stage reaches them and their predictions
+come from the graph prior. ``load_state_dict`` accepts the state of a run on a subset graph
+the same way. A graph that lacks a task the state observed or selected is refused, naming
+the tasks, before anything changes. :meth:`BaseScheduler.retire` is the inverse of growth:
+the tasks of retired environments are no longer selected, their observations stay evidence.
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
 from envsched_gnn.scheduler.history import SelectionHistory
 from envsched_gnn.scheduler.metrics import batch_metrics
+
+MISSING_SHOWN = 20
+"""Missing task ids an error names one by one (the rest are counted)."""
 
 
 class SchedulerError(ValueError):
@@ -80,12 +91,18 @@ class Scheduler(Protocol):
 
     def metrics(self) -> dict[str, float]: ...
 
+    def grow(self, graph: TaskGraph) -> None: ...
+
+    def retire(self, env_ids: Iterable[str]) -> None: ...
+
 
 class BaseScheduler:
     """Graph, observation log, selection history, last batch; subclasses choose batches.
 
-    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)`` and may
-    extend ``_extra_state`` / ``_load_extra_state`` (JSON-serialisable).
+    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)``, choosing
+    only tasks where ``self.eligible`` is true (retired environments' are not), and may
+    extend ``_extra_state`` / ``_load_extra_state`` (JSON-serialisable) and
+    ``_graph_changed`` (what it derives from the graph, rebuilt by :meth:`grow`).
     """
 
     name = "base"
@@ -98,17 +115,23 @@ class BaseScheduler:
             )
         if batch_size < 1:
             raise SchedulerError(f"batch size B = {batch_size}, expected >= 1")
-        self.graph = graph
         self.batch_size = int(batch_size)
         self.seed = int(seed)
+        self.retired: frozenset[str] = frozenset()
+        self._set_graph(graph)
+        self.last_batch: BatchInfo | None = None
+        self._last_rewards: dict[str, list[float]] = {}
+        self._seen: set[tuple[str, int]] = set()
+
+    def _set_graph(self, graph: TaskGraph) -> None:
+        """The graph and what is indexed by its nodes, with an empty log and history."""
+        self.graph = graph
         self.task_ids = list(graph.task_ids)
         self.env_names, self.env = graph.env_index()
         self.num_envs = len(self.env_names)
         self.log = ObservationLog(self.task_ids)
         self.history = SelectionHistory(self.env, self.num_envs)
-        self.last_batch: BatchInfo | None = None
-        self._last_rewards: dict[str, list[float]] = {}
-        self._seen: set[tuple[str, int]] = set()
+        self.eligible = self._eligible_mask(self.retired)
 
     # -- driving -------------------------------------------------------------------------
     def next_batch(self, step: int) -> list[str]:
@@ -151,6 +174,60 @@ class BaseScheduler:
         for step, task_ids in sorted(by_step.items()):
             self.record_selection(step, task_ids)
 
+    # -- a live pool ---------------------------------------------------------------------
+    def grow(self, graph: TaskGraph) -> None:
+        """Continue on ``graph``: this one's task ids plus new ones (``graph add-env``).
+
+        Every observation, the selection history, the retired environments and the
+        scheduler's own statistics are kept (the state is reloaded onto the new nodes); new
+        tasks start unobserved and never selected. A graph that lacks a task this scheduler
+        observed or selected is refused with a :class:`SchedulerError` naming them, and the
+        scheduler is left as it was.
+        """
+        state = self.state_dict()
+        _check_covers(graph, state)
+        if graph.num_tasks < self.batch_size:
+            raise SchedulerError(
+                f"the grown graph has {graph.num_tasks} tasks, fewer than the batch size "
+                f"B = {self.batch_size}"
+            )
+        self._set_graph(graph)
+        self._graph_changed()
+        self.load_state_dict(state)
+
+    def retire(self, env_ids: Iterable[str]) -> None:
+        """Stop selecting the tasks of ``env_ids``; their observations stay evidence."""
+        env_ids = _env_set(env_ids)
+        unknown = sorted(env_ids - set(self.env_names))
+        if unknown:
+            raise SchedulerError(f"unknown environment(s) {unknown}: not in the scheduler's graph")
+        self._set_retired(self.retired | env_ids)
+
+    def reinstate(self, env_ids: Iterable[str]) -> None:
+        """Select the tasks of retired environments ``env_ids`` again."""
+        env_ids = _env_set(env_ids)
+        unknown = sorted(env_ids - self.retired)
+        if unknown:
+            raise SchedulerError(
+                f"environment(s) {unknown} are not retired; retired: {sorted(self.retired)}"
+            )
+        self._set_retired(self.retired - env_ids)
+
+    def _set_retired(self, retired: frozenset[str]) -> None:
+        eligible = self._eligible_mask(retired)
+        if int(eligible.sum()) < self.batch_size:
+            raise SchedulerError(
+                f"retiring {sorted(retired)} leaves {int(eligible.sum())} selectable tasks, "
+                f"fewer than the batch size B = {self.batch_size}; nothing retired"
+            )
+        self.retired, self.eligible = frozenset(retired), eligible
+
+    def _eligible_mask(self, retired: frozenset[str]) -> np.ndarray:
+        """Tasks not in a retired environment, bool (N,); a retired environment the graph
+        does not hold (any more) excludes nothing."""
+        codes = [c for c, name in enumerate(self.env_names) if name in retired]
+        return ~np.isin(self.env, codes)
+
     def metrics(self) -> dict[str, float]:
         """Metrics of the last batch; reward metrics once its rewards were observed."""
         if self.last_batch is None:
@@ -177,21 +254,24 @@ class BaseScheduler:
             "batch_size": self.batch_size,
             "seed": self.seed,
             "num_tasks": len(self.task_ids),
+            "retired": sorted(self.retired),
             "log": self.log.state_dict(),
             "history": self.history.state_dict(self.task_ids),
             "extra": self._extra_state(),
         }
 
     def load_state_dict(self, state: dict) -> None:
-        for key, mine in (
-            ("name", self.name),
-            ("batch_size", self.batch_size),
-            ("num_tasks", len(self.task_ids)),
-        ):
+        """Restore :meth:`state_dict`, also onto a grown graph (the state's tasks plus new
+        ones: they start unobserved). A graph lacking a task the state observed or selected
+        is refused, naming them, before anything changes."""
+        for key, mine in (("name", self.name), ("batch_size", self.batch_size)):
             if state.get(key) != mine:
                 raise SchedulerError(
                     f"scheduler state has {key} = {state.get(key)!r}, this scheduler has {mine!r}"
                 )
+        _check_covers(self.graph, state)
+        self.retired = frozenset(state.get("retired", ()))
+        self.eligible = self._eligible_mask(self.retired)
         self.seed = int(state["seed"])
         self.log.load_state_dict(state["log"])
         self._seen = set()
@@ -214,6 +294,10 @@ class BaseScheduler:
         for step, group in new.items():
             self._on_observe(step, group)
 
+    def _graph_changed(self) -> None:
+        """Hook: rebuild what a subclass derives from ``self.graph`` (after :meth:`grow`)."""
+        return None
+
     def _on_observe(self, step: int, observations: list[Observation]) -> None:
         """Hook: observations new to this scheduler (a restore replays the log in step order)."""
         return None
@@ -235,6 +319,28 @@ class BaseScheduler:
 
     def _select(self, step: int) -> tuple[np.ndarray, list[str], list[str], dict[str, float]]:
         raise NotImplementedError
+
+
+def _check_covers(graph: TaskGraph, state: dict) -> None:
+    """Raise unless ``graph`` holds every task ``state`` observed or selected."""
+    known = graph.index
+    used = {row["task_id"] for row in state["log"]["observations"]}
+    used.update(t for batch in state["history"]["batches"].values() for t in batch)
+    missing = sorted(t for t in used if t not in known)
+    if missing:
+        shown = ", ".join(repr(t) for t in missing[:MISSING_SHOWN])
+        more = f" and {len(missing) - MISSING_SHOWN} more" if len(missing) > MISSING_SHOWN else ""
+        raise SchedulerError(
+            f"the graph ({graph.num_tasks} tasks) lacks {len(missing)} task(s) that this "
+            f"scheduler state (saved on {state.get('num_tasks')} tasks) observed or "
+            f"selected: {shown}{more}. A scheduler continues on the same task ids plus new ones "
+            "(graph add-env); to stop selecting an environment, retire it. Nothing was changed"
+        )
+
+
+def _env_set(env_ids: Iterable[str] | str) -> frozenset[str]:
+    """Environment ids as a set (one id given as a string is one id, not its letters)."""
+    return frozenset([env_ids]) if isinstance(env_ids, str) else frozenset(env_ids)
 
 
 def _check_step(step: int) -> int:

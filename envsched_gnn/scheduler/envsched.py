@@ -15,7 +15,7 @@ import numpy as np
 
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.scheduler.base import BaseScheduler
+from envsched_gnn.scheduler.base import BaseScheduler, SchedulerError
 from envsched_gnn.scheduler.config import SelectorConfig
 from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
 from envsched_gnn.scheduler.selector import GreedySelector, coverage_slots
@@ -63,13 +63,26 @@ class EnvSchedScheduler(BaseScheduler):
 
             predictor = AnalyticPredictor()
         self.predictor = predictor
-        self.data = to_hetero_data(graph)
-        self.neighbours = SimilarityNeighbours(
-            penalty_graph if penalty_graph is not None else graph, self.config.penalty_relations
-        )
-        self.selector = GreedySelector(self.env, self.neighbours, self.config)
+        self._penalty_graph = penalty_graph
+        self._graph_changed()
         self.last_prediction = None
         self._updated_step: int | None = None
+
+    def _graph_changed(self) -> None:
+        self.data = to_hetero_data(self.graph)
+        self.neighbours = SimilarityNeighbours(
+            self._penalty_graph if self._penalty_graph is not None else self.graph,
+            self.config.penalty_relations,
+        )
+        self.selector = GreedySelector(self.env, self.neighbours, self.config)
+
+    def grow(self, graph: TaskGraph) -> None:
+        if self._penalty_graph is not None:
+            raise SchedulerError(
+                f"scheduler {self.name!r} reads a separate penalty graph (a control): it has "
+                "no grown counterpart; build the scheduler on the grown graphs instead"
+            )
+        super().grow(graph)
 
     def _select(self, step: int):
         cfg = self.config
@@ -88,6 +101,7 @@ class EnvSchedScheduler(BaseScheduler):
             self.history.consecutive_blocked(step, cfg.consecutive_cap),
             self.batch_size,
             self.rng(step).random(q.shape[0]),
+            excluded=None if self.eligible.all() else ~self.eligible,
         )
         extra = {
             "scheduler/predict_seconds": predict_seconds,

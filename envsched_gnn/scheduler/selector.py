@@ -95,17 +95,24 @@ class GreedySelector:
         blocked: np.ndarray,
         batch_size: int,
         tie_break: np.ndarray,
+        excluded: np.ndarray | None = None,
     ) -> Selection:
         """Select ``batch_size`` distinct tasks.
 
         Shapes: ``q (N,)`` float64, ``counts`` c_i (N,), ``window_counts`` W_e (E,),
         ``blocked`` consecutive-cap mask (N,) bool, ``tie_break`` (N,) float64 uniform
-        numbers (smaller wins a tie) -> ``Selection`` of ``batch_size`` indices.
+        numbers (smaller wins a tie), ``excluded`` (N,) bool or None: tasks never selected,
+        whatever the quotas (retired environments) -> ``Selection`` of ``batch_size``
+        indices.
         """
         n = self.env.shape[0]
-        if batch_size > n:
+        if excluded is not None and np.shape(excluded) != (n,):
+            raise SelectionError(f"excluded has shape {np.shape(excluded)}, expected ({n},)")
+        selectable = n if excluded is None else n - int(np.count_nonzero(excluded))
+        if batch_size > selectable:
+            what = "tasks" if excluded is None else "tasks outside the excluded ones"
             raise SelectionError(
-                f"the pool has {n} tasks, fewer than the batch size B = {batch_size}"
+                f"the pool has {selectable} {what}, fewer than the batch size B = {batch_size}"
             )
         if batch_size < 1:
             raise SelectionError(f"batch size B = {batch_size}, expected >= 1")
@@ -121,7 +128,9 @@ class GreedySelector:
         q = np.asarray(q, dtype=np.float64)
         if not np.all(np.isfinite(q)):
             raise SelectionError("q has non-finite values")
-        blocked, room, relaxed = self._quotas(window_counts, blocked, batch_size)
+        blocked, room, relaxed = self._quotas(window_counts, blocked, batch_size, excluded)
+        if excluded is not None:
+            blocked = blocked | excluded
         build = _BatchBuilder(self, q, np.asarray(counts, np.int64), blocked, room, tie_break)
         n_cov = coverage_slots(self.config.rho, batch_size)
         for stage, slots in ((COVERAGE, n_cov), (EXPLOITATION, batch_size - n_cov)):
@@ -134,9 +143,14 @@ class GreedySelector:
         return Selection(np.asarray(build.batch, np.int64), stages, relaxed)
 
     def _quotas(
-        self, window_counts: np.ndarray, blocked: np.ndarray, batch_size: int
+        self,
+        window_counts: np.ndarray,
+        blocked: np.ndarray,
+        batch_size: int,
+        excluded: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """Consecutive mask and per-environment room, after the relaxations B slots need."""
+        """Consecutive mask and per-environment room, after the relaxations B slots need
+        (counting only tasks not ``excluded``)."""
         cfg = self.config
         active = set(cfg.relaxation_order)
         relaxed: list[str] = []
@@ -148,7 +162,8 @@ class GreedySelector:
                 room = np.minimum(room, cfg.per_step_env_quota)
             if "window" in active:
                 room = np.minimum(room, np.maximum(cfg.window_env_quota - window_counts, 0))
-            eligible = np.bincount(self.env[~mask], minlength=self.num_envs)
+            out = mask if excluded is None else mask | excluded
+            eligible = np.bincount(self.env[~out], minlength=self.num_envs)
             if quota is None or np.minimum(eligible, room).sum() >= batch_size:
                 return mask, room, relaxed
             active.discard(quota)

@@ -17,6 +17,7 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
 from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.training.grpo.train import train_subgraph
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
 pytestmark = pytest.mark.slow
@@ -101,6 +102,37 @@ def test_restarted_scheduler_actor_continues_from_its_checkpoint(cluster, tmp_pa
     os.kill(pid, signal.SIGKILL)
     assert ray.get(actor.next_batch.remote(1)) == expected[1]
     assert ray.get(actor.pid.remote()) != pid
+
+
+def test_scheduler_actor_grows_live_and_a_restart_comes_back_on_the_grown_graph(cluster, tmp_path):
+    full = small_graph()
+    old_envs = sorted(set(full.env_ids))[:2]
+    old = train_subgraph(
+        full, [t for t, e in zip(full.task_ids, full.env_ids, strict=True) if e in old_envs]
+    )
+    actor = EnvSchedActor.options(max_restarts=-1, max_task_retries=-1).remote(
+        "envsched", old, batch_size=B, seed=0, checkpoint_path=str(tmp_path / "s.json")
+    )
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        for step in range(2):
+            batch = ray.get(actor.next_batch.remote(step))
+            ray.get(actor.observe.remote(step, rollout_rewards(runtime, batch, step, K)))
+        before = ray.get(actor.state_dict.remote())
+        assert ray.get(actor.grow.remote(full)) == full.num_tasks
+        grown = ray.get(actor.state_dict.remote())
+        assert grown["scheduler"]["log"] == before["scheduler"]["log"]
+        assert grown["batches"] == before["batches"]
+        new = set(full.task_ids) - set(old.task_ids)
+        batch = ray.get(actor.next_batch.remote(2))
+        assert new & set(batch), "the new environment's tasks are not selected"
+        ray.get(actor.observe.remote(2, rollout_rewards(runtime, batch, 2, K)))
+    # a restart (Ray passes the first graph again) continues on the grown one
+    os.kill(ray.get(actor.pid.remote()), signal.SIGKILL)
+    assert ray.get(actor.state_dict.remote())["scheduler"]["num_tasks"] == full.num_tasks
+    assert len(ray.get(actor.state_dict.remote())["scheduler"]["log"]["observations"]) == 3 * B
+    assert ray.get(actor.retire.remote([old_envs[0]])) == [old_envs[0]]
+    retired = {t for t, e in zip(full.task_ids, full.env_ids, strict=True) if e == old_envs[0]}
+    assert not retired & set(ray.get(actor.next_batch.remote(3)))
 
 
 def sandboxed(pid: int) -> bool:

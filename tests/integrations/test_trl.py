@@ -21,6 +21,7 @@ from envsched_gnn.integrations.trl import (
     pool_dataset,
 )
 from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.training.grpo.train import train_subgraph
 from envsched_gnn.training.policy import load_policy
 from tests.integrations.small_setup import small_graph, small_policy_dir, small_pool
 
@@ -66,11 +67,18 @@ class Recorder(RuntimeReward):
         return scores
 
 
-def make_trainer(out, runtime, steps, *, callbacks=(), store=None, seed=0):
+def make_trainer(out, runtime, steps, *, callbacks=(), store=None, seed=0, envs=None):
+    """The trainer on the small pool, or on its environments ``envs`` only."""
     model, tokenizer = load_policy(small_policy_dir())
     tokenizer.padding_side = "left"
     rewards = RoundRewards()
-    scheduler = make_scheduler("envsched", small_graph(), batch_size=B, seed=seed)
+    graph, dataset = small_graph(), pool_dataset(small_pool())
+    if envs is not None:
+        graph = train_subgraph(
+            graph, [t for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if e in envs]
+        )
+        dataset = dataset.filter(lambda row: row["env_id"] in envs)
+    scheduler = make_scheduler("envsched", graph, batch_size=B, seed=seed)
     reward, recorder = Recorder(runtime, rewards), PromptRecorder()
     args = GRPOConfig(
         output_dir=str(out),
@@ -92,7 +100,7 @@ def make_trainer(out, runtime, steps, *, callbacks=(), store=None, seed=0):
         model=model,
         processing_class=tokenizer,
         args=args,
-        train_dataset=pool_dataset(small_pool()),
+        train_dataset=dataset,
         reward_funcs=[reward, recorder],
         scheduler=scheduler,
         rewards=rewards,
@@ -160,6 +168,32 @@ def test_resume_from_a_trl_checkpoint_continues_with_the_same_batches(tmp_path, 
     assert resumed.envsched.next_step == 4
     assert resumed.envsched.batches == whole.envsched.batches
     assert resumed.envsched.observed == whole.envsched.observed[2:]
+
+
+def test_resume_on_a_grown_pool_keeps_the_observations_and_selects_the_new_tasks(tmp_path, runtime):
+    torch.set_num_threads(1)
+    old_envs = sorted(set(small_graph().env_ids))[:2]
+    part, _, _ = make_trainer(tmp_path, runtime, steps=5, callbacks=[StopAfter(2)], envs=old_envs)
+    part.train()
+    assert len(part.envsched.observed) == 2
+
+    # an environment joins (graph add-env, the dataset and runtime of the grown pool)
+    grown, _, recorder = make_trainer(tmp_path, runtime, steps=5)
+    grown.train(resume_from_checkpoint=True)
+    run = grown.envsched
+    assert run.next_step == 5
+    assert run.batches[:2] == part.envsched.batches
+    kept = {(o.task_id, o.step, o.rewards) for o in run.scheduler.log.observations()}
+    assert {
+        (t, s, tuple(r))
+        for s, groups in enumerate(part.envsched.observed)
+        for t, r in groups.items()
+    } <= kept
+    graph = small_graph()
+    new = {t for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if e not in old_envs}
+    chosen = {t for batch in run.batches[2:] for t in batch}
+    assert new & chosen, "the new environment's tasks were never selected"
+    assert new & {t for _, task_ids in recorder.calls for t in task_ids}  # and rolled out
 
 
 def test_mismatched_batch_size_is_refused(tmp_path, runtime):

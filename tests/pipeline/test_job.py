@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from envsched_gnn.models.evidence_picture import read_png_data
 from envsched_gnn.pipeline.job import RunOptions, run_pipeline
 from envsched_gnn.pipeline.presets import Preset, StartRecipe
 from envsched_gnn.training.competence import COMPETENCE_FILE
@@ -73,6 +74,13 @@ def test_main_job_writes_a_report_of_its_own_numbers(tmp_path, store_server, mon
     assert "sometimes right" in report and "Headroom of the pool" in report
     for plot in ("heldout_reward.png", "reward_variance.png", "envs_covered.png"):
         assert (out / plot).read_bytes()[:4] == b"\x89PNG"
+    # the evidence picture of the task rated highest at the last step, from the first
+    # scheduler's observations
+    evidence = on_disk["evidence"]
+    assert evidence["step"] == 1 and f"![evidence]({evidence['file']})" in report
+    drawn = read_png_data(out / evidence["file"])
+    assert drawn["task_id"] == evidence["task"] and drawn["u_path"]["q"] == evidence["q"]
+    assert drawn["num_tasks"] == 3 * (8 - 2)  # the scheduler's graph: the train split
     # the EnvSched run's observations are in the store, exactly once each
     with store_server.connect() as store:
         stored = {(o.task_id, o.step): o.rewards for o in store.read_observations()}

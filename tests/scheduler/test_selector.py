@@ -66,6 +66,39 @@ def test_lazy_equals_naive_on_a_larger_pool():
         assert naive.select(*args).indices.tolist() == lazy.select(*args).indices.tolist(), case
 
 
+def test_excluded_tasks_are_never_chosen_even_when_quotas_are_relaxed():
+    """Retired environments' tasks are excluded: never chosen, whatever is relaxed; the rest is
+    the batch of a pool without them (lazy == naive == the reference, which gets them blocked
+    when no quota is relaxed)."""
+    relaxed_seen = False
+    for seed in range(40):
+        graph, q, counts, window, blocked, tie, b, rho = random_case(seed, ties=False)
+        _, env = graph.env_index()
+        excluded = np.isin(env, np.random.default_rng(seed).choice(env.max() + 1, 2, False))
+        b = min(b, int((~excluded).sum()))
+        batches = set()
+        for lazy in (False, True):
+            selector, _ = make_selector(graph, rho=rho, lazy=lazy, initial_candidates=2)
+            sel = selector.select(q, counts, window, blocked, b, tie, excluded=excluded)
+            assert not excluded[sel.indices].any(), seed
+            batches.add((tuple(sel.indices.tolist()), tuple(sel.relaxed)))
+        assert len(batches) == 1, seed
+        indices, relaxed = batches.pop()
+        relaxed_seen |= bool(relaxed)
+        if not relaxed:
+            cfg = SelectorConfig(rho=rho)
+            expected = reference_select(graph, q, counts, window, blocked | excluded, b, tie, cfg)
+            assert list(indices) == expected, seed
+    assert relaxed_seen
+    selector, _ = make_selector(grid_graph(2, 5))
+    n = 10
+    with pytest.raises(SelectionError, match="5 tasks outside the excluded ones, fewer than"):
+        selector.select(
+            np.zeros(n), np.zeros(n), np.zeros(2), np.zeros(n, bool), 6, np.zeros(n),
+            excluded=np.arange(n) < 5,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("rho, n_cov", [(0.0, 0), (1.0, 64), (0.5, 32), (0.25, 16)])
 def test_stages_follow_rho(rho, n_cov):
     graph = grid_graph(20, 10, seed=1)

@@ -17,6 +17,10 @@ Rollout processes (Ray tasks or actors, on any node) share one source of truth::
   and restores it when it starts, so an actor created with ``max_restarts`` comes back
   where it was; its idempotent methods can then be retried (``max_task_retries``).
 - With ``store`` (a store URI or folder) observations are written there, buffered.
+- ``grow(graph)`` continues on a grown graph (``graph add-env``) without a restart, keeping
+  every observation and batch; ``retire(env_ids)`` stops selecting environments. With
+  ``checkpoint_path`` the grown graph is kept beside the state (``<checkpoint>.graph.json``),
+  and a restarted actor comes back on it unless it is given a graph with all of its tasks.
 
 The actor is asynchronous (asyncio): waiting calls do not block the others.
 """
@@ -64,9 +68,10 @@ class SchedulerService:
     ) -> None:
         from envsched_gnn.scheduler.registry import make_scheduler
 
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
+        graph = self._grown_graph(graph)
         self.scheduler = make_scheduler(name, graph, batch_size=batch_size, seed=seed, **overrides)
         self.wait_timeout_s = wait_timeout_s
-        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else None
         self.batches: dict[int, list[str]] = {}
         self.observed: dict[int, set[str]] = {}
         self._changed = asyncio.Condition()
@@ -118,6 +123,24 @@ class SchedulerService:
             self._changed.notify_all()
             return len(new)
 
+    async def grow(self, graph: Any) -> int:
+        """Continue on ``graph``, the old task ids plus new ones (``scheduler.grow``); the
+        batches already chosen stay. Returns the number of tasks."""
+        async with self._changed:
+            self.scheduler.grow(graph)
+            if self.checkpoint_path is not None:
+                write_json_atomically(self._graph_path, graph.to_json(), indent=None)
+            self._save()
+            return graph.num_tasks
+
+    async def retire(self, env_ids: Sequence[str]) -> list[str]:
+        """Stop selecting the tasks of ``env_ids`` from the next batch chosen; returns every
+        retired environment."""
+        async with self._changed:
+            self.scheduler.retire(env_ids)
+            self._save()
+            return sorted(self.scheduler.retired)
+
     def metrics(self) -> dict[str, float]:
         return self.scheduler.metrics()
 
@@ -139,6 +162,21 @@ class SchedulerService:
 
     def pid(self) -> int:
         return os.getpid()
+
+    @property
+    def _graph_path(self) -> Path:
+        assert self.checkpoint_path is not None
+        return self.checkpoint_path.with_name(self.checkpoint_path.name + ".graph.json")
+
+    def _grown_graph(self, graph: Any) -> Any:
+        """The graph this actor last grew to (kept beside its checkpoint), unless ``graph``
+        holds all of its tasks: a restart comes back on the grown graph."""
+        if self.checkpoint_path is None or not self._graph_path.is_file():
+            return graph
+        from envsched_gnn.graph.task_graph import read_graph
+
+        grown = read_graph(self._graph_path)
+        return graph if set(grown.task_ids) <= set(graph.task_ids) else grown
 
     def _complete(self, step: int) -> bool:
         return set(self.batches[step]) <= self.observed.get(step, set())

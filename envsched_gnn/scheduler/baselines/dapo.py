@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from envsched_gnn.observations import validate_rewards
 from envsched_gnn.scheduler.base import BaseScheduler
 
@@ -48,16 +50,20 @@ class DapoScheduler(BaseScheduler):
     ) -> None:
         super().__init__(graph, batch_size=batch_size, seed=seed)
         self.config = config if config is not None else DapoConfig()
-        self.generation_size = min(
-            len(self.task_ids), math.ceil(self.config.oversample * self.batch_size)
-        )
         self.rollouts_spent = 0
         self.rollouts_kept = 0
         self._step_counts: dict[str, float] = {}
 
+    @property
+    def generation_size(self) -> int:
+        """ceil(oversample * B), capped at the selectable tasks."""
+        wanted = math.ceil(self.config.oversample * self.batch_size)
+        return min(int(self.eligible.sum()), wanted)
+
     def _select(self, step: int):
-        indices = self.rng(step).choice(len(self.task_ids), self.generation_size, replace=False)
-        return indices, [OVERSAMPLED] * self.generation_size, [], {}
+        size = self.generation_size
+        indices = self.rng(step).choice(np.flatnonzero(self.eligible), size, replace=False)
+        return indices, [OVERSAMPLED] * size, [], {}
 
     def filter_groups(self, step: int, rewards: Mapping[str, Sequence[float]]) -> list[str]:
         """Record every group rolled out at ``step``; return the kept ids (<= B, in order).

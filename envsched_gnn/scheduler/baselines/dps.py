@@ -100,7 +100,7 @@ class DpsScheduler(BaseScheduler):
 
     def _select(self, step: int):
         rng = self.rng(step)
-        score = self.predicted_partial()
+        score = np.where(self.eligible, self.predicted_partial(), -np.inf)
         tie = rng.random(score.shape[0])
         order = np.lexsort((tie, -score))
         indices = order[: self.batch_size]

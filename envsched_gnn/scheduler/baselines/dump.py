@@ -92,8 +92,11 @@ class DumpScheduler(BaseScheduler):
     ) -> None:
         super().__init__(graph, batch_size=batch_size, seed=seed)
         self.config = config if config is not None else DumpConfig()
-        self.members = [np.flatnonzero(self.env == e) for e in range(self.num_envs)]
+        self._graph_changed()
         self._reset_stats()
+
+    def _graph_changed(self) -> None:
+        self.members = [np.flatnonzero(self.env == e) for e in range(self.num_envs)]
 
     def _reset_stats(self) -> None:
         self.rollouts = np.zeros(self.num_envs, np.int64)
@@ -124,7 +127,8 @@ class DumpScheduler(BaseScheduler):
     def _select(self, step: int):
         rng = self.rng(step)
         p = self.env_probabilities()
-        left = np.array([len(m) for m in self.members], np.int64)
+        members = [m[self.eligible[m]] for m in self.members]  # retired environments: none
+        left = np.array([len(m) for m in members], np.int64)
         order: dict[int, np.ndarray] = {}
         indices = []
         for _ in range(self.batch_size):
@@ -133,8 +137,8 @@ class DumpScheduler(BaseScheduler):
                 open_p = (left > 0).astype(np.float64)
             e = int(rng.choice(self.num_envs, p=open_p / open_p.sum()))
             if e not in order:
-                order[e] = rng.permutation(self.members[e])
-            indices.append(int(order[e][len(self.members[e]) - left[e]]))
+                order[e] = rng.permutation(members[e])
+            indices.append(int(order[e][len(members[e]) - left[e]]))
             left[e] -= 1
         chosen = np.asarray(indices, np.int64)
         extra = {

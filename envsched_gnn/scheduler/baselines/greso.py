@@ -98,12 +98,13 @@ class GresoScheduler(BaseScheduler):
         admit_probability = np.power(p, self.zero_streak)
         admitted = rng.random(len(self.task_ids)) < admit_probability
         order = rng.permutation(len(self.task_ids))
+        order = order[self.eligible[order]]
         ranked = np.concatenate([order[admitted[order]], order[~admitted[order]]])
         indices = ranked[: self.batch_size]
         stages = [ADMITTED if admitted[i] else READMITTED for i in indices]
         extra = {
             "greso/p_easy": p_easy,
             "greso/p_hard": p_hard,
-            "greso/skipped": float((~admitted).sum()),
+            "greso/skipped": float((~admitted & self.eligible).sum()),
         }
         return indices, stages, [], extra

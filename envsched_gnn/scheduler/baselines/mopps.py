@@ -80,7 +80,7 @@ class MoppsScheduler(BaseScheduler):
     def _select(self, step: int):
         rng = self.rng(step)
         sample = rng.beta(self.alpha, self.beta)
-        distance = np.abs(sample - self.config.target)
+        distance = np.where(self.eligible, np.abs(sample - self.config.target), np.inf)
         order = np.lexsort((np.arange(distance.shape[0]), distance))
         indices = order[: self.batch_size]
         extra = {"mopps/mean_sampled_rate": float(sample[indices].mean())}

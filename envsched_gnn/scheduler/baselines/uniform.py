@@ -7,6 +7,8 @@ Reference: the "random" baseline of the EnvSched paper (Yang et al., 2026).
 
 from __future__ import annotations
 
+import numpy as np
+
 from envsched_gnn.scheduler.base import BaseScheduler
 
 RANDOM = "random"
@@ -21,5 +23,6 @@ class UniformScheduler(BaseScheduler):
         super().__init__(graph, batch_size=batch_size, seed=seed)
 
     def _select(self, step: int):
-        indices = self.rng(step).choice(len(self.task_ids), self.batch_size, replace=False)
+        eligible = np.flatnonzero(self.eligible)
+        indices = self.rng(step).choice(eligible, self.batch_size, replace=False)
         return indices, [RANDOM] * self.batch_size, [], {}

@@ -31,6 +31,9 @@ class GRPOArgs:
     """Continue the run of this checkpoint (a .ckpt file of an earlier run's checkpoints/)."""
     stop_after: int | None = None
     """Stop after this many steps in total (counting a resumed run's earlier steps)."""
+    retire_envs: list[str] | None = None
+    """Environments whose tasks are no longer selected from now on (their observations stay
+    evidence); added to those the resumed checkpoint retired."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -45,6 +48,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         description=(
             "Trains the policy in --model with GRPO on the pool's train split; --scheduler "
             "chooses each batch from the task graph (--graph file, or read from --store). "
+            "--resume continues a run, also on a grown pool and graph (graph add-env): the "
+            "scheduler keeps every observation and the new tasks join unobserved. "
             "Observations go to --store when given. With --devices > 1 (DDP) and the "
             "embedded store, pass --graph (each process reads it). --temperature, "
             "--max-turns and --max-new-tokens default to the policy's agent_config.json, "
@@ -81,7 +86,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(p, AgentConfig, fields=AGENT_FIELDS, defaults=dict.fromkeys(AGENT_FIELDS))
     add_config_flags(p, RuntimeConfig, fields=["workers"])
     add_config_flags(p, GRPOConfig, fields=["seed"])
-    add_config_flags(p, GRPOArgs, fields=["resume", "stop_after"], metavars={"resume": "CKPT"})
+    add_config_flags(
+        p,
+        GRPOArgs,
+        fields=["resume", "stop_after", "retire_envs"],
+        flags={"retire_envs": "--retire-env"},
+        metavars={"resume": "CKPT", "retire_envs": "ENV"},
+    )
     add_config_flags(
         p,
         LaunchConfig,
@@ -127,6 +138,7 @@ def _train_grpo(args: argparse.Namespace) -> int:
             write_observations=writer,
             resume=run.resume,
             stop_after=run.stop_after,
+            retire_envs=run.retire_envs or (),
         )
     finally:
         if writer is not None:

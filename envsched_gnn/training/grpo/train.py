@@ -4,7 +4,8 @@
 the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) and leaves in
 ``out_dir``: ``checkpoints/`` (``last.ckpt`` and every ``checkpoint_every`` steps),
 ``logs/`` (CSV, and TensorBoard when installed), ``policy/`` (the trained HF folder),
-``grpo_result.json``.
+``grpo_result.json`` and ``history.jsonl`` (every group rolled out, in the exchange format of
+spec section 8).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import write_json_atomically
-from envsched_gnn.observations import Observation, write_history
+from envsched_gnn.observations import Observation, observations_from_rewards, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.held_out import policy_evaluator
 from envsched_gnn.training.policy_engine import on_gpu
 
 RESULT_FILE = "grpo_result.json"
+HISTORY_FILE = "history.jsonl"
 
 
 @dataclass
@@ -80,6 +82,7 @@ def train_grpo(
     stop_after: int | None = None,
     initial_eval: dict[str, float] | None = None,
     eval_seed: int | None = None,
+    retire_envs: Sequence[str] = (),
 ) -> GRPOResult:
     """GRPO on ``pool``'s train split from the policy in ``policy_dir``, ``config.scheduler``
     choosing each batch from ``graph`` (restricted to the train split).
@@ -91,6 +94,11 @@ def train_grpo(
     is the held-out result of this very policy at step 0 when already measured (the main job
     shares it between the schedulers it compares). ``eval_seed`` seeds the held-out subset and
     its sampling instead of ``config.seed`` (one evaluation set across run seeds).
+    ``retire_envs`` are no longer selected from the first step this call runs (added to those
+    a resumed checkpoint retired); their observations stay evidence.
+
+    A checkpoint of a run on fewer tasks resumes on a grown ``graph`` (``graph add-env``):
+    the scheduler keeps its observations and history, and the new tasks join unobserved.
     """
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.grpo.module import GRPOModule
@@ -152,6 +160,8 @@ def train_grpo(
         callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1))
     if launch.print_steps:
         callbacks.append(StepPrinter())
+    if retire_envs:
+        callbacks.append(RetireEnvironments(retire_envs))
     trainer = L.Trainer(
         accelerator=launch.accelerator,
         devices=launch.devices,
@@ -205,7 +215,26 @@ def train_grpo(
         tokenizer.save_pretrained(out / "policy")
         save_agent_config(out / "policy", agent_config)
         write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
+        write_history(
+            out / HISTORY_FILE,
+            [
+                o
+                for s, groups in enumerate(result.rewards)
+                for o in observations_from_rewards(s, groups)
+            ],
+        )
     return result
+
+
+class RetireEnvironments(L.pytorch.callbacks.Callback):
+    """Retires environments once the scheduler is restored (a checkpoint's state would
+    otherwise replace the retirement), before the first batch is chosen."""
+
+    def __init__(self, env_ids: Sequence[str]) -> None:
+        self.env_ids = list(env_ids)
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        module.scheduler.retire(self.env_ids)
 
 
 class StepPrinter(L.pytorch.callbacks.Callback):
