@@ -36,11 +36,11 @@ from envsched_gnn.eval.stats import (
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
-PARTS = {"heldout": "held-out", "pool": "pool (every train task)"}
+PARTS = {"heldout": "held-out", "pool": "pool (train tasks)"}
 """The evaluations' parts: the held-out tasks, and the train split when it was evaluated."""
 PLOTS = (
     ("heldout_reward.png", "held-out mean reward", "heldout"),
-    ("pool_reward.png", "pool mean reward (every train task)", "pool"),
+    ("pool_reward.png", "pool mean reward (train tasks)", "pool"),
     ("reward_variance.png", "batch mean reward variance", "batch/mean_reward_variance"),
     ("envs_covered.png", "environments covered per batch", "batch/envs_covered"),
 )

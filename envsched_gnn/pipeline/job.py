@@ -268,7 +268,7 @@ def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial, start
         f"pool: {len(pool.envs)} environments x {preset.tasks_per_env} tasks "
         f"({len(pool.split('train'))} train, {len(pool.split('test'))} held-out)",
         f"every scheduler: {steps} GRPO steps of B = {preset.grpo.batch_size} tasks x K = "
-        f"{preset.grpo.group_size} rollouts ({budget} rollouts) from the same SFT policy",
+        f"{preset.grpo.group_size} rollouts ({budget} rollouts) from the same start",
         f"held-out evaluation: {initial['tasks']} test tasks x {preset.grpo.eval_samples} samples, "
         f"same seed each time, at step 0 and every {preset.grpo.eval_every} steps",
         "demo sizes are chosen so that the job ends in under 20 minutes on 2 CPU cores; "
