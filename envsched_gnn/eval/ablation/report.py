@@ -128,9 +128,9 @@ def render_pool(results: dict, config: AblationConfig) -> str:
     head = [f"pool@{s}" for s in config.score_steps]
     head += [f"- random @{s}" for s in config.score_steps]
     lines = [
-        "Pool reward: the mean reward of every train task (the pool the schedulers spend "
-        "rollouts on) at each evaluation, unbiased by which tasks a scheduler picked; mean ± "
-        "95 % CI over seeds, margins paired by seed.",
+        "Pool reward: the mean reward of the train tasks (the pool the schedulers spend "
+        f"rollouts on; {_pool_tasks(config)}) at each evaluation, unbiased by which tasks a "
+        "scheduler picked; mean ± 95 % CI over seeds, margins paired by seed.",
         "",
         "| scheduler | " + " | ".join(head) + " |",
         "|---|" + "---|" * len(head),
@@ -309,3 +309,10 @@ def _plot_prediction(results: dict, out: Path, label: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _pool_tasks(config: AblationConfig) -> str:
+    """Which train tasks the pool evaluation rolls out, in words."""
+    policy = config.policy
+    tasks = f"a fixed subset of {policy.pool_eval_tasks}" if policy.pool_eval_tasks else "all"
+    return f"{tasks} x {policy.pool_eval_samples} samples"
