@@ -12,6 +12,7 @@ from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.cold_start import ColdStartConfig
+from envsched_gnn.eval.sources import fail, pool_graph, read_source, source_error
 
 
 @dataclass
@@ -60,38 +61,20 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p.set_defaults(func=_cold_start)
 
 
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
 def _cold_start(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.cold_start import cold_start
     from envsched_gnn.eval.cold_start_report import render, write
     from envsched_gnn.graph_store.errors import StoreError
 
-    if args.history is not None and args.graph is None:
-        return _fail("--history needs --graph")
-    if args.store is not None and args.graph is not None:
-        return _fail("--store reads the graph from the store; leave out --graph")
+    if message := source_error(args):
+        return fail(message)
     command = "envsched-gnn " + shlex.join(sys.argv[1:]) if sys.argv[1:] else ""
     try:
         config = config_from_args(ColdStartConfig, args)
-        if args.store is not None:
-            from envsched_gnn.graph_store.connect import open_store
-
-            with open_store(args.store) as store:
-                graph, observations = store.read_graph(), store.read_observations()
-        elif args.history is not None:
-            from envsched_gnn.graph.task_graph import read_graph
-            from envsched_gnn.observations import read_history
-
-            graph, observations = read_graph(args.graph), read_history(args.history)
-        else:
-            graph, observations = _reference_source(args)
+        graph, observations = read_source(args, _reference_source)
         result = cold_start(graph, observations, config)
     except (OSError, ValueError, StoreError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     print(render(result, command))
     if args.out:
         paths = write(result, args.out, command)
@@ -106,24 +89,14 @@ def _reference_source(args: argparse.Namespace):
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.eval.reference_rounds import reference_rounds
-    from envsched_gnn.graph.task_graph import read_graph, write_graph
     from envsched_gnn.observations import write_history
-    from envsched_gnn.training.grpo.train import train_subgraph
 
     pool = load_pool(args.pool)
     tasks = [task.task_id for task in pool.split(args.split)]
     if not tasks:
         raise ValueError(f"the pool has no task in split {args.split!r}")
     out = Path(args.out) if args.out else None
-    if args.graph is not None:
-        graph = read_graph(args.graph)
-    else:
-        from envsched_gnn.graph_build.builder import build_graph
-
-        graph = train_subgraph(build_graph(pool), tasks)
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            write_graph(out / "graph.json", graph)
+    graph = pool_graph(pool, args.graph, out, tasks)
     with EnvRuntime(pool, runtime_config(args)) as runtime:
         observations = reference_rounds(
             runtime, pool, tasks, k=args.k, drop=args.drop_calls, seed=args.seed

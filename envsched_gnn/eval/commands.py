@@ -14,6 +14,7 @@ from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfi
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
+from envsched_gnn.eval.sources import fail, pool_graph, read_source, source_error
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
@@ -274,41 +275,21 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
     p.set_defaults(func=_graph_signal)
 
 
-def _fail(message: str) -> int:
-    import sys
-
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
 def _graph_signal(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.graph_signal import graph_signal
     from envsched_gnn.eval.graph_signal_report import render, write
     from envsched_gnn.graph_store.errors import StoreError
-    from envsched_gnn.observations import read_history
 
-    if args.history is not None and args.graph is None:
-        return _fail("--history needs --graph")
+    if message := source_error(args):
+        return fail(message)
     if args.model is not None and args.pool is None:
-        return _fail("--model needs --pool")
-    if args.store is not None and args.graph is not None:
-        return _fail("--store reads the graph from the store; leave out --graph")
+        return fail("--model needs --pool")
     try:
         config = config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed)
-        if args.store is not None:
-            from envsched_gnn.graph_store.connect import open_store
-
-            with open_store(args.store) as store:
-                graph, observations = store.read_graph(), store.read_observations()
-        elif args.history is not None:
-            from envsched_gnn.graph.task_graph import read_graph
-
-            graph, observations = read_graph(args.graph), read_history(args.history)
-        else:
-            graph, observations = _rollout_source(args)
+        graph, observations = read_source(args, _rollout_source)
         signal = graph_signal(graph, observations, config)
     except (OSError, ValueError, StoreError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     print(render(signal))
     if args.out:
         paths = write(signal, args.out)
@@ -321,7 +302,6 @@ def _rollout_source(args: argparse.Namespace):
     with ``--out``, ``graph.json``, ``history.jsonl`` and ``rounds.json`` are written there."""
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.rollout_rounds import rollout_rounds
-    from envsched_gnn.graph.task_graph import read_graph, write_graph
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.policy import load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
@@ -330,14 +310,7 @@ def _rollout_source(args: argparse.Namespace):
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    if args.graph is not None:
-        graph = read_graph(args.graph)
-    else:
-        from envsched_gnn.graph_build.builder import build_graph
-
-        graph = build_graph(pool)
-        if out is not None:
-            write_graph(out / "graph.json", graph)
+    graph = pool_graph(pool, args.graph, out)
     agent = load_agent_config(args.model, temperature=args.temperature)
     config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
     runtime = runtime_config(args)

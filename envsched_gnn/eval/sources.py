@@ -1,0 +1,66 @@
+"""Where an eval command's graph and observations come from: a store (``--store``), a graph
+with a history (``--graph`` and ``--history``), or a source of the command's own (rollouts
+of a policy, replays of references) on a pool whose graph is given or built."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def fail(message: str) -> int:
+    """Print ``error: message`` to stderr; the exit status of a refused command (2)."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def source_error(args: argparse.Namespace) -> str | None:
+    """Why ``--store``, ``--graph`` and ``--history`` do not name one source; None when they
+    do (or name none: the command's own source)."""
+    if args.history is not None and args.graph is None:
+        return "--history needs --graph"
+    if args.store is not None and args.graph is not None:
+        return "--store reads the graph from the store; leave out --graph"
+    return None
+
+
+def read_source(
+    args: argparse.Namespace, own: Callable[[argparse.Namespace], tuple[Any, list]]
+) -> tuple[Any, list]:
+    """(graph, observations) of the store, of the graph and history files, or ``own(args)``."""
+    if args.store is not None:
+        from envsched_gnn.graph_store.connect import open_store
+
+        with open_store(args.store) as store:
+            return store.read_graph(), store.read_observations()
+    if args.history is not None:
+        from envsched_gnn.graph.task_graph import read_graph
+        from envsched_gnn.observations import read_history
+
+        return read_graph(args.graph), read_history(args.history)
+    return own(args)
+
+
+def pool_graph(
+    pool: Any, graph_file: str | None, out: Path | None, tasks: Sequence[str] | None = None
+) -> Any:
+    """The graph of ``graph_file``, or the pool's graph built here (restricted to ``tasks``,
+    as a scheduler of that split sees it) and written to ``out/graph.json``."""
+    from envsched_gnn.graph.task_graph import read_graph, write_graph
+
+    if graph_file is not None:
+        return read_graph(graph_file)
+    from envsched_gnn.graph_build.builder import build_graph
+
+    graph = build_graph(pool)
+    if tasks is not None:
+        from envsched_gnn.training.grpo.train import train_subgraph
+
+        graph = train_subgraph(graph, tasks)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_graph(out / "graph.json", graph)
+    return graph
