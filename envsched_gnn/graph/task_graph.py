@@ -153,8 +153,11 @@ def read_graph(path: str | Path) -> TaskGraph:
     return TaskGraph.from_json(data, source=str(path))
 
 
-def write_graph(path: str | Path, graph: TaskGraph) -> None:
-    """Write a ``graph.json`` snapshot (tasks in node order, edges sorted for stable diffs)."""
+def write_graph(path: str | Path, graph: TaskGraph, sort_edges: bool = True) -> None:
+    """Write a ``graph.json`` snapshot (tasks in node order; edges sorted for stable diffs, or
+    with ``sort_edges`` off in the graph's own order, so that reading it back gives the same
+    arrays: the order of a sum over edges, hence its last bit, is kept)."""
     data = graph.to_json()
-    data["edges"].sort(key=lambda e: (e["relation"], e["dst"], e["src"]))
+    if sort_edges:
+        data["edges"].sort(key=lambda e: (e["relation"], e["dst"], e["src"]))
     write_json_atomically(path, data, indent=None)

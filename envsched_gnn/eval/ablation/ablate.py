@@ -132,7 +132,9 @@ def build_pool_graph(pool: Pool, k_in: int, k_cross: int) -> TaskGraph:
 def cached_graph(
     path: Path, build: Callable[[], TaskGraph], log: Callable[[str], None]
 ) -> tuple[TaskGraph, float]:
-    """Read ``path`` if present, else build and write it; returns the graph and build seconds."""
+    """Read ``path`` if present, else build and write it; returns the graph and build seconds.
+    The file keeps the edges in the built graph's order, so a rerun that reads it runs on the
+    graph a first run built (the same arrays, the same fingerprint)."""
     if path.exists():
         log(f"graph: reusing {path}")
         return read_graph(path), 0.0
@@ -140,7 +142,7 @@ def cached_graph(
     graph = build()
     seconds = time.perf_counter() - start
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_graph(path, graph)
+    write_graph(path, graph, sort_edges=False)
     log(f"graph: built {path.name} in {seconds:.1f} s")
     return graph, seconds
 

@@ -277,3 +277,21 @@ def test_the_sft_warm_start_is_kept_for_a_rerun_with_the_same_inputs(tmp_path, m
     assert trained == [5] and "reusing the SFT warm start" in lines[0]
     starting_policy(pool, replace(config, sft_steps=6), tmp_path, lambda _: None)
     assert trained == [5, 6]  # other SFT inputs: trained again
+
+
+def test_a_cached_graph_is_the_graph_that_was_built(tmp_path):
+    """A rerun reads the graph a first run built and cached: the same edge arrays in the same
+    order (a sum over edges keeps its last bit), hence the same fingerprint in the run keys."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.eval.ablation.ablate import cached_graph
+    from envsched_gnn.eval.ablation.runs import graph_fingerprint
+    from envsched_gnn.graph_build.builder import build_graph
+
+    pool = generate_pool(4, 10, seed=3, test_per_env=0)
+    path = tmp_path / "graphs" / "g.json"
+    built, _ = cached_graph(path, lambda: build_graph(pool), print)
+    read, seconds = cached_graph(path, lambda: build_graph(pool), print)
+    assert seconds == 0.0 and graph_fingerprint(read) == graph_fingerprint(built)
+    for relation, edges in built.edges.items():
+        for name in ("src", "dst", "sim"):
+            assert (getattr(read.edges[relation], name) == getattr(edges, name)).all()
