@@ -35,11 +35,9 @@ from envsched_gnn.training.agent_format import (
     AgentConfig,
     ChatFormat,
     RenderedEpisode,
-    reference_turns,
-    render_trajectory,
 )
 from envsched_gnn.training.competence_profile import CompetenceProfile, draw_rates
-from envsched_gnn.training.sft_data import ReferenceRun, run_references
+from envsched_gnn.training.sft_data import ReferenceRun, render_run, run_references
 
 COMPETENCE_FILE = "competence.json"
 
@@ -143,17 +141,5 @@ def mixture_examples(
     """The mixture's runs (:func:`mixture_runs`) rendered as SFT examples, each with its
     environment id, and the mixture's summary."""
     runs, summary = mixture_runs(runtime, pool, tasks, profile)
-    examples = [
-        (
-            m.run.task.env_id,
-            render_trajectory(
-                fmt,
-                pool.envs[m.run.task.env_id],
-                m.run.task,
-                reference_turns(m.run.task.reference_solution or [], m.run.results, agent),
-                agent,
-            ),
-        )
-        for m in runs
-    ]
+    examples = [render_run(fmt, pool, m.run, agent) for m in runs]
     return examples, summary

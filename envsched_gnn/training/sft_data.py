@@ -67,25 +67,20 @@ def run_references(
     return runs
 
 
+def render_run(
+    fmt: ChatFormat, pool: Pool, run: ReferenceRun, agent: AgentConfig
+) -> tuple[str, RenderedEpisode]:
+    """An executed run as an SFT example (mask = the policy's tokens), with its environment id."""
+    task = run.task
+    turns = reference_turns(task.reference_solution or [], run.results, agent)
+    return task.env_id, render_trajectory(fmt, pool.envs[task.env_id], task, turns, agent)
+
+
 def render_references(
     fmt: ChatFormat, pool: Pool, runs: Sequence[ReferenceRun], agent: AgentConfig
 ) -> list[tuple[str, RenderedEpisode]]:
-    """Render the runs that reached reward 1 as SFT examples (mask = the policy's tokens),
-    each with its environment id."""
-    return [
-        (
-            run.task.env_id,
-            render_trajectory(
-                fmt,
-                pool.envs[run.task.env_id],
-                run.task,
-                reference_turns(run.task.reference_solution or [], run.results, agent),
-                agent,
-            ),
-        )
-        for run in runs
-        if run.reward >= 1.0
-    ]
+    """Render the runs that reached reward 1 as SFT examples (:func:`render_run`)."""
+    return [render_run(fmt, pool, run, agent) for run in runs if run.reward >= 1.0]
 
 
 class SFTDataset(Dataset):
