@@ -11,7 +11,7 @@ builder uses this module instead, in three steps:
    ``cos(e_g, e_h)``, from an HNSW graph (faiss ``IndexHNSWFlat``, inner product on the
    unit-norm float32 embeddings), g itself always included. The index is built on one
    thread, vectors added in group order (groups sorted by their fixed-point vector), so the
-   search is deterministic.
+   search is deterministic (the queries run on every thread, each on its own).
 3. **exact re-rank**: the candidate groups are re-sorted by the exact fixed-point cosine
    (:func:`~envsched_gnn.graph_build.embeddings.exact_cosines`) and taken best first until
    every environment of g sees at least ``k_cross`` candidate tasks outside itself; groups
@@ -35,10 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envsched_gnn.graph_build.embeddings import exact_cosines
-from envsched_gnn.graph_build.neighbours import top_neighbours
-
-CELLS_PER_BLOCK = 4_000_000
-"""Target rows x candidate columns scored at once (bounds the memory of a re-rank block)."""
+from envsched_gnn.graph_build.neighbours import top_shared_neighbours
 
 
 @dataclass(frozen=True)
@@ -81,10 +78,10 @@ def hnsw_neighbours(vectors: np.ndarray, config: HnswConfig) -> np.ndarray:
         index = faiss.IndexHNSWFlat(x.shape[1], config.m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = config.ef_construction
         index.add(x)
-        index.hnsw.efSearch = max(config.ef_search, count)
-        _, found = index.search(x, count)
     finally:
         faiss.omp_set_num_threads(threads)
+    index.hnsw.efSearch = max(config.ef_search, count)
+    _, found = index.search(x, count)  # each query searched alone: the same on any thread count
     return found.astype(np.int64)
 
 
@@ -122,15 +119,12 @@ def approximate_cross(
         groups, group_sims = chosen
         cols = np.concatenate([members[h] for h in groups])
         col_sims = np.repeat(group_sims, [len(members[h]) for h in groups])
-        step = max(1, CELLS_PER_BLOCK // max(len(cols), 1))
-        for start in range(0, len(targets), step):
-            part = targets[start : start + step]
-            sims = np.broadcast_to(col_sims, (len(part), len(cols)))
-            valid = env_codes[part][:, None] != env_codes[cols][None, :]
-            rows, picked = top_neighbours(sims, valid, k, hashes[part], hashes[cols])
-            dst.append(part[rows])
-            src.append(cols[picked])
-            sim.append(np.minimum(col_sims[picked], 1.0))
+        rows, picked = top_shared_neighbours(
+            col_sims, env_codes[targets], env_codes[cols], k, hashes[targets], hashes[cols]
+        )
+        dst.append(targets[rows])
+        src.append(cols[picked])
+        sim.append(np.minimum(col_sims[picked], 1.0))
     if dst:
         dst_all, src_all, sim_all = np.concatenate(dst), np.concatenate(src), np.concatenate(sim)
     else:
@@ -161,12 +155,15 @@ def _candidate_groups(
     keep = sims > 0
     groups, sims = groups[keep], sims[keep]
     target_envs = np.unique(env_codes[members[g]])
-    outside = np.zeros((len(groups), len(target_envs)), np.int64)
-    for position, h in enumerate(groups.tolist()):
-        envs = env_codes[members[h]]
-        at = np.minimum(np.searchsorted(target_envs, envs), len(target_envs) - 1)
-        inside = np.bincount(at[target_envs[at] == envs], minlength=len(target_envs))
-        outside[position] = len(envs) - inside
+    sizes = np.array([len(members[h]) for h in groups.tolist()], np.int64)
+    tasks = [members[h] for h in groups.tolist()]
+    envs = env_codes[np.concatenate(tasks)] if tasks else sizes
+    position = np.repeat(np.arange(len(groups)), sizes)
+    at = np.minimum(np.searchsorted(target_envs, envs), len(target_envs) - 1)
+    inside = target_envs[at] == envs  # tasks of candidate group h in one of g's environments
+    cells = position[inside] * len(target_envs) + at[inside]
+    counts = np.bincount(cells, minlength=len(groups) * len(target_envs))
+    outside = sizes[:, None] - counts.reshape(len(groups), len(target_envs))
     enough = np.flatnonzero((np.cumsum(outside, axis=0) >= k).all(axis=1))
     if len(enough) == 0:
         return (groups, sims) if complete else None

@@ -19,6 +19,9 @@ from hashlib import blake2b
 
 import numpy as np
 
+SHARED_CELLS = 4_000_000
+"""(row, column) pairs keyed at once by :func:`top_shared_neighbours` (a few 32 MB arrays)."""
+
 
 def task_hashes(ids: Sequence[str]) -> np.ndarray:
     """h(x): the first 8 bytes of blake2b(x), little-endian, per task id; ``(N,)`` uint64."""
@@ -75,6 +78,67 @@ def top_neighbours(
     rows, cols = rows[order], cols[order]
     keep = group_ranks(rows) < k
     return rows[keep], cols[keep]
+
+
+def top_shared_neighbours(
+    col_sims: np.ndarray,
+    row_envs: np.ndarray,
+    col_envs: np.ndarray,
+    k: int,
+    row_hashes: np.ndarray,
+    col_hashes: np.ndarray,
+    *,
+    cells: int = SHARED_CELLS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`top_neighbours` of rows that all see the same similarities ``col_sims`` (C,),
+    a column valid for a row when its environment differs: the result of
+    ``top_neighbours(broadcast(col_sims), row_envs[:, None] != col_envs[None, :], ...)``
+    without sorting every (row, column) pair.
+
+    1. **A prefix of the columns.** With columns sorted by similarity, let M be the most
+       columns any one environment has. Among the ``k + M`` best at most M are invalid for a
+       row, so its k-th best valid value is at least the (k + M)-th best value overall: only
+       the columns down to that value's tie block can be chosen.
+    2. **The cut block.** Per row, the block of equal similarities where its k-th valid
+       column falls: every valid column of a better block is taken (fewer than k), and the
+       rest come from the cut block by smallest :func:`pair_keys`, an ``argpartition``, not a
+       sort. A column group whose members share one embedding is such a block, so the cost is
+       ``rows x prefix`` key computations, in chunks of at most ``cells``.
+
+    Output as :func:`top_neighbours`: grouped by row, best first.
+    """
+    empty = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    clipped = np.minimum(col_sims, 1.0)
+    by_sim = np.argsort(-clipped, kind="stable")
+    positive = int(np.count_nonzero(clipped > 0))
+    if positive == 0 or row_envs.shape[0] == 0:
+        return empty
+    most = int(np.unique(col_envs, return_counts=True)[1].max())
+    last = clipped[by_sim[min(k + most, positive) - 1]]
+    cols = by_sim[: int(np.count_nonzero(clipped >= last))]
+    values = clipped[cols]
+    block = np.r_[0, np.cumsum(values[1:] != values[:-1])]
+    envs, hashes = col_envs[cols], col_hashes[cols]
+    take = min(k, cols.shape[0])
+    out_rows, out_cols = [empty[0]], [empty[1]]
+    step = max(1, cells // cols.shape[0])
+    for start in range(0, row_envs.shape[0], step):
+        chunk = np.arange(start, min(start + step, row_envs.shape[0]))
+        valid = row_envs[chunk][:, None] != envs[None, :]
+        counts = np.cumsum(valid, axis=1)
+        reaches = counts[:, -1] >= k
+        cut = block[np.where(reaches, np.argmax(counts >= k, axis=1), cols.shape[0] - 1)]
+        keys = pair_keys(row_hashes[chunk][:, None], hashes[None, :])
+        above, at_cut = block[None, :] < cut[:, None], block[None, :] == cut[:, None]
+        rank = np.where(valid & above, np.uint64(0), keys)
+        rank[~(valid & (above | at_cut))] = np.iinfo(np.uint64).max
+        picked = np.argpartition(rank, take - 1, axis=1)[:, :take]
+        order = np.lexsort((np.take_along_axis(keys, picked, 1), block[picked]), axis=1)
+        picked = np.take_along_axis(picked, order, 1)
+        chosen = np.take_along_axis(valid & (above | at_cut), picked, 1)
+        out_rows.append(np.broadcast_to(chunk[:, None], picked.shape)[chosen])
+        out_cols.append(cols[picked[chosen]])
+    return np.concatenate(out_rows), np.concatenate(out_cols)
 
 
 def group_ranks(groups: np.ndarray) -> np.ndarray:

@@ -7,7 +7,12 @@ import hashlib
 import numpy as np
 import pytest
 
-from envsched_gnn.graph_build.neighbours import pair_keys, task_hashes, top_neighbours
+from envsched_gnn.graph_build.neighbours import (
+    pair_keys,
+    task_hashes,
+    top_neighbours,
+    top_shared_neighbours,
+)
 
 
 def reference_top(sims, valid, k, ids_rows, ids_cols) -> list[tuple[int, int]]:
@@ -78,3 +83,27 @@ def test_ties_do_not_make_hubs() -> None:
     assert out_degree.max() < 1.6 * expected and out_degree.min() > 0.4 * expected
     first = cols.reshape(n_targets, k)
     assert len({tuple(sorted(row)) for row in first.tolist()}) > 0.95 * n_targets
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_top_shared_neighbours_equals_top_neighbours_of_the_broadcast(seed) -> None:
+    """Rows sharing one similarity per column, valid where environments differ: the prefix
+    computation returns what the full (rows, columns) ranking returns, ties included."""
+    rng = np.random.default_rng(seed)
+    rows, cols, k = int(rng.integers(1, 40)), int(rng.integers(1, 200)), int(rng.integers(1, 15))
+    col_sims = rng.choice([1.2, 1.0, 0.9, 0.9, 0.4, 0.1, 0.0, -0.3], cols)
+    col_envs = rng.integers(0, 6, cols)
+    row_envs = rng.integers(0, 6, rows)
+    row_h = task_hashes([f"r{seed}-{i}" for i in range(rows)])
+    col_h = task_hashes([f"c{seed}-{j}" for j in range(cols)])
+    expected = top_neighbours(
+        np.broadcast_to(col_sims, (rows, cols)),
+        row_envs[:, None] != col_envs[None, :],
+        k,
+        row_h,
+        col_h,
+    )
+    cells = int(rng.integers(1, 2000))  # chunks of rows, down to one row at a time
+    found = top_shared_neighbours(col_sims, row_envs, col_envs, k, row_h, col_h, cells=cells)
+    for want, got in zip(expected, found, strict=True):
+        np.testing.assert_array_equal(got, want)
