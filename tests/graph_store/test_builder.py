@@ -11,7 +11,13 @@ from envsched_gnn.envs.pool import Check
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph_build.builder import GraphConfig, build
 from envsched_gnn.graph_build.embeddings import exact_cosines, fixed_point
-from envsched_gnn.graph_build.views import VIEW_NAMES, verifier_structure_text, within_similarity
+from envsched_gnn.graph_build.views import (
+    VIEW_NAMES,
+    check_structure_text,
+    source_structure_text,
+    verifier_structure_text,
+    within_similarity,
+)
 from tests.envs.handmade_pool import handmade_pool
 from tests.graph_store.small_pool import small_pool
 
@@ -137,3 +143,23 @@ def test_llm_extractor_hook_supplies_missing_abstracts(embedder) -> None:
     built = build(pool, config, embedder=embedder)
     assert sorted(asked) == sorted(t.task_id for t in pool.tasks)
     assert set(built.abstracts.values()) == {abstract}
+
+
+CHECK_SOURCES = [
+    "def check_func(final_state):\n    return final_state['loans'].get('L-7', {})['days'] == 14\n",
+    "def check_func(final_state):\n    return final_state[\"a b\"] == 'it''s' and 1.5 < 2e3\n",
+    "def check_func(final_state):\n    return f'{final_state[\"k\"]}-{3}' == 'x-3'\n",
+    "def check_func(final_state):\n    return rb'\\x00' != b'' and u'café' != 'cafe'\n",
+    "def check_func(final_state):  # it's 'quoted' here\n    return 'value' == \"x\"\n",
+    "def check_func(final_state):\n    return '''one\n'two' ''' == \"\"\"x\"\"\" and 0x1F == 31\n",
+    "def check_func(final_state):\n    return 'a\\'b' == \"it's\" and -5 == x1 and 1_000 == 10e2\n",
+    "def check_func(final_state):\n    return final_state['items'][0]['qty'] >= 2 and True\n",
+    "def check_func(final_state):\n    return final_state[\n",
+]
+
+
+@pytest.mark.parametrize("source", CHECK_SOURCES)
+def test_structure_of_a_check_computed_from_its_shape_equals_its_parse(source) -> None:
+    """The per-shape cache never changes a check's tokens: prefixed strings, comments,
+    escapes, triple quotes, floats, hex and a syntax error included."""
+    assert check_structure_text(source) == source_structure_text(source)
