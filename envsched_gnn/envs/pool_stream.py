@@ -7,6 +7,7 @@ by item) once: every task is validated as ``load_pool`` validates it (all defect
 together, nothing kept but its id, its environment and where it lies in the file). Then
 :meth:`PoolStream.tasks_of` reads one environment's tasks back from those byte offsets. The
 tasks it gives equal those of ``load_pool`` (tested), so a graph built from either is the same.
+The task file must not change while the pool is open (its size and time are checked).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from envsched_gnn.envs.tool_effects import read_tool_effects, typical_effects
 
 READ_BYTES = 8 << 20
 """Bytes of ``tasks.json`` decoded at a time while scanning it."""
+CHECK_CACHE = 100_000
+"""Check sources whose verdict the scan remembers (then it forgets them all): repeated
+sources are checked once, and the 6M sources of a 1M-task pool are not all held."""
 
 
 class PoolStream:
@@ -46,18 +50,22 @@ class PoolStream:
         envs_raw = read_json(envs_path)
         self.envs, self._classes = parse_envs(envs_raw, str(envs_path), errors)
         self._declared = set(envs_raw) if isinstance(envs_raw, dict) else set()
-        self._check_cache: dict[str, str | None] = {}
+        self._check_cache: dict[str, str | None] = {}  # bounded: CHECK_CACHE entries
         self._refs: list[tuple[str, str]] = []
         self._where: dict[str, list[tuple[int, int, int]]] = {}  # env -> (offset, length, #)
         seen: dict[str, int] = {}
         items = _jsonl_items(self.path) if self.path == jsonl_path else _array_items(self.path)
         for index, (offset, length, item) in enumerate(items):
+            if len(self._check_cache) > CHECK_CACHE:
+                self._check_cache.clear()
             task = self._parse(item, index, seen, errors)
             if task is not None:
                 self._refs.append((task.task_id, task.env_id))
                 self._where.setdefault(task.env_id, []).append((offset, length, index))
         if errors:
             raise PoolError(errors)
+        self._check_cache = _CHECKED  # every check of the file is known sound from here on
+        self._stamp = _stamp(self.path)
         try:
             self.tool_effects = typical_effects(read_tool_effects(directory))
         except ValueError as error:
@@ -76,7 +84,10 @@ class PoolStream:
         return list(self._refs)
 
     def tasks_of(self, env_id: str) -> list[Task]:
-        """The tasks of ``env_id`` in file order, read from the task file."""
+        """The tasks of ``env_id`` in file order, read from the task file (whose checks the
+        scan compiled, so they are not compiled again)."""
+        if _stamp(self.path) != self._stamp:
+            raise PoolError([f"{self.path} changed since it was scanned; open the pool again"])
         tasks = []
         with self.path.open("rb") as handle:
             for offset, length, index in self._where.get(env_id, ()):
@@ -93,6 +104,25 @@ class PoolStream:
         """Every environment with tasks and its tasks, environments in file order."""
         for env_id in self._where:
             yield self.envs[env_id], self.tasks_of(env_id)
+
+
+class _Checked(dict):
+    """The check cache once a scan has checked every source of the file: no defects."""
+
+    def __contains__(self, source: object) -> bool:
+        return True
+
+    def __getitem__(self, source: str) -> None:
+        return None
+
+
+_CHECKED = _Checked()
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """Size and modification time of a file, to tell that it changed."""
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
 
 
 def _jsonl_items(path: Path) -> Iterator[tuple[int, int, Any]]:

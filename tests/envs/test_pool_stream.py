@@ -71,3 +71,15 @@ def test_the_task_array_is_read_across_chunk_boundaries(tmp_path, monkeypatch) -
     (folder / "tasks.json").write_text(json.dumps(tasks, ensure_ascii=False))
     monkeypatch.setattr(pool_stream, "READ_BYTES", 7)
     assert_same_pool(PoolStream(folder), load_pool(folder))
+
+
+def test_a_task_file_changed_after_the_scan_is_an_error_not_wrong_tasks(tmp_path) -> None:
+    folder = write_replicated_pool(tmp_path / "pool", 2, 5, seed=0)
+    stream = PoolStream(folder)
+    env_id = next(iter(stream.envs))
+    assert len(stream.tasks_of(env_id)) == 5
+    path = folder / "tasks.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[1:] + lines[:1]), encoding="utf-8")  # same size, moved
+    with pytest.raises(PoolError, match="changed since it was scanned"):
+        stream.tasks_of(env_id)
