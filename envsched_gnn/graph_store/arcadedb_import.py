@@ -5,12 +5,13 @@ export format (``{"t": "v", "c": {"t": type, "r": rid, "p": properties}}`` for a
 ``{"t": "e", "c": {"t": type, "r": rid, "o": source rid, "i": target rid, "p": ...}}`` for
 an edge; the rids are this file's own, the importer maps them to new ones), then asks the
 server to import it (``IMPORT DATABASE file://... WITH commitEvery = N`` over the loopback
-HTTP API, the command managing its own transactions). Vertices are written to one file and
-edges to another as they are produced and joined before the import, since an edge may only
-name a vertex the importer has seen. The records are the ones the batched path writes
-(:mod:`~envsched_gnn.graph_store.nodes`): the same labels, properties and relationship types,
-unique constraints kept (the types exist before the import; the importer fills their
-indexes). Measured: 400,000 records in 23 s against about 6,000 edges/s batched.
+HTTP API, the command managing its own transactions). Records are written in the order a
+build produces them, which is an order the importer takes: an edge may only name a vertex the
+importer has seen, and a build writes each environment's tasks before their ``IN_ENV`` and
+within edges, and every task before the first cross edge. The records are the ones the batched
+path writes (:mod:`~envsched_gnn.graph_store.nodes`): the same labels, properties and
+relationship types, unique constraints kept (the types exist before the import; the importer
+fills their indexes). Measured: 400,000 records in 23 s against about 6,000 edges/s batched.
 """
 
 from __future__ import annotations
@@ -45,15 +46,15 @@ class ArcadeImportFile:
     """The records of a first build, written as they are produced; :meth:`load` imports them.
 
     Args:
-        folder: where the two files are written (removed after the import); the server
-            reads them, so a folder it can see (the store's own, by default).
+        folder: where the file is written (removed after the import); the server reads it, so
+            a folder it can see (the store's own, by default).
     """
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.vertices = (self.folder / "vertices.jsonl").open("w", encoding="utf-8")
-        self.edges = (self.folder / "edges.jsonl").open("w", encoding="utf-8")
+        self.path = self.folder / "import.jsonl"
+        self.records = self.path.open("w", encoding="utf-8")
         self.env_rids: dict[str, str] = {}
         self.counts = dict.fromkeys(BUCKETS, 0)
 
@@ -65,12 +66,12 @@ class ArcadeImportFile:
     def _vertex(self, kind: str, properties: Mapping) -> str:
         rid = self._rid(kind)
         props = {key: value for key, value in properties.items() if value is not None}
-        self.vertices.write(_json({"t": "v", "c": {"t": kind, "r": rid, "p": props}}))
+        self.records.write(_json({"t": "v", "c": {"t": kind, "r": rid, "p": props}}))
         return rid
 
     def _edge(self, kind: str, source: str, target: str, properties: Mapping) -> None:
         record = {"t": kind, "r": self._rid(kind), "o": source, "i": target, "p": properties}
-        self.edges.write(_json({"t": "e", "c": record}))
+        self.records.write(_json({"t": "e", "c": record}))
 
     def environments(self, envs: Iterable[Environment]) -> None:
         """One Environment vertex each (what ``GraphStore.write_environments`` MERGEs)."""
@@ -91,7 +92,7 @@ class ArcadeImportFile:
             }
             props = {key: value for key, value in props.items() if value is not None}
             rid = f"#{BUCKETS['Task']}:{node}"
-            self.vertices.write(_json({"t": "v", "c": {"t": "Task", "r": rid, "p": props}}))
+            self.records.write(_json({"t": "v", "c": {"t": "Task", "r": rid, "p": props}}))
             self._edge("IN_ENV", rid, self.env_rids[task.env_id], {})
 
     def abstracts(self, vectors: Mapping[str, np.ndarray]) -> None:
@@ -107,23 +108,16 @@ class ArcadeImportFile:
             self._edge(kind, f"#{task}:{s}", f"#{task}:{d}", {"sim": w})
 
     def load(self, server: ManagedArcadeDB) -> dict:
-        """Join the two files, import them into ``server``'s database, remove them; returns
-        the importer's statistics."""
-        self.vertices.close()
-        self.edges.close()
-        joined = self.folder / "import.jsonl"
-        with joined.open("wb") as out:
-            for part in ("vertices.jsonl", "edges.jsonl"):
-                with (self.folder / part).open("rb") as source:
-                    shutil.copyfileobj(source, out, 16 << 20)
-                (self.folder / part).unlink()
+        """Import the file into ``server``'s database and remove it; returns the importer's
+        statistics."""
+        self.records.close()
         try:
             for statement in ARCADEDB_EDGE_TYPES:
                 server.sql(statement)
             # the one statement with a value in its text: the importer takes no parameters,
             # and the path is the file this build just wrote
             result = server.sql(
-                f"IMPORT DATABASE file://{joined.resolve()} WITH commitEvery = {COMMIT_EVERY}",
+                f"IMPORT DATABASE file://{self.path.resolve()} WITH commitEvery = {COMMIT_EVERY}",
                 transaction=False,
             )
         finally:
@@ -131,7 +125,6 @@ class ArcadeImportFile:
         return result[0] if result else {}
 
     def discard(self) -> None:
-        """Close and remove the files (a build that failed before :meth:`load`)."""
-        self.vertices.close()
-        self.edges.close()
+        """Close and remove the file (a build that failed before :meth:`load`)."""
+        self.records.close()
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -31,7 +31,7 @@ import numpy as np
 
 from envsched_gnn.envs.pool import PoolSource
 from envsched_gnn.graph.task_graph import RELATIONS, RelationEdges, TaskGraph
-from envsched_gnn.graph_build.builder import BuiltGraph, GraphBuild, GraphConfig
+from envsched_gnn.graph_build.builder import Abstracts, BuiltGraph, GraphBuild, GraphConfig
 from envsched_gnn.graph_build.embeddings import Embedder
 from envsched_gnn.graph_store.arcadedb import HEAP_VARIABLE
 from envsched_gnn.graph_store.arcadedb_import import ArcadeImportFile
@@ -140,11 +140,10 @@ def stream_build(
         graph, abstracts = _write_parts(store, steps, bulk, cache, chunk, clock)
         if bulk is not None and not _imported(store, bulk, clock):
             # a bulk build starts from a store with no task (so no observation): nothing is lost
-            store.clear()
-            build = store.begin_graph_build()
-            vectors = dict(zip(abstracts.texts, abstracts.vectors, strict=True))
-            steps = GraphBuild(pool, config, embedder=steps.embedder, cache=vectors)
-            graph, abstracts = _write_parts(store, steps, None, {}, chunk, clock)
+            with _timed(clock, "store_write"):
+                store.clear()
+                build = store.begin_graph_build()
+                _write_built(store, steps, graph, abstracts, chunk)
         with _timed(clock, "store_write"):
             store.complete_graph_build(
                 build, graph, (abstracts.texts, abstracts.codes, abstracts.vectors)
@@ -174,6 +173,26 @@ def _imported(store: GraphStore, bulk: ArcadeImportFile, clock: dict) -> bool:
             )
             return False
     return True
+
+
+def _write_built(
+    store: GraphStore, steps: GraphBuild, graph: TaskGraph, abstracts: Abstracts, chunk: int
+) -> None:
+    """A graph already built, written in batched transactions into an empty store: what the
+    bulk import would have written, without computing any of it again."""
+    pool, ids = steps.pool, steps.ids
+    store.write_environments(pool.envs.values())
+    for env_id in steps.env_ids:
+        store.write_tasks(pool.tasks_of(env_id))
+    store.write_abstracts(dict(zip(abstracts.texts, abstracts.vectors, strict=True)))
+    node_texts = [abstracts.texts[c] for c in abstracts.codes.tolist()]
+    store.write_task_abstracts(dict(zip(ids, node_texts, strict=True)))
+    for relation, edges in graph.edges.items():
+        for start in range(0, len(edges), chunk):
+            part = slice(start, start + chunk)
+            src, dst, sim = (a[part].tolist() for a in (edges.src, edges.dst, edges.sim))
+            rows = [(ids[s], ids[d], w) for s, d, w in zip(src, dst, sim, strict=True)]
+            store.create_edges(relation, rows, chunk=chunk)
 
 
 def _write_parts(store, steps: GraphBuild, bulk, cache, chunk: int, clock: dict):

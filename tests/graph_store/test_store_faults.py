@@ -122,11 +122,21 @@ def test_an_interrupted_build_is_never_read_as_a_graph(
 
 
 @pytest.mark.slow  # a managed server of its own
-def test_an_import_out_of_heap_falls_back_to_batched_writes(tmp_path, embedder, config):
+def test_an_import_out_of_heap_falls_back_to_batched_writes(
+    tmp_path, embedder, config, monkeypatch
+):
     """The importer runs (committing part of the records every 20,000), then the server
-    answers as when its heap runs out: the partial import is cleared and the graph written in
-    batches, with a warning naming the setting for the fast path."""
+    answers as when its heap runs out: the partial import is cleared and the graph already
+    built written in batches (nothing computed again), with a warning naming the setting for
+    the fast path."""
+    import envsched_gnn.graph_build.builder as builder
+
     pool = handmade_pool()
+    computed = []
+    within_arrays = builder.within_arrays
+    monkeypatch.setattr(
+        builder, "within_arrays", lambda tasks, k: computed.append(1) or within_arrays(tasks, k)
+    )
     with open_store(tmp_path / "store") as store:
         sql = store.server.sql
 
@@ -139,6 +149,7 @@ def test_an_import_out_of_heap_falls_back_to_batched_writes(tmp_path, embedder, 
         store.server.sql = out_of_heap
         with pytest.warns(RuntimeWarning, match="ran out of .*heap.*ENVSCHED_ARCADEDB_HEAP"):
             built = build_into_store(store, pool, replace(config, bulk=True), embedder=embedder)
+        assert len(computed) == len(pool.envs)  # each environment's TF-IDF once
         assert store.count_tasks() == len(pool.tasks)
         assert store.count_nodes("Environment") == len(pool.envs)
         assert sorted(store.read_graph().edge_rows()) == sorted(built.graph.edge_rows())
