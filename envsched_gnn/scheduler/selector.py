@@ -190,12 +190,18 @@ class _BatchBuilder:
         self.initial_candidates = cfg.initial_candidates
         self.q = q
         self.tie = np.asarray(tie_break, np.float64)
-        env_totals = np.bincount(self.env, weights=counts, minlength=selector.num_envs)
+        # only the tasks selected before (c_i > 0) differ from c_i = 0, whose factors are 1.0
+        # exactly (and add 0.0 to C_e): the same numbers without N-long arithmetic
+        seen = np.flatnonzero(counts)
+        c = counts[seen]
+        env_totals = np.bincount(self.env[seen], weights=c, minlength=selector.num_envs)
         self.env_norm = env_totals / np.maximum(selector.env_sizes, 1)
         self.in_env = np.zeros(selector.num_envs, np.int64)
         self.env_cov = env_factor(self.env_norm, self.in_env)
-        self.task_cov = 1.0 / np.sqrt(1.0 + counts)
-        self.exploit = q * (1.0 / np.sqrt(1.0 + counts / cfg.exposure_scale))
+        self.task_cov = np.ones(q.shape[0])
+        self.task_cov[seen] = 1.0 / np.sqrt(1.0 + c)
+        self.exploit = q.copy()
+        self.exploit[seen] = q[seen] * (1.0 / np.sqrt(1.0 + c / cfg.exposure_scale))
         self.penalty = np.zeros(q.shape[0], np.float64)
         self.available = ~blocked
         self.room = room.copy()
