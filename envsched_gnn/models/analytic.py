@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -27,7 +28,12 @@ from envsched_gnn.models.calibration import (
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.models.evidence import evidence_row, explain_task
 from envsched_gnn.models.graph_view import GraphView
-from envsched_gnn.models.history import half_life_stats, observed_before
+from envsched_gnn.models.history import (
+    HistoryStats,
+    ObservedHistory,
+    half_life_stats,
+    observed_before,
+)
 from envsched_gnn.models.prediction import Computation, HalfLifeResult, Prediction
 from envsched_gnn.models.propagation import EnvSchedPropagation
 from envsched_gnn.observations import ObservationLog
@@ -71,7 +77,7 @@ class AnalyticPredictor:
         self.config = config if config is not None else PredictorConfig()
 
     def predict(self, data, log: HistoryInput, step: int) -> Prediction:
-        return self.compute(data, log, step).prediction()
+        return self._run(data, log, step).prediction()
 
     def explain(self, data, log: HistoryInput, step: int, task_id: str) -> dict:
         """The evidence behind ``task_id``'s prediction at ``step`` (see :mod:`.evidence`)."""
@@ -95,7 +101,12 @@ class AnalyticPredictor:
         return [evidence_row(computation, self.config, i) for i in nodes]
 
     def compute(self, data, log: HistoryInput, step: int) -> Computation:
-        """Run spec section 4 and keep every intermediate value."""
+        """Run spec section 4 and keep every intermediate value of every node."""
+        return self._run(data, log, step).computation()
+
+    def _run(self, data, log: HistoryInput, step: int) -> _Run:
+        """Spec section 4 on the nodes :meth:`_propagate` returns (all, or the touched and one
+        quiet node)."""
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
             raise ValueError(f"step must be a non-negative integer, got {step!r}")
         step = int(step)
@@ -118,99 +129,85 @@ class AnalyticPredictor:
             half_life_stats(history, n, h, config.defaults, out=evidence[k].T)
             for k, h in enumerate(config.half_lives)
         ]
-        relation, quiet, touched = self._propagate(view, evidence, np.stack([s.g for s in stats]))
-        prior, estimate = self._prior_and_estimate(evidence, relation, quiet, touched)
-        results = []
-        for k, s in enumerate(stats):
-            e_v, e_m, e_d = estimate[k]
+        relation, nodes = self._propagate(view, evidence, np.stack([s.g for s in stats]))
+        prior, estimate = self._prior_and_estimate(evidence, relation, nodes)
+        calibrated = []
+        for e_v, e_m, e_d in estimate:
             f = reconstructed_variance(e_m, e_d)
-            calibrated = calibrate(
-                e_v, f, config.weight_variance_rank, config.weight_reconstructed_rank, quiet
-            )
-            per_relation = {r: relation[r][k].T for r in RELATIONS}
-            results.append(
-                HalfLifeResult(s, per_relation, prior[k].T, estimate[k].T, f, **calibrated)
-            )
-        long, short = results
-        u = decline_penalty(long.u, short.u, config.eta)
-        rank = average_rank(u, quiet)
-        return Computation(step, view, history, long, short, u, rank, percentile_from_rank(rank))
+            weights = config.weight_variance_rank, config.weight_reconstructed_rank
+            calibrated.append({"f": f, **calibrate(e_v, f, *weights, nodes.repeats)})
+        long, short = calibrated
+        u = decline_penalty(long["u"], short["u"], config.eta)
+        rank = average_rank(u, nodes.repeats)
+        q = percentile_from_rank(rank, n)
+        return _Run(
+            step, view, history, stats, nodes, relation, prior, estimate, calibrated, u, rank, q
+        )
 
     def _prior_and_estimate(
-        self, evidence: np.ndarray, relation: dict, quiet: int | None, touched
+        self, evidence: np.ndarray, relation: dict, nodes: _Nodes
     ) -> tuple[np.ndarray, np.ndarray]:
-        """4.5 for both half-lives at once, all arrays (H, 3, N): P_y and E_y. With a quiet
-        node, computed for the ``touched`` nodes and that one, whose values every other node
-        shares (the same operations on the same numbers)."""
+        """4.5 for both half-lives at once on the ``nodes``, all arrays (H, 3, M): P_y and E_y."""
         config = self.config
         weighted, weight = evidence[:, :3], evidence[:, 3:]  # W broadcast over the three y
-        if quiet is None:
-            prior = graph_prior(relation, config.relation_weights)
-            return prior, shrink(weighted, weight, prior, config.lambda_s)
-        nodes = np.append(touched, quiet)
-        part = graph_prior(
-            {r: g[:, :, nodes] for r, g in relation.items()}, config.relation_weights
-        )
-        estimated = shrink(weighted[:, :, nodes], weight[:, :, nodes], part, config.lambda_s)
-        out = []
-        for values in (part, estimated):
-            full = np.empty(weighted.shape)
-            full[:] = values[:, :, -1:]
-            full[:, :, touched] = values[:, :, :-1]
-            out.append(full)
-        return out[0], out[1]
+        if nodes.touched is not None:
+            weighted, weight = weighted[:, :, nodes.index], weight[:, :, nodes.index]
+        prior = graph_prior(relation, config.relation_weights)
+        return prior, shrink(weighted, weight, prior, config.lambda_s)
 
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], int | None, np.ndarray | None]:
-        """G_r for every relation, half-life and y: float64 (H, 3, N) per relation, a
-        *quiet* node (unobserved, no observed neighbour) or None, and the other nodes.
+    ) -> tuple[dict[str, np.ndarray], _Nodes]:
+        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, 3, M)
+        per relation, and those M nodes (all, or the touched ones and one *quiet* node:
+        unobserved, no observed neighbour).
 
         ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the targets with an observed neighbour
         (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
         empty and gets G_r of an empty sum, g_y(t). Every quiet node thus gets the same
         estimates, bit for bit, and so the same E, f, u: at 1M tasks with a few thousand
-        observed nearly all nodes are quiet, and the percentile ranks sort only the others
-        (``tie_hint`` of :func:`~envsched_gnn.models.calibration.average_rank`; 5 sorts of 1M
-        values were most of a step's prediction).
+        observed nearly all nodes are quiet, so one stands for them all until the outputs are
+        written out (``repeats`` of :func:`~envsched_gnn.models.calibration.average_rank`:
+        5 sorts of 1M values, then the writing of every intermediate array of every node, were
+        most of a step's prediction).
         """
         half_lives, n = g.shape[0], view.num_nodes
         g_t = torch.from_numpy(g)
         observed = (evidence[:, 3] > 0).any(axis=0)
         targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
+        nodes = _Nodes(n)
         # the layer's input, node-major (N, H, 4): of every node when a relation is propagated
-        # whole, else of the nodes the kept rows name (their columns renumbered, the entries
-        # and their order unchanged, so every sum is the same)
+        # whole, else of the observed nodes (see _observed_columns)
         if any(rows is None for rows, _ in targets.values()):
             x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
         else:
-            x, targets = _named_columns(evidence, targets)
+            x, targets = _observed_columns(evidence, observed, targets)
+            mask = observed.copy()
+            for rows, _ in targets.values():
+                mask[rows] = True
+            quiet = int(np.argmin(mask)) if n else 0
+            if n and not mask[quiet]:
+                nodes = _Nodes(n, np.flatnonzero(mask), quiet)
         layer = self.__dict__.get("_layer")
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
             layer = self.__dict__["_layer"] = EnvSchedPropagation(lambda_g=self.config.lambda_g)
         no_neighbour = layer.update(x.new_zeros(1, 4 * half_lives), g_t).numpy()[0]
         work = 4 * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
+        width = n if nodes.touched is None else nodes.touched.shape[0] + 1
         out = {}
-        quiet = touched = None
-        if all(rows is not None for rows, _ in targets.values()):
-            mask = observed.copy()
-            for rows, _ in targets.values():
-                mask[rows] = True
-            first = int(np.argmin(mask)) if n else 0
-            if n and not mask[first]:
-                quiet, touched = first, np.flatnonzero(mask)
         with intra_op_threads(work):
             for r, (rows, adjacency) in targets.items():
                 if rows is None:
                     estimate = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
                     out[r] = np.ascontiguousarray(estimate)
                     continue
-                out[r] = np.empty((half_lives, 3, n))
+                out[r] = np.empty((half_lives, 3, width))
                 out[r][:] = no_neighbour[..., None]
                 if rows.shape[0]:
-                    out[r][:, :, rows] = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
-        return out, quiet, touched
+                    at = rows if nodes.touched is None else np.searchsorted(nodes.touched, rows)
+                    out[r][:, :, at] = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
+        return out, nodes
 
     @staticmethod
     def _node_of(view: GraphView, task_id: str) -> int:
@@ -222,17 +219,102 @@ class AnalyticPredictor:
             raise ValueError(f"unknown task {task_id!r}: it is not a node of the graph") from None
 
 
-def _named_columns(evidence: np.ndarray, targets: dict) -> tuple[torch.Tensor, dict]:
-    """The evidence of the nodes the kept rows of ``targets`` name, node-major (C, H, 4), and
-    those rows' adjacencies with their columns renumbered into it (entries in order)."""
+def _observed_columns(
+    evidence: np.ndarray, observed: np.ndarray, targets: dict
+) -> tuple[torch.Tensor, dict]:
+    """The evidence of the ``observed`` nodes, node-major (O + 1, H, 4) with a last row of
+    zeros, and the kept rows of ``targets`` with their columns renumbered into it: an observed
+    neighbour to its row, any other to the zero row, which is its evidence (W = 0 makes every
+    channel 0). The entries and their order are unchanged, so every sum is the same."""
     from envsched_gnn.graph.hetero import csr_tensor
 
-    columns = [adjacency.col_indices().numpy() for _, adjacency in targets.values()]
-    named = np.unique(np.concatenate(columns)) if columns else np.zeros(0, np.int64)
+    sources = np.flatnonzero(observed)
+    x = np.zeros((sources.shape[0] + 1, *evidence.shape[:2]))
+    x[:-1] = evidence[:, :, sources].transpose(2, 0, 1)
     renumbered = {}
-    for (r, (rows, adjacency)), col in zip(targets.items(), columns, strict=True):
+    for r, (rows, adjacency) in targets.items():
+        col = adjacency.col_indices().numpy()
+        col = np.where(observed[col], np.searchsorted(sources, col), sources.shape[0])
         crow, sim = adjacency.crow_indices().numpy(), adjacency.values().numpy()
-        shape = (rows.shape[0], named.shape[0])
-        renumbered[r] = (rows, csr_tensor(crow, np.searchsorted(named, col), sim, shape))
-    x = np.ascontiguousarray(evidence[:, :, named].transpose(2, 0, 1))
+        renumbered[r] = (rows, csr_tensor(crow, col, sim, (rows.shape[0], x.shape[0])))
     return torch.from_numpy(x), renumbered
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """The nodes a prediction computes: every node (``touched`` None), or the ``touched`` ones
+    (sorted) and the ``quiet`` one, which stands for the ``repeats`` untouched nodes."""
+
+    num_nodes: int
+    touched: np.ndarray | None = None
+    quiet: int = 0
+
+    @property
+    def repeats(self) -> int:
+        return 1 if self.touched is None else self.num_nodes - self.touched.shape[0]
+
+    @property
+    def index(self) -> np.ndarray:
+        """The computed nodes in order: the touched ones, then the quiet one."""
+        return np.append(self.touched, self.quiet)
+
+    def expand(self, values: np.ndarray) -> np.ndarray:
+        """Per-node values (..., M) -> (..., N): the quiet node's values in every untouched node."""
+        if self.touched is None:
+            return values
+        full = np.empty((*values.shape[:-1], self.num_nodes))
+        full[:] = values[..., -1:]
+        full[..., self.touched] = values[..., :-1]
+        return full
+
+
+@dataclass
+class _Run:
+    """One run of spec section 4 on the ``nodes``: per-half-life arrays (H, 3, M), or (M,)."""
+
+    step: int
+    view: GraphView
+    history: ObservedHistory
+    stats: list[HistoryStats]
+    nodes: _Nodes
+    relation: dict[str, np.ndarray]
+    prior: np.ndarray
+    estimate: np.ndarray
+    calibrated: list[dict[str, np.ndarray]]
+    u: np.ndarray
+    rank: np.ndarray
+    q: np.ndarray
+
+    def prediction(self) -> Prediction:
+        """The outputs, written out for every node (the long half-life's E)."""
+        expand = self.nodes.expand
+        e_v, e_m, e_d = expand(self.estimate[0])
+        long, short = self.calibrated
+        return Prediction(
+            q=expand(self.q),
+            u=expand(self.u),
+            u_long=expand(long["u"]),
+            u_short=expand(short["u"]),
+            E_v=e_v,
+            E_m=e_m,
+            E_d=e_d,
+        )
+
+    def computation(self) -> Computation:
+        """Every intermediate value, written out for every node."""
+        expand = self.nodes.expand
+        relation = {r: expand(g) for r, g in self.relation.items()}
+        prior, estimate = expand(self.prior), expand(self.estimate)
+        results = [
+            HalfLifeResult(
+                stats,
+                {r: relation[r][k].T for r in RELATIONS},
+                prior[k].T,
+                estimate[k].T,
+                **{name: expand(values) for name, values in calibrated.items()},
+            )
+            for k, (stats, calibrated) in enumerate(zip(self.stats, self.calibrated, strict=True))
+        ]
+        long, short = results
+        u, rank, q = expand(self.u), expand(self.rank), expand(self.q)
+        return Computation(self.step, self.view, self.history, long, short, u, rank, q)

@@ -15,6 +15,7 @@ All functions are float64 and vectorised; sorting dominates at O(N log N).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,49 +61,44 @@ def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
     return e_d * e_m * (1.0 - e_m)
 
 
-def average_rank(x: np.ndarray, tie_hint: int | None = None) -> np.ndarray:
+def average_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
     """1-based ranks of ``x``, ties (equal to :data:`TIE_DECIMALS` decimals) sharing their average.
 
     Equal to ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``.
-    ``tie_hint``: an entry that likely ties with most others (say, a task with no evidence
-    at all); when more than half the entries tie with it, only the others are sorted and the
-    tie block is placed among them, which gives the same ranks (each is (start + 1 + end) / 2
-    of its block either way). Shapes: (N,) -> (N,).
+    ``repeats``: how many tasks the last entry stands for (say, every task with no evidence at
+    all, whose values are the same bit for bit); the ranks are those among all
+    ``len(x) - 1 + repeats`` of them, and only the others are sorted: the block of entries
+    equal to the last is placed among them, which gives every entry the full sort's rank (each
+    is (start + 1 + end) / 2 of its block either way). Shapes: (M,) -> (M,).
     """
     x = np.asarray(x, dtype=np.float64)
-    n = x.shape[0]
-    # np.round(x, 12) is rint(x * 1e12) / 1e12, so these integers tie exactly when the
+    # np.round(x, 12) is rint(x * 10^12) / 10^12, so these integers tie exactly when the
     # rounded values do
     key = np.rint(x * 10.0**TIE_DECIMALS)
-    if tie_hint is not None and n > 2:
-        common = key == key[tie_hint]
-        count = int(np.count_nonzero(common))
-        if 2 * count > n:
-            return _rank_around_block(key, common, count)
-    return _sorted_ranks(key)
-
-
-def _rank_around_block(key: np.ndarray, common: np.ndarray, count: int) -> np.ndarray:
-    """:func:`average_rank` of the integer keys ``key`` whose ``common`` entries (``count`` of
-    them) all hold one key: the others are ranked among themselves and shifted past the block."""
+    if repeats == 1:
+        return _sorted_ranks(key)
+    common = key == key[-1]
     rest = np.flatnonzero(~common)
-    block_key = key[common.argmax()]
     ranks = np.empty(key.shape[0])
-    if rest.shape[0] == 0:
-        ranks[:] = (1 + key.shape[0]) / 2.0
-        return ranks
-    rest_key = key[rest]
-    order = np.argsort(rest_key, kind="stable")
-    sorted_key = rest_key[order]
-    starts = np.concatenate(([0], np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1))
-    ends = np.append(starts[1:], rest.shape[0])
-    below = int(np.searchsorted(sorted_key, block_key, side="left"))
-    above = starts >= below  # blocks of larger keys (none equals the block's key)
-    starts = starts + np.where(above, count, 0)
-    ends = ends + np.where(above, count, 0)
-    ranks[rest[order]] = np.repeat((starts + 1 + ends) / 2.0, ends - starts)
-    ranks[common] = (below + 1 + below + count) / 2.0
+    block = repeats - 1 + int(np.count_nonzero(common))
+    ranks[rest], ranks[common] = _ranks_beside_block(key[rest], key[-1], block)
     return ranks
+
+
+def _ranks_beside_block(key: np.ndarray, block_key: float, count: int) -> tuple[np.ndarray, float]:
+    """:func:`average_rank` of the integer keys ``key`` among them and ``count`` more entries
+    of ``block_key`` (which none of ``key`` equals): the ranks of ``key`` and of the block."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    starts = np.concatenate(([0], np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1))
+    ends = np.append(starts[1:], key.shape[0])
+    below = int(np.searchsorted(sorted_key, block_key, side="left"))
+    shift = np.where(starts >= below, count, 0)  # blocks of larger keys
+    starts += shift
+    ends += shift
+    ranks = np.empty(key.shape[0])
+    ranks[order] = np.repeat((starts + 1 + ends) / 2.0, ends - starts)
+    return ranks, (below + 1 + below + count) / 2.0
 
 
 def _sorted_ranks(key: np.ndarray) -> np.ndarray:
@@ -132,36 +128,61 @@ def _sorted_ranks(key: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def percentile_from_rank(ranks: np.ndarray) -> np.ndarray:
-    """pr = (rank - 1) / (N - 1) in [0, 1]; :data:`SINGLE_TASK_PERCENTILE` when N = 1."""
-    n = ranks.shape[0]
+def percentile_from_rank(ranks: np.ndarray, population: int | None = None) -> np.ndarray:
+    """pr = (rank - 1) / (N - 1) in [0, 1]; :data:`SINGLE_TASK_PERCENTILE` when N = 1.
+
+    ``population``: N, default the number of ranks."""
+    n = ranks.shape[0] if population is None else population
     if n == 1:
-        return np.full(1, SINGLE_TASK_PERCENTILE)
+        return np.full(ranks.shape[0], SINGLE_TASK_PERCENTILE)
     return (ranks - 1.0) / max(n - 1, 1)
 
 
-def percentile_rank(x: np.ndarray, tie_hint: int | None = None) -> np.ndarray:
-    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (N,).
+def percentile_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
+    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (M,).
 
-    ``tie_hint`` as in :func:`average_rank`."""
-    return percentile_from_rank(average_rank(x, tie_hint))
+    ``repeats``: how many tasks the last entry stands for, N = M - 1 + ``repeats``
+    (:func:`average_rank`)."""
+    return percentile_from_rank(average_rank(x, repeats), x.shape[0] - 1 + repeats)
 
 
-def sorted_values(x: np.ndarray, tie_hint: int | None = None) -> np.ndarray:
-    """``np.sort(x)``; when more than half the entries equal ``x[tie_hint]``, only the others
-    are sorted and the block of equal values is placed among them. Shapes: (N,) -> (N,)."""
-    if tie_hint is None:
+@dataclass(frozen=True)
+class SortedWithBlock:
+    """Sorted values with a block of ``count`` copies of ``value`` at positions ``below`` ..
+    ``below + count - 1`` that is not stored: ``rest`` holds the others, sorted. Reads like
+    the whole sorted array for :func:`quantile_map` (``shape``, indexing by positions)."""
+
+    rest: np.ndarray
+    value: float
+    count: int
+    below: int
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.rest.shape[0] + self.count,)
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        out = np.full(positions.shape, self.value)
+        before, after = positions < self.below, positions >= self.below + self.count
+        out[before] = self.rest[positions[before]]
+        out[after] = self.rest[positions[after] - self.count]
+        return out
+
+
+def sorted_values(x: np.ndarray, repeats: int = 1) -> np.ndarray | SortedWithBlock:
+    """The values of ``x`` sorted, the last entry standing for ``repeats`` tasks: ``np.sort(x)``
+    when it is one, else a :class:`SortedWithBlock` in which only the entries unequal to the
+    last are sorted. Shapes: (M,) -> (M - 1 + repeats,)."""
+    if repeats == 1:
         return np.sort(x)
-    common = x == x[tie_hint]
-    count = int(np.count_nonzero(common))
-    if 2 * count <= x.shape[0]:
-        return np.sort(x)
+    common = x == x[-1]
     rest = np.sort(x[~common])
-    below = int(np.searchsorted(rest, x[tie_hint], side="left"))
-    return np.concatenate((rest[:below], np.full(count, x[tie_hint]), rest[below:]))
+    below = int(np.searchsorted(rest, x[-1], side="left"))
+    count = repeats - 1 + int(np.count_nonzero(common))
+    return SortedWithBlock(rest, float(x[-1]), count, below)
 
 
-def quantile_map(ordered: np.ndarray, p: np.ndarray) -> np.ndarray:
+def quantile_map(ordered: np.ndarray | SortedWithBlock, p: np.ndarray) -> np.ndarray:
     """Q(p): empirical quantiles of the sorted values ``ordered`` at levels ``p`` in [0, 1].
 
     The same numbers as ``np.quantile(values, p)`` (method "linear", including numpy's
@@ -196,27 +217,18 @@ def calibrate(
     f: np.ndarray,
     weight_variance: float,
     weight_reconstructed: float,
-    tie_hint: int | None = None,
+    repeats: int = 1,
 ) -> dict[str, np.ndarray]:
-    """u_h = Q_v(w_v pr(E_v) + w_f pr(f)), with the intermediate percentiles. Shapes: (N,).
+    """u_h = Q_v(w_v pr(E_v) + w_f pr(f)), with the intermediate percentiles. Shapes: (M,).
 
-    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``. ``tie_hint``:
-    a task likely to share its values with most others (:func:`average_rank`).
+    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``. ``repeats``: how
+    many tasks the last entry stands for, all with its E_v and f (:func:`average_rank`); the
+    ranks and Q_v are those over all of them.
     """
-    pr_v = percentile_rank(e_v, tie_hint)
-    pr_f = percentile_rank(f, tie_hint)
+    pr_v = percentile_rank(e_v, repeats)
+    pr_f = percentile_rank(f, repeats)
     level = weight_variance * pr_v + weight_reconstructed * pr_f
-    ordered = sorted_values(e_v, tie_hint)
-    common = None
-    if tie_hint is not None:  # tasks with the hint's E_v and f share its level and its u
-        common = (e_v == e_v[tie_hint]) & (f == f[tie_hint])
-    if common is not None and 2 * int(np.count_nonzero(common)) > e_v.shape[0]:
-        rest = np.flatnonzero(~common)
-        u = np.empty(e_v.shape[0])
-        u[rest] = quantile_map(ordered, level[rest])
-        u[common] = quantile_map(ordered, level[tie_hint : tie_hint + 1])[0]
-    else:
-        u = quantile_map(ordered, level)
+    u = quantile_map(sorted_values(e_v, repeats), level)
     return {"pr_E_v": pr_v, "pr_f": pr_f, "percentile": level, "u": u}
 
 

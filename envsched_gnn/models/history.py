@@ -144,11 +144,16 @@ def half_life_stats(
     relative = np.exp2(-(history.steps[-1] - history.steps) / half_life)
     g = np.array([relative @ history.means[name] / relative.sum() for name in Y_NAMES])
     w = np.exp2(-(t - history.steps.astype(np.float64)) / half_life)[history.step_index]
-    weight[:] = np.bincount(history.task, weights=w, minlength=num_tasks)
+    # sums over the observed tasks only (bincount adds each bin's terms in the same order
+    # either way), then written out with zeros for the others: not one N-array per channel
+    tasks, slot = np.unique(history.task, return_inverse=True)
+    slot = slot.reshape(-1)
+    out[...] = 0.0
+    weight[tasks] = np.bincount(slot, weights=w, minlength=tasks.shape[0])
     centred = np.empty_like(w)  # one buffer for the three channels: no per-channel allocation
     for c, name in enumerate(Y_NAMES):
         np.add(history.deviation[name], g[c], out=centred)
         np.clip(centred, 0.0, CLIP_UPPER[name], out=centred)
         centred *= w
-        weighted_sum[:, c] = np.bincount(history.task, weights=centred, minlength=num_tasks)
+        weighted_sum[tasks, c] = np.bincount(slot, weights=centred, minlength=tasks.shape[0])
     return HistoryStats(float(half_life), g, weight, weighted_sum)

@@ -190,12 +190,18 @@ class _BatchBuilder:
         self.initial_candidates = cfg.initial_candidates
         self.q = q
         self.tie = np.asarray(tie_break, np.float64)
-        env_totals = np.bincount(self.env, weights=counts, minlength=selector.num_envs)
+        # only the tasks selected before (c_i > 0) differ from c_i = 0, whose factors are 1.0
+        # exactly (and add 0.0 to C_e): the same numbers without N-long arithmetic
+        seen = np.flatnonzero(counts)
+        c = counts[seen]
+        env_totals = np.bincount(self.env[seen], weights=c, minlength=selector.num_envs)
         self.env_norm = env_totals / np.maximum(selector.env_sizes, 1)
         self.in_env = np.zeros(selector.num_envs, np.int64)
         self.env_cov = env_factor(self.env_norm, self.in_env)
-        self.task_cov = 1.0 / np.sqrt(1.0 + counts)
-        self.exploit = q * (1.0 / np.sqrt(1.0 + counts / cfg.exposure_scale))
+        self.task_cov = np.ones(q.shape[0])
+        self.task_cov[seen] = 1.0 / np.sqrt(1.0 + c)
+        self.exploit = q.copy()
+        self.exploit[seen] = q[seen] * (1.0 / np.sqrt(1.0 + c / cfg.exposure_scale))
         self.penalty = np.zeros(q.shape[0], np.float64)
         self.available = ~blocked
         self.room = room.copy()
@@ -217,8 +223,12 @@ class _BatchBuilder:
             score = float(self.exploit[i])
         return score - self.lam * float(self.penalty[i])
 
+    def eligible(self) -> np.ndarray:
+        """Which tasks may join the batch now: bool (N,)."""
+        return self.available & (self.room[self.env] > 0)
+
     def candidates(self) -> np.ndarray:
-        return np.flatnonzero(self.available & (self.room[self.env] > 0))
+        return np.flatnonzero(self.eligible())
 
     def add(self, i: int) -> None:
         e = int(self.env[i])
@@ -314,19 +324,21 @@ class _BatchBuilder:
 
 
 class _Reserve:
-    """Candidates not yet in the heap; all their keys are worse than ``bound``."""
+    """Candidates not yet in the heap; all their keys are worse than ``bound``.
+
+    Held by node: each candidate's gain, -inf for every other node (ineligible, or moved), so
+    that a take neither gathers nor compacts the whole pool.
+    """
 
     def __init__(self, build: _BatchBuilder, stage: str) -> None:
-        self.idx = build.candidates()
-        self.gain = build.gains(stage, self.idx)
-        self.q = build.q[self.idx]
-        self.tie = build.tie[self.idx]
+        eligible = build.eligible()
+        self.gain = build.gains(stage, slice(None))
+        self.gain[~eligible] = -math.inf
+        self.q = build.q
+        self.tie = build.tie
+        self.size = int(np.count_nonzero(eligible))
         self.bound: tuple = (-math.inf,)
         self.taken = 0
-
-    @property
-    def size(self) -> int:
-        return int(self.idx.shape[0])
 
     def take(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Remove the ``k`` best candidates by (g desc, q desc, tie asc, index asc).
@@ -334,18 +346,16 @@ class _Reserve:
         Returns their keys' columns (-g, -q, tie, index) as arrays.
         """
         if k >= self.size:
-            pos = np.arange(self.size)
+            pos = np.flatnonzero(self.gain > -math.inf)
         else:
-            pos = _top_k(self.gain, self.q, self.tie, self.idx, k)
-        moved = (-self.gain[pos], -self.q[pos], self.tie[pos], self.idx[pos])
+            pos = _top_k(self.gain, self.q, self.tie, k)
+        moved = (-self.gain[pos], -self.q[pos], self.tie[pos], pos)
         if pos.shape[0]:
             worst = np.lexsort(moved[::-1])[-1]
             self.bound = max(self.bound, _keys(*(column[worst : worst + 1] for column in moved))[0])
         self.taken += int(pos.shape[0])
-        keep = np.ones(self.size, bool)
-        keep[pos] = False
-        self.idx, self.gain = self.idx[keep], self.gain[keep]
-        self.q, self.tie = self.q[keep], self.tie[keep]
+        self.size -= int(pos.shape[0])
+        self.gain[pos] = -math.inf
         return moved
 
 
@@ -361,22 +371,34 @@ def _keys(
     return list(zip(neg_gain.tolist(), neg_q.tolist(), tie.tolist(), idx.tolist(), strict=True))
 
 
-def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k best by (gain desc, q desc, tie asc, idx asc), in O(n)."""
+def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k best by (gain desc, q desc, tie asc, position asc), in O(n)."""
     chosen: list[np.ndarray] = []
-    pos = np.arange(gain.shape[0])
-    for values in (-gain, -q, tie, idx):
-        v = values[pos]
-        best = v.min()
-        # a pool of 1M tasks ties by the hundred thousand (equal coverage scores, the equal q
-        # of tasks without evidence): then the k-th value is the best, found without a
-        # partition of them all
-        kth = best if np.count_nonzero(v == best) >= k else v[np.argpartition(v, k - 1)[k - 1]]
-        better = pos[v < kth]
-        chosen.append(better)
-        k -= better.shape[0]
-        pos = pos[v == kth]
+    pos = None  # the positions tied so far: all of them at first
+    for column, sign in ((gain, -1.0), (q, -1.0), (tie, 1.0)):
+        v = sign * (column if pos is None else column[pos])
+        kth = _kth_smallest(v, k)
+        better, level = v < kth, v == kth
+        chosen.append(np.flatnonzero(better) if pos is None else pos[better])
+        k -= chosen[-1].shape[0]
+        pos = np.flatnonzero(level) if pos is None else pos[level]
         if pos.shape[0] <= k:
-            chosen.append(pos)
-            break
-    return np.concatenate(chosen)
+            return np.concatenate((*chosen, pos))
+    return np.concatenate((*chosen, pos[:k]))  # pos is ascending
+
+
+def _kth_smallest(v: np.ndarray, k: int) -> float:
+    """The k-th smallest value of ``v`` (1 <= k <= its length).
+
+    A pool of 1M tasks ties by the hundred thousand (equal coverage scores, the equal q of
+    the tasks without evidence), so the middle entry likely holds the common value: when at
+    least k lie below it, only those are partitioned; when it is the k-th, none is.
+    """
+    probe = v[v.shape[0] // 2]
+    below = v < probe
+    count = int(np.count_nonzero(below))
+    if count >= k:
+        return np.partition(v[below], k - 1)[k - 1]
+    if count + int(np.count_nonzero(v == probe)) >= k:
+        return probe
+    return np.partition(v, k - 1)[k - 1]

@@ -84,22 +84,33 @@ def test_average_rank_large_random_matches_scipy():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_ranks_and_sort_around_a_tie_block_equal_the_full_ones(seed):
-    """With a hint inside a large block of equal values, only the others are sorted; the
-    ranks and the sorted values are the full sort's, bit for bit."""
+def test_ranks_and_sort_with_a_repeated_last_entry_equal_the_full_ones(seed):
+    """With the last entry standing for a large block of equal values, only the others are
+    sorted; the ranks and the sorted values are the full sort's, bit for bit."""
     rng = np.random.default_rng(seed)
     n = 5000
     x = np.full(n, rng.uniform(0, 0.25))
-    rest = rng.choice(n, 900 + 300 * seed, replace=False)
+    rest = np.sort(rng.choice(n, 900 + 300 * seed, replace=False))
     x[rest] = np.round(rng.uniform(0, 0.25, rest.shape[0]), 3)  # ties among the others too
-    hint = int(np.setdiff1d(np.arange(n), rest)[seed])  # a task in the block
-    x[rest[:7]] = x[hint]  # some of the others hold the block's value too
-    assert np.array_equal(average_rank(x, hint), average_rank(x))
-    assert np.array_equal(average_rank(x, hint), rankdata(np.round(x, TIE_DECIMALS)))
-    assert np.array_equal(percentile_rank(x, hint), percentile_rank(x))
-    assert np.array_equal(sorted_values(x, hint), np.sort(x))
-    small = int(rest[0])  # a hint outside any large block: the full sort, same answer
-    assert np.array_equal(average_rank(x, small), average_rank(x))
-    assert np.array_equal(sorted_values(x, small), np.sort(x))
-    block = np.full(n, 0.125)
-    assert np.array_equal(average_rank(block, 3), average_rank(block))
+    block = int(np.setdiff1d(np.arange(n), rest)[seed])  # a task in the block
+    x[rest[:7]] = x[block]  # some of the others hold the block's value too
+    compact, repeats = np.append(x[rest], x[block]), n - rest.shape[0]
+    positions = np.append(rest, block)
+    assert np.array_equal(average_rank(compact, repeats), average_rank(x)[positions])
+    assert np.array_equal(average_rank(x), rankdata(np.round(x, TIE_DECIMALS)))
+    assert np.array_equal(percentile_rank(compact, repeats), percentile_rank(x)[positions])
+    ordered = sorted_values(compact, repeats)
+    assert ordered.shape == (n,)
+    assert np.array_equal(ordered[np.arange(n)], np.sort(x))
+    assert np.array_equal(average_rank(x[rest], 1), average_rank(x[rest]))
+    assert np.array_equal(average_rank(np.array([0.125]), n), [(1 + n) / 2])
+
+
+def test_calibrate_with_a_repeated_last_entry_equals_the_full_one():
+    rng = np.random.default_rng(5)
+    e_v, f = np.round(rng.uniform(0, 0.25, 300), 2), rng.uniform(0, 0.25, 300)
+    e_v[-40:], f[-40:] = e_v[-1], f[-1]
+    full = calibrate(e_v, f, 0.65, 0.35)
+    compact = calibrate(e_v[:-39], f[:-39], 0.65, 0.35, repeats=40)
+    for name, values in compact.items():
+        assert np.array_equal(values, full[name][:-39]), name
