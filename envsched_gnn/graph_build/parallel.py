@@ -3,7 +3,8 @@ processes, or as Ray tasks on a cluster; results always come back in input order
 
 Each piece (one environment's within TF-IDF, one chunk of abstracts to embed) is a pure
 function of its arguments, so the graph does not depend on where it ran (tested:
-``graph build --ray local`` and ``--within-workers 2`` give the graph of the plain build).
+``graph build --ray local``, ``--within-workers 2`` and a build on a Ray cluster of two node
+processes give the graph of the plain build).
 At most ``window`` pieces are in flight, so the inputs of a streamed pool are read from disk
 only a few environments ahead of the results.
 """
@@ -12,10 +13,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 RAY_LOCAL = "local"
 """``--ray local``: start (or join) a Ray instance on this machine; else a cluster address."""
+PACKAGE = str(Path(__file__).resolve().parents[1])
+"""This package's folder, which a new Ray connection ships to the workers."""
 
 
 def ordered_map(
@@ -60,7 +64,12 @@ def _windowed(submit: Callable, items: Iterable[tuple], window: int, result=None
 
 
 def connect_ray(address: str) -> Any:
-    """The ``ray`` module, initialised: an existing instance, else one at ``address``."""
+    """The ``ray`` module, initialised: an existing instance, else one at ``address``.
+
+    A new connection ships this package to the cluster (``runtime_env`` ``py_modules``), so
+    every piece runs the driver's code whatever version of it a node has installed (none is
+    needed: nodes need only the dependencies). An existing instance keeps its own runtime
+    environment."""
     try:
         import ray
     except ImportError as error:
@@ -68,7 +77,11 @@ def connect_ray(address: str) -> Any:
             "--ray needs the 'ray' package: pip install 'envsched-gnn[ray]'"
         ) from error
     if not ray.is_initialized():
-        ray.init(address=None if address == RAY_LOCAL else address, log_to_driver=False)
+        ray.init(
+            address=None if address == RAY_LOCAL else address,
+            log_to_driver=False,
+            runtime_env={"py_modules": [PACKAGE]},
+        )
     return ray
 
 
