@@ -10,8 +10,10 @@ a first build: the bulk import), read back with ``read_graph`` (the snapshot) an
 seconds of each phase (pool generation and scan, within TF-IDF with the reading of each
 environment, embedding of the distinct abstracts, cross kNN, all store writes, read back,
 add-env), the distinct abstracts, the cross path (exact or ANN), the ANN's recall@k_cross
-against the exact kNN on ``--recall-sample`` random targets, the peak RSS of this process
-and of the store's server, and the ingest rates.
+against the exact kNN on ``--recall-sample`` random targets, the peak RSS of this process,
+of the store's server and of all the run's processes together (sampled by a watchdog that
+stops the run at ``--max-memory-gib``), the disk the store and the pool take, and the ingest
+rates.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +34,7 @@ import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
+from envsched_gnn.memory_watchdog import GIB, MemoryLimitExceeded, machine_memory, memory_watchdog
 
 
 @dataclass
@@ -56,6 +62,9 @@ class GraphBenchArgs:
     """Also read the graph back from the store itself, not only from its snapshot."""
     add_env_tasks: int = 50
     """Tasks of the environment added to the built graph (0: no add-env)."""
+    max_memory_gib: float | None = None
+    """Stop the run, with a message, when this process and the processes it started (workers,
+    the store's server) hold more resident memory than this (default: 90% of the machine's)."""
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:
@@ -75,6 +84,38 @@ def reset_peak_rss(pid: int | str = "self") -> None:
     """Restart a process's ``VmHWM`` from its current RSS (Linux ``clear_refs``; else no-op)."""
     with contextlib.suppress(OSError):
         Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when it does not exist)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(root) / name).stat().st_size
+    return total
+
+
+@contextlib.contextmanager
+def peak_disk(folder: Path, interval: float = 2.0) -> Iterator[dict[str, int]]:
+    """The largest :func:`folder_bytes` of ``folder`` while the block runs (``["peak"]``)."""
+    seen = {"peak": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while True:
+            seen["peak"] = max(seen["peak"], folder_bytes(folder))
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=sample, name="disk-sampler", daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+        seen["peak"] = max(seen["peak"], folder_bytes(folder))
 
 
 def cross_recall(graph, q: np.ndarray, group: np.ndarray, k: int, sample: int, seed: int) -> float:
@@ -115,11 +156,13 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         embedding=EmbeddingConfig(show_progress=args.progress),
     )
     phases: dict[str, float] = {}
-    with open_store(folder / f"store-{num_tasks}") as store:
+    store_folder = folder / f"store-{num_tasks}"
+    with open_store(store_folder) as store, peak_disk(store_folder) as disk:
         reset_peak_rss()
         started = time.perf_counter()
         built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
         out["build_store_s"] = time.perf_counter() - started
+        out["store_disk_mib"] = folder_bytes(store_folder) / (1 << 20)
         started = time.perf_counter()
         graph = store.read_graph()  # the snapshot written by the build
         out["read_back_s"] = time.perf_counter() - started
@@ -136,6 +179,8 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         out["server_peak_rss_mib"] = peak_rss_mib(server.pid) if server else float("nan")
         if args.add_env_tasks:
             out["add_env_s"] = _add_one_environment(args, store, pool, config)
+    out["peak_disk_mib"] = disk["peak"] / (1 << 20)  # the import file and the database
+    out["pool_disk_mib"] = folder_bytes(pool.path.parent) / (1 << 20)
     out.update({f"{name}_s": seconds for name, seconds in phases.items()})
     edges = sum(len(e) for e in graph.edges.values())
     out["edges"] = edges
@@ -192,6 +237,8 @@ COLUMNS = (  # (result key, header, width, format)
     ("recall", "recall", 7, ".4f"),
     ("peak_rss_mib", "rss_MiB", 8, ".0f"),
     ("server_peak_rss_mib", "srv_MiB", 8, ".0f"),
+    ("tree_peak_rss_mib", "all_MiB", 8, ".0f"),
+    ("peak_disk_mib", "disk_MiB", 8, ".0f"),
     ("step_s", "step_s", 7, ".3f"),
 )
 
@@ -208,10 +255,17 @@ def _run(args: argparse.Namespace) -> int:
     if min(sizes) < 64:
         print("--tasks: a pool needs at least B = 64 tasks")
         return 2
+    limit = args.max_memory_gib * GIB if args.max_memory_gib else 0.9 * machine_memory()
     print(" ".join(f"{header:>{width}}" for _, header, width, _ in COLUMNS))
     with tempfile.TemporaryDirectory(prefix="bench-graph-") as folder:
         for n in sizes:
-            r = bench_size(args, n, Path(folder))
+            try:
+                with memory_watchdog(int(limit)) as memory:
+                    r = bench_size(args, n, Path(folder))
+            except MemoryLimitExceeded as stopped:
+                print(f"--tasks {n}: {stopped}")
+                return 1
+            r["tree_peak_rss_mib"] = memory.peak / (1 << 20)
             print(" ".join(_cell(r.get(key), width, spec) for key, _, width, spec in COLUMNS))
             print(json.dumps(r), flush=True)
     return 0
@@ -232,7 +286,7 @@ def register(groups: dict) -> None:
         GraphBenchArgs,
         fields=[
             *("chunk", "recall_sample", "seed", "threads", "progress"),
-            *("pool_dir", "store_read", "add_env_tasks"),
+            *("pool_dir", "store_read", "add_env_tasks", "max_memory_gib"),
         ],
     )
     p.set_defaults(func=_run)

@@ -112,6 +112,25 @@ def default_heap() -> str:
     return f"{min(max(total // 4, 1 << 30), 8 << 30) >> 20}m"
 
 
+def heap_mib(heap: str) -> int:
+    """A ``-Xmx`` size (``6144m``, ``8g``, ``1048576k``, bytes) in MiB."""
+    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+    text = heap.strip().lower()
+    try:
+        if text[-1:] in units:
+            return max(1, int(float(text[:-1]) * units[text[-1]]))
+        return max(1, int(text) >> 20)
+    except ValueError:
+        raise StoreError(f"{HEAP_VARIABLE}={heap!r}: not a heap size such as 8g or 6144m") from None
+
+
+def page_cache_mib(heap: str) -> int:
+    """The server's page cache (``arcadedb.maxPageRAM``): a third of its heap. ArcadeDB's own
+    default is 4 GiB, or 80 % of a smaller heap, which left the importer of a large build
+    too little of the rest; the operating system caches the files besides."""
+    return max(64, heap_mib(heap) // 3)
+
+
 class ManagedArcadeDB:
     """An ArcadeDB server with the Bolt plugin, owned by this process.
 
@@ -213,6 +232,7 @@ class ManagedArcadeDB:
             "arcadedb.bolt.host": "127.0.0.1",
             "arcadedb.bolt.port": self.bolt_port,
             "arcadedb.backup.enabled": "false",
+            "arcadedb.maxPageRAM": page_cache_mib(self.heap),
         }
         return [
             str(home / "jre" / "bin" / "java"),

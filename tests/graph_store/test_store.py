@@ -12,7 +12,7 @@ import math
 import pytest
 
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB
+from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB, heap_mib, page_cache_mib
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.observations import Observation, ObservationError
@@ -133,7 +133,15 @@ def test_predictions_with_evidence_are_queryable(store: GraphStore) -> None:
 
 
 def test_java_failure_shows_the_log_tail(tmp_path) -> None:
-    server = ManagedArcadeDB(tmp_path, heap="not-a-size")
+    server = ManagedArcadeDB(tmp_path, heap="1k")  # too small a heap for the JVM to start
     with pytest.raises(StoreError, match="exited with code"):
         server.start()
     assert not server.running
+
+
+def test_a_heap_size_that_is_not_one_is_named_before_java_runs(tmp_path) -> None:
+    server = ManagedArcadeDB(tmp_path, heap="not-a-size")
+    with pytest.raises(StoreError, match="'not-a-size': not a heap size"):
+        server.start()
+    assert not server.running
+    assert heap_mib("6144m") == 6144 and heap_mib("8g") == 8192 and page_cache_mib("6g") == 2048

@@ -1,0 +1,133 @@
+"""A watchdog on the resident memory of this process and every process it started.
+
+A large build runs this process, worker processes and the store's Java server side by side;
+when their resident memory together passes a limit, the run stops itself with a message that
+names each one, instead of driving the machine out of memory. The watchdog polls
+``/proc`` (Linux; elsewhere it watches nothing) from a thread; on the limit it interrupts the
+main thread (``SIGINT``, which also ends a blocking socket wait), so the run unwinds through
+its ``with`` blocks (the managed store is stopped cleanly) and :func:`memory_watchdog` raises
+:class:`MemoryLimitExceeded`. A run still over the limit ``grace`` seconds later is killed,
+its child processes first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GIB = 1 << 30
+
+
+class MemoryLimitExceeded(RuntimeError):
+    """The processes of a run held more resident memory than its limit."""
+
+
+def machine_memory() -> int:
+    """Bytes of physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with suppress(OSError):
+            found += [int(child) for child in task.read_text().split()]
+    return found
+
+
+def _rss(pid: int) -> tuple[str, int]:
+    """A process's name and resident bytes (0 when it is gone)."""
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+    except (OSError, ValueError):
+        return "?", 0
+    rss = fields.get("VmRSS", "0 kB").split()
+    return fields.get("Name", "?").strip(), int(rss[0]) * 1024 if rss else 0
+
+
+def process_tree_rss(root: int | None = None) -> dict[int, tuple[str, int]]:
+    """``pid -> (name, resident bytes)`` of ``root`` (default: this process) and every
+    process below it."""
+    root = os.getpid() if root is None else root
+    tree: dict[int, tuple[str, int]] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree[pid] = _rss(pid)
+            todo += _children(pid)
+    return tree
+
+
+@dataclass
+class WatchdogReport:
+    """What the watchdog saw: the limit, the peak of the whole tree and, once it fired, why."""
+
+    limit: int
+    peak: int = 0
+    fired: str | None = None
+    peaks: dict[str, int] = field(default_factory=dict)
+    """Peak resident bytes per process name (summed over processes of that name)."""
+
+
+def _describe(tree: dict[int, tuple[str, int]]) -> str:
+    rows = sorted(tree.items(), key=lambda item: -item[1][1])
+    return ", ".join(f"{name} (pid {pid}) {rss / GIB:.2f} GiB" for pid, (name, rss) in rows[:6])
+
+
+@contextmanager
+def memory_watchdog(
+    limit: int, *, interval: float = 0.5, grace: float = 30.0
+) -> Iterator[WatchdogReport]:
+    """Stop the run when this process and its descendants hold more than ``limit`` bytes.
+
+    Raises :class:`MemoryLimitExceeded` (from the interrupted run) once it fired.
+    """
+    report = WatchdogReport(limit)
+    stop = threading.Event()
+    main = threading.main_thread().ident
+
+    def watch() -> None:
+        while not stop.wait(interval):
+            tree = process_tree_rss()
+            total = sum(rss for _, rss in tree.values())
+            report.peak = max(report.peak, total)
+            by_name: dict[str, int] = {}
+            for name, rss in tree.values():
+                by_name[name] = by_name.get(name, 0) + rss
+            for name, rss in by_name.items():
+                report.peaks[name] = max(report.peaks.get(name, 0), rss)
+            if total > limit and report.fired is None:
+                report.fired = (
+                    f"stopped: the run's processes held {total / GIB:.2f} GiB, over the limit "
+                    f"of {limit / GIB:.2f} GiB ({_describe(tree)})"
+                )
+                print(report.fired, file=sys.stderr, flush=True)
+                signal.pthread_kill(main, signal.SIGINT)
+                if stop.wait(grace):
+                    return
+                for pid in sorted(tree, reverse=True):  # still running: children, then this
+                    if pid != os.getpid():
+                        with suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+                os._exit(137)
+
+    thread = threading.Thread(target=watch, name="memory-watchdog", daemon=True)
+    thread.start()
+    try:
+        yield report
+    except KeyboardInterrupt as interrupt:
+        if report.fired is None:
+            raise
+        raise MemoryLimitExceeded(report.fired) from interrupt
+    finally:
+        stop.set()
+        thread.join()
