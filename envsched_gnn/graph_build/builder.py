@@ -224,8 +224,14 @@ class GraphBuild:
         )
         workers = min(config.within_workers, len(self.env_ids))
         done = ordered_map(within_arrays, items, workers=workers, ray=config.ray)
-        bar = tqdm(done, total=len(self.env_ids), desc="within (TF-IDF)", unit="env")
-        for (tasks, _), (src, dst, sim) in bar if config.show_progress else done:
+        bar = tqdm(
+            done,
+            total=len(self.env_ids),
+            desc="within (TF-IDF)",
+            unit="env",
+            disable=not config.show_progress,
+        )
+        for (tasks, _), (src, dst, sim) in bar:
             nodes = np.fromiter((self.index[t.task_id] for t in tasks), np.int64, len(tasks))
             texts = abstracts_of(self.pool, tasks, config.llm_extractor)
             yield EnvironmentPart(tasks[0].env_id, tasks, nodes, nodes[src], nodes[dst], sim, texts)

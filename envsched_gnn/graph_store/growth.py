@@ -188,15 +188,30 @@ def _rerank_old_targets(
     """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by
     similarity, then pair key. Returns which old cross edges stay (bool, in ``old_cross``
     order) and the newcomer edges ``(src, dst, sim)`` that enter. Node indices are the grown
-    graph's."""
+    graph's.
+
+    Only the targets a newcomer can reach are re-ranked: those with fewer than ``k``
+    in-neighbours and a newcomer of similarity > 0, or whose best newcomer is at least as
+    similar as their weakest in-neighbour (equal: the pair key decides). The best newcomer of
+    every node comes from the distinct embeddings, (U, distinct newcomers) cosines.
+    """
     src, dst, sim = old_cross
+    n = group.shape[0]
+    in_degree = np.bincount(dst, minlength=n)
     order = np.argsort(dst, kind="stable")
-    targets = old_at  # every old node, in its grown position
-    counts = np.bincount(dst, minlength=group.shape[0])[targets]
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(in_degree, out=starts[1:])
+    weakest = np.full(n, np.inf)
+    fed = in_degree > 0
+    if fed.any():
+        weakest[fed] = np.minimum.reduceat(sim[order], starts[:-1][fed])
+    newcomer_groups = np.unique(group[new_at])
+    best = np.minimum(exact_cosines(q, q[newcomer_groups]).max(axis=1), 1.0)[group]
+    reachable = (best > 0) & ((in_degree < k) | (best >= weakest))
+    targets = old_at[reachable[old_at]]  # old nodes in their grown position
+    counts = in_degree[targets]
     width = max(int(counts.max()) if counts.size else 0, 0) + new_at.shape[0]
-    starts = np.zeros(group.shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(dst, minlength=group.shape[0]), out=starts[1:])
-    kept = np.zeros(src.shape[0], bool)
+    kept = ~reachable[dst]  # edges into a target no newcomer reaches all stay
     entered: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     q_new = q[group[new_at]]
     for first in range(0, targets.shape[0], RERANK_BLOCK):
@@ -275,7 +290,7 @@ def add_environment(
         return plan_growth(target, old_abstracts, pool, env_id, config, embedder).graph
 
     graph = target.read_graph(empty_ok=True)
-    old_abstracts, cache = _stored_abstracts(target, graph)
+    old_abstracts, cache = stored_abstracts(target, graph)
     growth = plan_growth(graph, old_abstracts, pool, env_id, config, embedder, cache)
     graph_build = target.begin_graph_build()
     target.write_environments([pool.envs[env_id]])
@@ -292,7 +307,7 @@ def add_environment(
     return growth.graph
 
 
-def _stored_abstracts(store: GraphStore, graph: TaskGraph) -> tuple[Abstracts, dict]:
+def stored_abstracts(store: GraphStore, graph: TaskGraph) -> tuple[Abstracts, dict]:
     """Every node's abstract and the embedding cache: from the snapshot of the stored build
     when it has them (a 1M-task graph's are a second away), else from the store."""
     marker = store.query(queries.READ_BUILD, id=queries.GRAPH_BUILD)

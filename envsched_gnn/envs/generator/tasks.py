@@ -244,11 +244,20 @@ def replicated_environments(
         raise GeneratorError(f"n_envs={n_envs}, tasks_per_env={tasks_per_env}: must be >= 1")
     built = {domain.key: build_environment(domain) for domain in DOMAINS}
     for n in range(n_envs):
-        domain, replica = DOMAINS[n % len(DOMAINS)], n // len(DOMAINS)
-        env_id = f"{domain.key}-r{replica:04d}"
-        env = Environment(**{**vars(built[domain.key]), "env_id": env_id})
-        made = _env_tasks(domain, env, tasks_per_env, seed, f"r{replica}", env_id)
-        yield env, [Task(**{**vars(task), "env_id": env_id}) for task in made]
+        yield replicated_environment(n, tasks_per_env, seed, built)
+
+
+def replicated_environment(
+    n: int, tasks_per_env: int = 100, seed: int = 0, built: dict | None = None
+) -> tuple[Environment, list[Task]]:
+    """Environment ``n`` (from 0) of :func:`replicated_environments` and its tasks, made alone
+    (each is a function of ``n`` and ``seed`` only); ``built``: the domains' environments."""
+    domain, replica = DOMAINS[n % len(DOMAINS)], n // len(DOMAINS)
+    base = built[domain.key] if built else build_environment(domain)
+    env_id = f"{domain.key}-r{replica:04d}"
+    env = Environment(**{**vars(base), "env_id": env_id})
+    made = _env_tasks(domain, env, tasks_per_env, seed, f"r{replica}", env_id)
+    return env, [Task(**{**vars(task), "env_id": env_id}) for task in made]
 
 
 def write_replicated_pool(
