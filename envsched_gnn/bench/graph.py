@@ -4,16 +4,16 @@ Per size N: a replicated generator pool (:func:`write_replicated_pool`, environm
 ``--tasks-per-env`` tasks, the built-in domains repeated) written to disk once and read back
 environment by environment (:class:`~envsched_gnn.envs.pool_stream.PoolStream`), streamed
 into a fresh managed ArcadeDB store (:func:`~envsched_gnn.graph_store.stream.stream_build`;
-a first build: the bulk import), read back with ``read_graph`` (the snapshot) and, with
-``--store-read``, from the store itself; one new environment of 50 tasks added
-(``graph add-env``); one EnvSched scheduling step on the graph read back. Prints the
-seconds of each phase (pool generation and scan, within TF-IDF with the reading of each
-environment, embedding of the distinct abstracts, cross kNN, all store writes, read back,
-add-env), the distinct abstracts, the cross path (exact or ANN), the ANN's recall@k_cross
-against the exact kNN on ``--recall-sample`` random targets, the peak RSS of this process,
-of the store's server and of all the run's processes together (sampled by a watchdog that
-stops the run at ``--max-memory-gib``), the disk the store and the pool take, and the ingest
-rates.
+a first build: the bulk import; a store kept by ``--store-dir`` is reused), read back with
+``read_graph`` (the snapshot) and, with ``--store-read``, from the store itself; one new
+environment of 50 tasks added (``graph add-env``); one EnvSched scheduling step on the graph
+read back. Prints the seconds of each phase (pool generation and scan, within TF-IDF with the
+reading of each environment, embedding of the distinct abstracts, cross kNN, all store
+writes, read back, add-env), the distinct abstracts, the cross path (exact or ANN), the ANN's
+recall@k_cross against the exact kNN on ``--recall-sample`` random targets, the peak RSS of
+this process, of the store's server and of all the run's processes together (sampled by a
+watchdog that stops the run at ``--max-memory-gib``), the disk the store and the pool take,
+and the ingest rates.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class GraphBenchArgs:
     """Also read the graph back from the store itself, not only from its snapshot."""
     add_env_tasks: int = 50
     """Tasks of the environment added to the built graph (0: no add-env)."""
+    store_dir: str | None = None
+    """Folder of the stores (store-<N>-<tasks per env>-<seed>), kept after the run; a store
+    there that holds a graph is not built again, and its read back, add-env (of the next
+    environment) and step are measured (default: a temporary folder)."""
     max_memory_gib: float | None = None
     """Stop the run, with a message, when this process and the processes it started (workers,
     the store's server) hold more resident memory than this (default: 90% of the machine's)."""
@@ -131,7 +135,8 @@ def cross_recall(graph, q: np.ndarray, group: np.ndarray, k: int, sample: int, s
     hashes = task_hashes(graph.task_ids)
     dst, src, _ = cross_neighbours(q, env_codes, hashes, targets, k, group=group, block=64)
     cross = graph.edges["cross"]
-    have = set(zip(cross.dst.tolist(), cross.src.tolist(), strict=True))
+    sampled = np.isin(cross.dst, targets)
+    have = set(zip(cross.dst[sampled].tolist(), cross.src[sampled].tolist(), strict=True))
     wanted = list(zip(dst.tolist(), src.tolist(), strict=True))
     return sum(pair in have for pair in wanted) / max(len(wanted), 1)
 
@@ -143,6 +148,7 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
     from envsched_gnn.graph_build.cross import distinct_groups
     from envsched_gnn.graph_build.embeddings import EmbeddingConfig, fixed_point
     from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.graph_store.growth import stored_abstracts
     from envsched_gnn.graph_store.stream import stream_build
 
     out: dict = {"tasks": num_tasks}
@@ -156,16 +162,22 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         embedding=EmbeddingConfig(show_progress=args.progress),
     )
     phases: dict[str, float] = {}
-    store_folder = folder / f"store-{num_tasks}"
+    root = Path(args.store_dir) if args.store_dir else folder
+    store_folder = root / f"store-{num_tasks}-{args.tasks_per_env}-{args.seed}"
     with open_store(store_folder) as store, peak_disk(store_folder) as disk:
         reset_peak_rss()
-        started = time.perf_counter()
-        built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
-        out["build_store_s"] = time.perf_counter() - started
+        reused = store.count_tasks() > 0  # a kept store of an earlier run: measured, not built
+        if not reused:
+            started = time.perf_counter()
+            abstracts = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
+            abstracts = abstracts.node_abstracts
+            out["build_store_s"] = time.perf_counter() - started
         out["store_disk_mib"] = folder_bytes(store_folder) / (1 << 20)
         started = time.perf_counter()
         graph = store.read_graph()  # the snapshot written by the build
         out["read_back_s"] = time.perf_counter() - started
+        if reused:
+            abstracts = stored_abstracts(store, graph)[0]
         if args.store_read:
             store.snapshot_path.unlink()
             started = time.perf_counter()
@@ -178,16 +190,16 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         server = store.server
         out["server_peak_rss_mib"] = peak_rss_mib(server.pid) if server else float("nan")
         if args.add_env_tasks:
-            out["add_env_s"] = _add_one_environment(args, store, pool, config)
+            out["add_env_s"] = _add_one_environment(args, store, graph, config)
     out["peak_disk_mib"] = disk["peak"] / (1 << 20)  # the import file and the database
     out["pool_disk_mib"] = folder_bytes(pool.path.parent) / (1 << 20)
     out.update({f"{name}_s": seconds for name, seconds in phases.items()})
     edges = sum(len(e) for e in graph.edges.values())
     out["edges"] = edges
-    out["distinct_abstracts"] = len(built.node_abstracts.texts)
+    out["distinct_abstracts"] = len(abstracts.texts)
     out["cross_path"] = "ann" if num_tasks >= config.ann_threshold else "exact"
-    out["edges_per_s_written"] = edges / max(phases.get("store_write", 0.0), 1e-9)
-    abstracts = built.node_abstracts
+    if phases:
+        out["edges_per_s_written"] = edges / max(phases["store_write"], 1e-9)
     q, group = distinct_groups(fixed_point(abstracts.vectors), abstracts.codes)
     out["recall"] = cross_recall(graph, q, group, config.k_cross, args.recall_sample, args.seed)
     step = time_steps(graph, repeats=3, history_steps=2, seed=args.seed)
@@ -208,14 +220,14 @@ def _pool_on_disk(args: argparse.Namespace, num_tasks: int, folder: Path) -> Pat
     return where
 
 
-def _add_one_environment(args, store, pool, config) -> float:
-    """Seconds of ``graph add-env`` of one new replicated environment into the built graph."""
-    from envsched_gnn.envs.generator.tasks import replicated_environments
+def _add_one_environment(args, store, graph, config) -> float:
+    """Seconds of ``graph add-env`` of the next replicated environment into the stored graph."""
+    from envsched_gnn.envs.generator.tasks import replicated_environment
     from envsched_gnn.envs.pool import Pool
     from envsched_gnn.graph_store.growth import add_environment
 
-    n_envs = len(pool.envs)
-    *_, (env, tasks) = replicated_environments(n_envs + 1, args.add_env_tasks, seed=args.seed)
+    n_envs = len(set(graph.env_ids))
+    env, tasks = replicated_environment(n_envs, args.add_env_tasks, seed=args.seed)
     started = time.perf_counter()
     add_environment(store, Pool({env.env_id: env}, tasks), env.env_id, config)
     return time.perf_counter() - started
@@ -286,7 +298,7 @@ def register(groups: dict) -> None:
         GraphBenchArgs,
         fields=[
             *("chunk", "recall_sample", "seed", "threads", "progress"),
-            *("pool_dir", "store_read", "add_env_tasks", "max_memory_gib"),
+            *("pool_dir", "store_dir", "store_read", "add_env_tasks", "max_memory_gib"),
         ],
     )
     p.set_defaults(func=_run)
