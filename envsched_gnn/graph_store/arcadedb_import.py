@@ -102,10 +102,22 @@ class ArcadeImportFile:
             self._vertex("Abstract", {"key": text_key(text), "text": text, "embedding": embedding})
 
     def relation(self, relation: str, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> None:
-        """Edges ``src[e] -> dst[e]`` (node indices) of ``relation`` with similarity ``sim[e]``."""
+        """Edges ``src[e] -> dst[e]`` (node indices) of ``relation`` with similarity ``sim[e]``:
+        the lines :meth:`_edge` writes, formatted directly (json.dumps took 18 us an edge, a
+        third of a 1M-task build's writes). A finite float's JSON is its ``repr``."""
         kind, task = EDGE_TYPES[relation], BUCKETS["Task"]
-        for s, d, w in zip(src.tolist(), dst.tolist(), sim.tolist(), strict=True):
-            self._edge(kind, f"#{task}:{s}", f"#{task}:{d}", {"sim": w})
+        head = f'{{"t":"e","c":{{"t":"{kind}","r":"#{BUCKETS[kind]}:'
+        first = self.counts[kind]
+        self.counts[kind] += len(src)
+        if not np.isfinite(sim).all():
+            raise ValueError(f"{relation} similarities must be finite")
+        rows = zip(src.tolist(), dst.tolist(), sim.tolist(), strict=True)
+        self.records.write(
+            "".join(
+                f'{head}{first + e}","o":"#{task}:{s}","i":"#{task}:{d}","p":{{"sim":{w!r}}}}}}}\n'
+                for e, (s, d, w) in enumerate(rows)
+            )
+        )
 
     def load(self, server: ManagedArcadeDB) -> dict:
         """Import the file into ``server``'s database and remove it; returns the importer's

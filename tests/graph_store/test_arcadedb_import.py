@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from envsched_gnn.graph_build.builder import GraphConfig
@@ -51,3 +54,20 @@ def test_bulk_first_build_equals_batched_build(store_server, embedder) -> None:
     assert sorted(bulk.graph.edge_rows()) == sorted(batched.graph.edge_rows())
     assert from_bulk == from_batched
     assert len(from_bulk["graph"]) == 24 * (3 + 5) and from_bulk["abstracts"] == 4
+
+
+def test_edge_lines_are_the_json_of_the_records(tmp_path) -> None:
+    """The directly formatted edge lines equal json.dumps of the same records."""
+    from envsched_gnn.graph_store.arcadedb_import import ArcadeImportFile
+
+    sims = np.array([1.0, 0.1, 1e-05, 0.30000000000000004, 2.5e-300, 0.999999999])
+    src, dst = np.arange(6) * 7, np.arange(6)[::-1].copy()
+    direct, by_record = ArcadeImportFile(tmp_path / "a"), ArcadeImportFile(tmp_path / "b")
+    direct.relation("cross", src, dst, sims)
+    for s, d, w in zip(src.tolist(), dst.tolist(), sims.tolist(), strict=True):
+        by_record._edge("CROSS", f"#2:{s}", f"#2:{d}", {"sim": w})
+    for written in (direct, by_record):
+        written.records.close()
+    lines = (tmp_path / "a" / "import.jsonl").read_text().splitlines()
+    assert lines == (tmp_path / "b" / "import.jsonl").read_text().splitlines()
+    assert [json.loads(line)["c"]["p"]["sim"] for line in lines] == sims.tolist()
