@@ -33,6 +33,13 @@ def machine_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def memory_limit(gib: float | None) -> int:
+    """Bytes of a ``--max-memory-gib`` setting: ``gib`` GiB, or (None) 90% of the machine's."""
+    if gib is not None and gib <= 0:
+        raise ValueError(f"--max-memory-gib must be positive, got {gib}")
+    return int(gib * GIB if gib else 0.9 * machine_memory())
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):

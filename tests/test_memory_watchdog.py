@@ -55,3 +55,13 @@ def test_a_run_under_the_limit_reports_its_peak() -> None:
     with memory_watchdog(64 * GIB, interval=0.05) as report:
         time.sleep(0.3)
     assert report.fired is None and 0 < report.peak < 64 * GIB
+
+
+def test_graph_build_over_its_memory_limit_stops_with_the_message(tmp_path, capsys) -> None:
+    from envsched_gnn.cli import main
+    from tests.envs.handmade_pool import write_handmade_pool
+
+    pool = write_handmade_pool(tmp_path / "pool")
+    argv = ["graph", "build", "--pool", str(pool), "--store", str(tmp_path / "store")]
+    assert main([*argv, "--max-memory-gib", "0.01"]) == 1  # this interpreter alone is more
+    assert "over the limit of 0.01 GiB" in capsys.readouterr().err

@@ -34,7 +34,7 @@ import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
-from envsched_gnn.memory_watchdog import GIB, MemoryLimitExceeded, machine_memory, memory_watchdog
+from envsched_gnn.memory_watchdog import MemoryLimitExceeded, memory_limit, memory_watchdog
 
 
 @dataclass
@@ -267,12 +267,12 @@ def _run(args: argparse.Namespace) -> int:
     if min(sizes) < 64:
         print("--tasks: a pool needs at least B = 64 tasks")
         return 2
-    limit = args.max_memory_gib * GIB if args.max_memory_gib else 0.9 * machine_memory()
+    limit = memory_limit(args.max_memory_gib)
     print(" ".join(f"{header:>{width}}" for _, header, width, _ in COLUMNS))
     with tempfile.TemporaryDirectory(prefix="bench-graph-") as folder:
         for n in sizes:
             try:
-                with memory_watchdog(int(limit)) as memory:
+                with memory_watchdog(limit) as memory:
                     r = bench_size(args, n, Path(folder))
             except MemoryLimitExceeded as stopped:
                 print(f"--tasks {n}: {stopped}")

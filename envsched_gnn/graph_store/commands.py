@@ -34,6 +34,10 @@ class GraphArgs:
     store: str | None = None
     """bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a
     folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)."""
+    max_memory_gib: float | None = None
+    """Stop the build, with a message, when this process and the processes it started (workers,
+    the managed store's server) hold more resident memory than this (default: 90% of the
+    machine's)."""
 
 
 NEIGHBOURS = ["k_within", "k_cross"]
@@ -46,7 +50,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     build = graph.add_parser("build", help="build the dual-relation graph of a pool into the store")
     add_config_flags(build, GraphArgs, fields=["pool"])
     add_config_flags(build, GraphConfig, fields=[*NEIGHBOURS, "ann_threshold", *WORKERS])
-    add_config_flags(build, GraphArgs, fields=["store", "neo4j_import"])
+    add_config_flags(build, GraphArgs, fields=["store", "neo4j_import", "max_memory_gib"])
     build.set_defaults(func=build_command)
 
     export = graph.add_parser("export", help="write the store's graph as graph.json")
@@ -89,6 +93,7 @@ def build_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.growth import build_into_store
+    from envsched_gnn.memory_watchdog import MemoryLimitExceeded, memory_limit, memory_watchdog
 
     try:
         config = config_from_args(GraphConfig, args)
@@ -100,10 +105,10 @@ def build_command(args: argparse.Namespace) -> int:
             script = write_neo4j_import(pool, args.neo4j_import, config)
             print(f"wrote the neo4j-admin import files; run {script} on the Neo4j server")
             return 0
-        with open_store(args.store) as store:
+        with memory_watchdog(memory_limit(args.max_memory_gib)), open_store(args.store) as store:
             built = build_into_store(store, pool, config)
         _print_stats(built.graph, time.perf_counter() - started, "graph built")
-    except (StoreError, ValueError, OSError) as error:
+    except (StoreError, ValueError, OSError, MemoryLimitExceeded) as error:
         return _fail(error)
     return 0
 
