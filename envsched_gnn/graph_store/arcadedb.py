@@ -364,12 +364,13 @@ class ManagedArcadeDB:
         import urllib.request
 
         url = f"http://127.0.0.1:{self.http_port}/api/v1/command/{self.database}"
-        if not transaction:
-            url += "?autoCommit=false"
+        body = {"language": "sql", "command": command}
+        if not transaction:  # read from the body: as a URL parameter it is ignored, and the
+            body["autoCommit"] = False  # import ran in one transaction (out of heap at 1M tasks)
         token = base64.b64encode(":".join(self.auth).encode()).decode()
         request = urllib.request.Request(
             url,
-            data=json.dumps({"language": "sql", "command": command}).encode(),
+            data=json.dumps(body).encode(),
             headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
         )
         try:

@@ -162,7 +162,7 @@ def _imported(store: GraphStore, bulk: ArcadeImportFile, clock: dict) -> bool:
         try:
             bulk.load(store.server)
         except StoreError as error:
-            if "OutOfMemoryError" not in str(error):
+            if not any(sign in str(error) for sign in ("OutOfMemoryError", "Java heap space")):
                 raise
             warnings.warn(
                 f"the bulk import ran out of the store server's Java heap "
