@@ -3,11 +3,11 @@
 A large build runs this process, worker processes and the store's Java server side by side;
 when their resident memory together passes a limit, the run stops itself with a message that
 names each one, instead of driving the machine out of memory. The watchdog polls
-``/proc`` (Linux; elsewhere it watches nothing) from a thread; on the limit it interrupts the
-main thread (``SIGINT``, which also ends a blocking socket wait), so the run unwinds through
-its ``with`` blocks (the managed store is stopped cleanly) and :func:`memory_watchdog` raises
-:class:`MemoryLimitExceeded`. A run still over the limit ``grace`` seconds later is killed,
-its child processes first.
+``/proc`` (Linux; elsewhere it watches nothing) from a thread; on the limit it signals the
+main thread (``SIGUSR1``, handled by the watchdog while it runs, which also ends a blocking
+socket wait), whose handler raises :class:`MemoryLimitExceeded`, so the run unwinds through
+its ``with`` blocks (the managed store is stopped cleanly). A run still over the limit
+``grace`` seconds later is killed, its child processes first.
 """
 
 from __future__ import annotations
@@ -101,6 +101,10 @@ def memory_watchdog(
     report = WatchdogReport(limit)
     stop = threading.Event()
     main = threading.main_thread().ident
+    in_main = threading.current_thread() is threading.main_thread()
+
+    def interrupt(signum, frame) -> None:
+        raise MemoryLimitExceeded(report.fired)
 
     def watch() -> None:
         while not stop.wait(interval):
@@ -118,7 +122,8 @@ def memory_watchdog(
                     f"of {limit / GIB:.2f} GiB ({_describe(tree)})"
                 )
                 print(report.fired, file=sys.stderr, flush=True)
-                signal.pthread_kill(main, signal.SIGINT)
+                if in_main:
+                    signal.pthread_kill(main, signal.SIGUSR1)
                 if stop.wait(grace):
                     return
                 for pid in sorted(tree, reverse=True):  # still running: children, then this
@@ -127,14 +132,13 @@ def memory_watchdog(
                             os.kill(pid, signal.SIGKILL)
                 os._exit(137)
 
+    previous = signal.signal(signal.SIGUSR1, interrupt) if in_main else None
     thread = threading.Thread(target=watch, name="memory-watchdog", daemon=True)
     thread.start()
     try:
         yield report
-    except KeyboardInterrupt as interrupt:
-        if report.fired is None:
-            raise
-        raise MemoryLimitExceeded(report.fired) from interrupt
     finally:
         stop.set()
         thread.join()
+        if in_main:
+            signal.signal(signal.SIGUSR1, previous)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ def test_a_run_over_the_limit_stops_with_a_message_naming_the_processes() -> Non
         [sys.executable, "-c", "import time; b = bytearray(300 << 20); time.sleep(60)"]
     )
     started = time.monotonic()
+    sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a framework might set it
     try:
         limit = sum(rss for _, rss in process_tree_rss().values()) + (150 << 20)
         with (
@@ -47,6 +49,7 @@ def test_a_run_over_the_limit_stops_with_a_message_naming_the_processes() -> Non
         assert f"pid {child.pid}" in str(stopped.value)
         assert time.monotonic() - started < 10
     finally:
+        signal.signal(signal.SIGINT, sigint)
         child.kill()
         child.wait()
 
