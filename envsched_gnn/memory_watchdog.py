@@ -16,9 +16,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 GIB = 1 << 30
@@ -74,6 +74,20 @@ def process_tree_rss(root: int | None = None) -> dict[int, tuple[str, int]]:
     return tree
 
 
+@contextmanager
+def beside(work: Callable[[threading.Event], None], name: str) -> Iterator[None]:
+    """Run ``work(stop)`` in a daemon thread while the block runs; at its end ``stop`` is set
+    and the thread joined (``work`` returns once it sees ``stop``)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=work, args=(stop,), name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 @dataclass
 class WatchdogReport:
     """What the watchdog saw: the limit, the peak of the whole tree and, once it fired, why."""
@@ -81,8 +95,6 @@ class WatchdogReport:
     limit: int
     peak: int = 0
     fired: str | None = None
-    peaks: dict[str, int] = field(default_factory=dict)
-    """Peak resident bytes per process name (summed over processes of that name)."""
 
 
 def _describe(tree: dict[int, tuple[str, int]]) -> str:
@@ -99,23 +111,17 @@ def memory_watchdog(
     Raises :class:`MemoryLimitExceeded` (from the interrupted run) once it fired.
     """
     report = WatchdogReport(limit)
-    stop = threading.Event()
     main = threading.main_thread().ident
     in_main = threading.current_thread() is threading.main_thread()
 
     def interrupt(signum, frame) -> None:
         raise MemoryLimitExceeded(report.fired)
 
-    def watch() -> None:
+    def watch(stop: threading.Event) -> None:
         while not stop.wait(interval):
             tree = process_tree_rss()
             total = sum(rss for _, rss in tree.values())
             report.peak = max(report.peak, total)
-            by_name: dict[str, int] = {}
-            for name, rss in tree.values():
-                by_name[name] = by_name.get(name, 0) + rss
-            for name, rss in by_name.items():
-                report.peaks[name] = max(report.peaks.get(name, 0), rss)
             if total > limit and report.fired is None:
                 report.fired = (
                     f"stopped: the run's processes held {total / GIB:.2f} GiB, over the limit "
@@ -133,12 +139,9 @@ def memory_watchdog(
                 os._exit(137)
 
     previous = signal.signal(signal.SIGUSR1, interrupt) if in_main else None
-    thread = threading.Thread(target=watch, name="memory-watchdog", daemon=True)
-    thread.start()
     try:
-        yield report
+        with beside(watch, "memory-watchdog"):
+            yield report
     finally:
-        stop.set()
-        thread.join()
         if in_main:
             signal.signal(signal.SIGUSR1, previous)

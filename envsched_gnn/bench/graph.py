@@ -34,7 +34,12 @@ import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
-from envsched_gnn.memory_watchdog import MemoryLimitExceeded, memory_limit, memory_watchdog
+from envsched_gnn.memory_watchdog import (
+    MemoryLimitExceeded,
+    beside,
+    memory_limit,
+    memory_watchdog,
+)
 
 
 @dataclass
@@ -104,22 +109,16 @@ def folder_bytes(folder: Path) -> int:
 def peak_disk(folder: Path, interval: float = 2.0) -> Iterator[dict[str, int]]:
     """The largest :func:`folder_bytes` of ``folder`` while the block runs (``["peak"]``)."""
     seen = {"peak": 0}
-    stop = threading.Event()
 
-    def sample() -> None:
+    def sample(stop: threading.Event) -> None:
         while True:
             seen["peak"] = max(seen["peak"], folder_bytes(folder))
             if stop.wait(interval):
                 return
 
-    thread = threading.Thread(target=sample, name="disk-sampler", daemon=True)
-    thread.start()
-    try:
+    with beside(sample, "disk-sampler"):
         yield seen
-    finally:
-        stop.set()
-        thread.join()
-        seen["peak"] = max(seen["peak"], folder_bytes(folder))
+    seen["peak"] = max(seen["peak"], folder_bytes(folder))
 
 
 def cross_recall(graph, q: np.ndarray, group: np.ndarray, k: int, sample: int, seed: int) -> float:
@@ -169,8 +168,8 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         reused = store.count_tasks() > 0  # a kept store of an earlier run: measured, not built
         if not reused:
             started = time.perf_counter()
-            abstracts = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
-            abstracts = abstracts.node_abstracts
+            built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
+            abstracts = built.node_abstracts
             out["build_store_s"] = time.perf_counter() - started
         out["store_disk_mib"] = folder_bytes(store_folder) / (1 << 20)
         started = time.perf_counter()

@@ -129,13 +129,14 @@ def top_shared_neighbours(
         reaches = counts[:, -1] >= k
         cut = block[np.where(reaches, np.argmax(counts >= k, axis=1), cols.shape[0] - 1)]
         keys = pair_keys(row_hashes[chunk][:, None], hashes[None, :])
-        above, at_cut = block[None, :] < cut[:, None], block[None, :] == cut[:, None]
+        above = block[None, :] < cut[:, None]
+        eligible = valid & (block[None, :] <= cut[:, None])
         rank = np.where(valid & above, np.uint64(0), keys)
-        rank[~(valid & (above | at_cut))] = np.iinfo(np.uint64).max
+        rank[~eligible] = np.iinfo(np.uint64).max
         picked = np.argpartition(rank, take - 1, axis=1)[:, :take]
         order = np.lexsort((np.take_along_axis(keys, picked, 1), block[picked]), axis=1)
         picked = np.take_along_axis(picked, order, 1)
-        chosen = np.take_along_axis(valid & (above | at_cut), picked, 1)
+        chosen = np.take_along_axis(eligible, picked, 1)
         out_rows.append(np.broadcast_to(chunk[:, None], picked.shape)[chosen])
         out_cols.append(cols[picked[chosen]])
     return np.concatenate(out_rows), np.concatenate(out_cols)

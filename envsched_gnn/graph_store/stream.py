@@ -175,6 +175,13 @@ def _imported(store: GraphStore, bulk: ArcadeImportFile, clock: dict) -> bool:
     return True
 
 
+def _write_abstracts(store: GraphStore, ids: list[str], abstracts: Abstracts, new: dict) -> None:
+    """The Abstract nodes of the ``new`` texts (text -> embedding) and every task's abstract."""
+    store.write_abstracts(new)
+    node_texts = [abstracts.texts[c] for c in abstracts.codes.tolist()]
+    store.write_task_abstracts(dict(zip(ids, node_texts, strict=True)))
+
+
 def _write_built(
     store: GraphStore, steps: GraphBuild, graph: TaskGraph, abstracts: Abstracts, chunk: int
 ) -> None:
@@ -184,15 +191,15 @@ def _write_built(
     store.write_environments(pool.envs.values())
     for env_id in steps.env_ids:
         store.write_tasks(pool.tasks_of(env_id))
-    store.write_abstracts(dict(zip(abstracts.texts, abstracts.vectors, strict=True)))
-    node_texts = [abstracts.texts[c] for c in abstracts.codes.tolist()]
-    store.write_task_abstracts(dict(zip(ids, node_texts, strict=True)))
+    _write_abstracts(
+        store, ids, abstracts, dict(zip(abstracts.texts, abstracts.vectors, strict=True))
+    )
+    sink = _EdgeSink(store, ids, chunk, None)
     for relation, edges in graph.edges.items():
         for start in range(0, len(edges), chunk):
             part = slice(start, start + chunk)
-            src, dst, sim = (a[part].tolist() for a in (edges.src, edges.dst, edges.sim))
-            rows = [(ids[s], ids[d], w) for s, d, w in zip(src, dst, sim, strict=True)]
-            store.create_edges(relation, rows, chunk=chunk)
+            sink.add(relation, edges.src[part], edges.dst[part], edges.sim[part])
+        sink.flush(relation)
 
 
 def _write_parts(store, steps: GraphBuild, bulk, cache, chunk: int, clock: dict):
@@ -224,9 +231,7 @@ def _write_parts(store, steps: GraphBuild, bulk, cache, chunk: int, clock: dict)
         if bulk is not None:
             bulk.abstracts(new)
         else:
-            store.write_abstracts(new)
-            node_texts = [abstracts.texts[c] for c in abstracts.codes.tolist()]
-            store.write_task_abstracts(dict(zip(steps.ids, node_texts, strict=True)))
+            _write_abstracts(store, steps.ids, abstracts, new)
     for dst, src, sim in _timed_items(steps.cross(abstracts), clock, "cross"):
         with _timed(clock, "store_write"):
             sink.add("cross", src, dst, sim)
