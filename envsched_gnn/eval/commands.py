@@ -18,6 +18,7 @@ from envsched_gnn.eval.sources import fail, pool_graph, read_source, source_erro
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
+from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS
 
 
 @dataclass
@@ -151,8 +152,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(
         policy,
         GRPOConfig,
-        fields=["lr"],
-        defaults={"lr": PolicyLearnerConfig().recipe.lr},
+        fields=["lr", "advantage_estimator"],
+        defaults={
+            "lr": PolicyLearnerConfig().recipe.lr,
+            "advantage_estimator": PolicyLearnerConfig().recipe.advantage_estimator,
+        },
+        choices={"advantage_estimator": tuple(sorted(ADVANTAGE_ESTIMATORS))},
         dest_prefix=RECIPE,
     )
     add_config_flags(

@@ -4,6 +4,11 @@ For each half-life h in (h_long, h_short): history statistics (4.1-4.3), one fix
 propagation per relation (4.4, both half-lives in the same pass), the graph prior and the
 self-history shrinkage (4.5), f = E_d E_m (1 - E_m) and u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f))
 (4.6); then u = u_long - eta max(u_long - u_short, 0) and q = pr(u) (4.7).
+
+With ``PredictorConfig.target = "spread"`` (beyond the paper) the spread indicator
+z = 1[v > 0] travels with v, m and d through 4.1-4.5 as a fourth channel, and u_h = E_z takes
+the place of 4.6's calibrated variance; 4.7 is unchanged. q then ranks tasks by the predicted
+probability that their group has any reward spread.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class AnalyticPredictor:
 
     def explain(self, data, log: HistoryInput, step: int, task_id: str) -> dict:
         """The evidence behind ``task_id``'s prediction at ``step`` (see :mod:`.evidence`)."""
+        self._check_evidence_target()
         computation = self.compute(data, log, step)
         return explain_task(computation, self.config, self._node_of(computation.view, task_id))
 
@@ -88,6 +94,7 @@ class AnalyticPredictor:
         self, data, log: HistoryInput, step: int, task_ids: list[str] | None = None
     ) -> list[dict]:
         """Evidence of ``task_ids`` (default: all) as rows for the store's ``write_predictions``."""
+        self._check_evidence_target()
         computation = self.compute(data, log, step)
         view = computation.view
         if task_ids is None:
@@ -99,6 +106,13 @@ class AnalyticPredictor:
                 raise ValueError(f"unknown task(s) {unknown[:5]}: not nodes of the graph")
             nodes = [index[t] for t in task_ids]
         return [evidence_row(computation, self.config, i) for i in nodes]
+
+    def _check_evidence_target(self) -> None:
+        if self.config.target != "variance":
+            raise ValueError(
+                f"the evidence view accounts for the paper's variance target; this predictor "
+                f"ranks by target {self.config.target!r} (use the default target to explain)"
+            )
 
     def compute(self, data, log: HistoryInput, step: int) -> Computation:
         """Run spec section 4 and keep every intermediate value of every node."""
@@ -121,10 +135,11 @@ class AnalyticPredictor:
             )
         config = self.config
         n = view.num_nodes
-        history = observed_before(log, step, n)
-        # the evidence [W ybar_v, W ybar_m, W ybar_d, W] of each half-life, channel-major
-        # (H, 4, N) so that every per-task column is contiguous; the stats write into it
-        evidence = np.empty((len(config.half_lives), 4, n))
+        history = observed_before(log, step, n, config.statistics)
+        # the evidence [W ybar_v, W ybar_m, W ybar_d, (W ybar_z,) W] of each half-life,
+        # channel-major (H, C + 1, N) so that every per-task column is contiguous; the stats
+        # write into it
+        evidence = np.empty((len(config.half_lives), len(config.statistics) + 1, n))
         stats = [
             half_life_stats(history, n, h, config.defaults, out=evidence[k].T)
             for k, h in enumerate(config.half_lives)
@@ -132,10 +147,13 @@ class AnalyticPredictor:
         relation, nodes = self._propagate(view, evidence, np.stack([s.g for s in stats]))
         prior, estimate = self._prior_and_estimate(evidence, relation, nodes)
         calibrated = []
-        for e_v, e_m, e_d in estimate:
+        for channels in estimate:
+            e_v, e_m, e_d = channels[:3]
             f = reconstructed_variance(e_m, e_d)
             weights = config.weight_variance_rank, config.weight_reconstructed_rank
             calibrated.append({"f": f, **calibrate(e_v, f, *weights, nodes.repeats)})
+            if config.target == "spread":
+                calibrated[-1]["u"] = channels[3].copy()  # u_h = E_z
         long, short = calibrated
         u = decline_penalty(long["u"], short["u"], config.eta)
         rank = average_rank(u, nodes.repeats)
@@ -147,9 +165,9 @@ class AnalyticPredictor:
     def _prior_and_estimate(
         self, evidence: np.ndarray, relation: dict, nodes: _Nodes
     ) -> tuple[np.ndarray, np.ndarray]:
-        """4.5 for both half-lives at once on the ``nodes``, all arrays (H, 3, M): P_y and E_y."""
+        """4.5 for both half-lives at once on the ``nodes``, all arrays (H, C, M): P_y and E_y."""
         config = self.config
-        weighted, weight = evidence[:, :3], evidence[:, 3:]  # W broadcast over the three y
+        weighted, weight = evidence[:, :-1], evidence[:, -1:]  # W broadcast over the C y
         if nodes.touched is not None:
             weighted, weight = weighted[:, :, nodes.index], weight[:, :, nodes.index]
         prior = graph_prior(relation, config.relation_weights)
@@ -158,11 +176,11 @@ class AnalyticPredictor:
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
     ) -> tuple[dict[str, np.ndarray], _Nodes]:
-        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, 3, M)
+        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, C, M)
         per relation, and those M nodes (all, or the touched ones and one *quiet* node:
         unobserved, no observed neighbour).
 
-        ``evidence`` (H, 4, N) and ``g`` (H, 3). Only the targets with an observed neighbour
+        ``evidence`` (H, C + 1, N) and ``g`` (H, C). Only the targets with an observed neighbour
         (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
         empty and gets G_r of an empty sum, g_y(t). Every quiet node thus gets the same
         estimates, bit for bit, and so the same E, f, u: at 1M tasks with a few thousand
@@ -171,12 +189,12 @@ class AnalyticPredictor:
         5 sorts of 1M values, then the writing of every intermediate array of every node, were
         most of a step's prediction).
         """
-        half_lives, n = g.shape[0], view.num_nodes
+        (half_lives, channels), n = g.shape, view.num_nodes
         g_t = torch.from_numpy(g)
         observed = (evidence[:, 3] > 0).any(axis=0)
         targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
         nodes = _Nodes(n)
-        # the layer's input, node-major (N, H, 4): of every node when a relation is propagated
+        # the layer's input, node-major (N, H, C + 1): of every node when a relation is propagated
         # whole, else of the observed nodes (see _observed_columns)
         if any(rows is None for rows, _ in targets.values()):
             x = torch.from_numpy(np.ascontiguousarray(evidence.transpose(2, 0, 1)))
@@ -192,8 +210,10 @@ class AnalyticPredictor:
         if layer is None or layer.lambda_g != self.config.lambda_g:
             # building a MessagePassing inspects signatures (milliseconds): once per predictor
             layer = self.__dict__["_layer"] = EnvSchedPropagation(lambda_g=self.config.lambda_g)
-        no_neighbour = layer.update(x.new_zeros(1, 4 * half_lives), g_t).numpy()[0]
-        work = 4 * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
+        no_neighbour = layer.update(x.new_zeros(1, (channels + 1) * half_lives), g_t).numpy()[0]
+        work = (
+            (channels + 1) * half_lives * sum(int(a.values().shape[0]) for _, a in targets.values())
+        )
         width = n if nodes.touched is None else nodes.touched.shape[0] + 1
         out = {}
         with intra_op_threads(work):
@@ -202,7 +222,7 @@ class AnalyticPredictor:
                     estimate = layer(x, g_t, adjacency).numpy().transpose(1, 2, 0)
                     out[r] = np.ascontiguousarray(estimate)
                     continue
-                out[r] = np.empty((half_lives, 3, width))
+                out[r] = np.empty((half_lives, channels, width))
                 out[r][:] = no_neighbour[..., None]
                 if rows.shape[0]:
                     at = rows if nodes.touched is None else np.searchsorted(nodes.touched, rows)
@@ -222,7 +242,7 @@ class AnalyticPredictor:
 def _observed_columns(
     evidence: np.ndarray, observed: np.ndarray, targets: dict
 ) -> tuple[torch.Tensor, dict]:
-    """The evidence of the ``observed`` nodes, node-major (O + 1, H, 4) with a last row of
+    """The evidence of the ``observed`` nodes, node-major (O + 1, H, C + 1) with a last row of
     zeros, and the kept rows of ``targets`` with their columns renumbered into it: an observed
     neighbour to its row, any other to the zero row, which is its evidence (W = 0 makes every
     channel 0). The entries and their order are unchanged, so every sum is the same."""
@@ -270,7 +290,7 @@ class _Nodes:
 
 @dataclass
 class _Run:
-    """One run of spec section 4 on the ``nodes``: per-half-life arrays (H, 3, M), or (M,)."""
+    """One run of spec section 4 on the ``nodes``: per-half-life arrays (H, C, M), or (M,)."""
 
     step: int
     view: GraphView
@@ -288,7 +308,7 @@ class _Run:
     def prediction(self) -> Prediction:
         """The outputs, written out for every node (the long half-life's E)."""
         expand = self.nodes.expand
-        e_v, e_m, e_d = expand(self.estimate[0])
+        e_v, e_m, e_d, *e_z = expand(self.estimate[0])
         long, short = self.calibrated
         return Prediction(
             q=expand(self.q),
@@ -298,6 +318,7 @@ class _Run:
             E_v=e_v,
             E_m=e_m,
             E_d=e_d,
+            E_z=e_z[0] if e_z else None,
         )
 
     def computation(self) -> Computation:

@@ -11,6 +11,12 @@ from envsched_gnn.graph.task_graph import RELATIONS
 Y_NAMES = ("v", "m", "d")
 """The three per-observation statistics, in the channel order used throughout ``models``."""
 
+SPREAD = "z"
+"""The spread indicator z(i,s) = 1[v(i,s) > 0], the fourth statistic of the ``spread`` target."""
+
+TARGETS = ("variance", "spread")
+"""What q ranks (``PredictorConfig.target``): the paper's predicted variance, or P(v > 0)."""
+
 
 def _default_relation_weights() -> dict[str, float]:
     return {"within": 0.5, "cross": 0.5}
@@ -47,8 +53,19 @@ class PredictorConfig:
     """g_m with no history at all (spec decision, 4.1)."""
     default_d: float = 0.5
     """g_d with no history at all (spec decision, 4.1)."""
+    target: str = "variance"
+    """What q ranks. ``variance``: the paper's predicted reward variance, E_v and f calibrated
+    (4.6). ``spread`` (beyond the paper, docs/design.md "Targets and learners"): the
+    probability that a group has any reward spread, P(v > 0); the indicator z = 1[v > 0] runs
+    through 4.1-4.5 as a fourth statistic (clipped to [0, 1]) and u_h = E_z replaces 4.6."""
+    default_z: float = 0.5
+    """g_z with no history at all (``spread`` target): an uninformed P(v > 0)."""
 
     def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(
+                f"PredictorConfig.target must be one of {TARGETS}, got {self.target!r}"
+            )
         for name in ("half_life_long", "half_life_short", "lambda_g", "lambda_s"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -82,7 +99,12 @@ class PredictorConfig:
             raise ValueError(
                 f"PredictorConfig.relation_weights must sum to 1, got {self.relation_weights!r}"
             )
-        for name, upper in (("default_v", 0.25), ("default_m", 1.0), ("default_d", 1.0)):
+        for name, upper in (
+            ("default_v", 0.25),
+            ("default_m", 1.0),
+            ("default_d", 1.0),
+            ("default_z", 1.0),
+        ):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 <= value <= upper):
                 raise ValueError(f"PredictorConfig.{name} must be in [0, {upper}], got {value!r}")
@@ -93,9 +115,16 @@ class PredictorConfig:
         return (float(self.half_life_long), float(self.half_life_short))
 
     @property
-    def defaults(self) -> tuple[float, float, float]:
-        """The no-history references (g_v, g_m, g_d)."""
-        return (float(self.default_v), float(self.default_m), float(self.default_d))
+    def statistics(self) -> tuple[str, ...]:
+        """The statistics propagated, in channel order: (v, m, d), and z for ``spread``."""
+        return Y_NAMES + ((SPREAD,) if self.target == "spread" else ())
+
+    @property
+    def defaults(self) -> tuple[float, ...]:
+        """The no-history references (g_v, g_m, g_d), and g_z for ``spread``."""
+        values = (self.default_v, self.default_m, self.default_d)
+        values += (self.default_z,) if self.target == "spread" else ()
+        return tuple(float(v) for v in values)
 
     @classmethod
     def within_only(cls, **overrides) -> PredictorConfig:

@@ -5,13 +5,17 @@ w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
 
     ybar(s)   = mean of y(i,s) over the tasks observed at step s
     g_y(t)    = sum_s w_h(t,s) ybar(s) / sum_s w_h(t,s)     (0.125, 0.5, 0.5) without history
-    y~(i,s)   = clip(y(i,s) - ybar(s) + g_y(t))                 to [0, 0.25] for v, [0, 1] for m, d
+    y~(i,s)   = clip(y(i,s) - ybar(s) + g_y(t))          to [0, 0.25] for v, [0, 1] for m, d, z
     W(i,t)    = sum_{s in H_t(i)} w_h(t,s)
     ybar(i,t) = sum_{s in H_t(i)} w_h(t,s) y~(i,s) / W(i,t)     (undefined when W = 0)
 
 Everything is float64 and O(n_obs log n_obs + N): steps are remapped to dense indices over
 the distinct observed steps, so memory grows with their number, not with their values (a
 step of 2,000,000,000 costs what a step of 3 does).
+
+y runs over (v, m, d), and over the spread indicator z(i,s) = 1[v(i,s) > 0] too when a caller
+asks for it (``names``: the ``spread`` target of
+:class:`~envsched_gnn.models.config.PredictorConfig`).
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.models.config import Y_NAMES
+from envsched_gnn.models.config import SPREAD, Y_NAMES
 from envsched_gnn.observations import ObservationLog
 
-CLIP_UPPER = {"v": 0.25, "m": 1.0, "d": 1.0}
+CLIP_UPPER = {"v": 0.25, "m": 1.0, "d": 1.0, SPREAD: 1.0}
 """Upper end of the clip range of the centred history y~ (the lower end is 0)."""
 
 
@@ -32,7 +36,8 @@ CLIP_UPPER = {"v": 0.25, "m": 1.0, "d": 1.0}
 class ObservedHistory:
     """The observations with step < t, columnar, with the per-step means ybar(s).
 
-    ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per name in ``Y_NAMES``;
+    ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per statistic (``Y_NAMES``,
+    then z when asked), in channel order;
     ``deviation``: y(i,s) - ybar(s) of each observation, per name, float64 (n,);
     ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,);
     ``step_index``: each observation's position in ``steps``, int64 (n,).
@@ -56,8 +61,8 @@ class HistoryStats:
     """The statistics of one half-life h at step t.
 
     ``g``: (g_v, g_m, g_d), float64 (3,); ``weight``: W(i,t), float64 (N,);
-    ``weighted_sum``: sum_s w_h(t,s) y~(i,s) = W(i,t) ybar(i,t), float64 (N, 3) in
-    ``Y_NAMES`` order (0 where W = 0).
+    ``weighted_sum``: sum_s w_h(t,s) y~(i,s) = W(i,t) ybar(i,t), float64 (N, C) in the
+    history's channel order (0 where W = 0).
     """
 
     half_life: float
@@ -87,13 +92,19 @@ def history_columns(log: ObservationLog | Mapping[str, np.ndarray]) -> dict[str,
 
 
 def observed_before(
-    log: ObservationLog | Mapping[str, np.ndarray], step: int, num_tasks: int
+    log: ObservationLog | Mapping[str, np.ndarray],
+    step: int,
+    num_tasks: int,
+    names: Sequence[str] = Y_NAMES,
 ) -> ObservedHistory:
-    """Keep the observations with s < ``step`` and compute ybar(s) for every observed step."""
+    """Keep the observations with s < ``step`` and compute ybar(s) for every observed step, for
+    the statistics ``names`` (z = 1[v > 0] computed from v when asked)."""
     columns = history_columns(log)
     task = np.asarray(columns["task"], dtype=np.int64)
     steps_of = np.asarray(columns["step"], dtype=np.int64)
-    y = {name: np.asarray(columns[name], dtype=np.float64) for name in Y_NAMES}
+    y = {name: np.asarray(columns[name], dtype=np.float64) for name in names if name != SPREAD}
+    if SPREAD in names:
+        y[SPREAD] = spread_indicator(y["v"])
     if task.size and (task.min() < 0 or task.max() >= num_tasks):
         raise ValueError(
             f"history refers to node index {int(task.max())}, the graph has {num_tasks}"
@@ -117,6 +128,12 @@ def observed_before(
     )
 
 
+def spread_indicator(v: np.ndarray) -> np.ndarray:
+    """z = 1[v > 0]: whether a group's K rewards differ (GRPO's advantages are then not all 0).
+    Shapes: (n,) -> (n,) float64."""
+    return (np.asarray(v, dtype=np.float64) > 0.0).astype(np.float64)
+
+
 def half_life_stats(
     history: ObservedHistory,
     num_tasks: int,
@@ -126,14 +143,16 @@ def half_life_stats(
 ) -> HistoryStats:
     """g_y(t), W(i,t) and W(i,t) ybar(i,t) for one half-life h (spec 4.1-4.3).
 
-    ``defaults`` is (g_v, g_m, g_d) used when there is no history at all. ``out``, a float64
-    (N, 4) array (say, a slice of the propagation's evidence), receives
-    [W ybar_v, W ybar_m, W ybar_d, W]; ``weighted_sum`` and ``weight`` are then views of it.
+    ``defaults`` is (g_v, g_m, g_d) (and g_z), used when there is no history at all. ``out``, a
+    float64 (N, C + 1) array (say, a slice of the propagation's evidence), receives
+    [W ybar_v, W ybar_m, W ybar_d, (W ybar_z,) W]; ``weighted_sum`` and ``weight`` are then
+    views of it.
     """
     t = history.step_now
+    names = tuple(history.y)
     if out is None:
-        out = np.empty((num_tasks, len(Y_NAMES) + 1))
-    weighted_sum, weight = out[:, : len(Y_NAMES)], out[:, len(Y_NAMES)]
+        out = np.empty((num_tasks, len(names) + 1))
+    weighted_sum, weight = out[:, : len(names)], out[:, len(names)]
     if len(history) == 0:
         out[...] = 0.0
         return HistoryStats(
@@ -142,7 +161,7 @@ def half_life_stats(
     # g is a ratio of weighted sums: weights relative to the latest observed step give the
     # same value and cannot underflow to 0/0 however old the history is.
     relative = np.exp2(-(history.steps[-1] - history.steps) / half_life)
-    g = np.array([relative @ history.means[name] / relative.sum() for name in Y_NAMES])
+    g = np.array([relative @ history.means[name] / relative.sum() for name in names])
     w = np.exp2(-(t - history.steps.astype(np.float64)) / half_life)[history.step_index]
     # sums over the observed tasks only (bincount adds each bin's terms in the same order
     # either way), then written out with zeros for the others: not one N-array per channel
@@ -151,7 +170,7 @@ def half_life_stats(
     out[...] = 0.0
     weight[tasks] = np.bincount(slot, weights=w, minlength=tasks.shape[0])
     centred = np.empty_like(w)  # one buffer for the three channels: no per-channel allocation
-    for c, name in enumerate(Y_NAMES):
+    for c, name in enumerate(names):
         np.add(history.deviation[name], g[c], out=centred)
         np.clip(centred, 0.0, CLIP_UPPER[name], out=centred)
         centred *= w

@@ -28,14 +28,18 @@ class Prediction:
     E_v: np.ndarray
     E_m: np.ndarray
     E_d: np.ndarray
+    E_z: np.ndarray | None = None
+    """The long half-life's P(v > 0) estimate under the ``spread`` target; None otherwise."""
 
     FIELDS = ("q", "u", "u_long", "u_short", "E_v", "E_m", "E_d")
 
     def to_json(self, task_ids: list[str]) -> dict[str, dict[str, float]]:
-        """``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}``."""
-        columns = {name: getattr(self, name).tolist() for name in self.FIELDS}
+        """``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}``, with ``"E_z"``
+        under the ``spread`` target."""
+        names = self.FIELDS + (("E_z",) if self.E_z is not None else ())
+        columns = {name: getattr(self, name).tolist() for name in names}
         return {
-            task_id: {name: columns[name][i] for name in self.FIELDS}
+            task_id: {name: columns[name][i] for name in names}
             for i, task_id in enumerate(task_ids)
         }
 

@@ -53,7 +53,9 @@ class SchedulerError(ValueError):
 
 @dataclass
 class BatchInfo:
-    """The last batch: task ids, the stage that chose each, the quotas relaxed, extras."""
+    """The last batch: task ids, the stage that chose each, the quotas relaxed, extras, and
+    the score each task had when it was picked (EnvSched: q; empty for a scheduler that ranks
+    tasks by no per-task score)."""
 
     step: int
     batch: list[str]
@@ -61,6 +63,7 @@ class BatchInfo:
     relaxed: list[str] = field(default_factory=list)
     seconds: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
+    score: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"batch": list(self.batch), "stage": dict(self.stage), "relaxed": list(self.relaxed)}
@@ -142,8 +145,15 @@ class BaseScheduler:
         seconds = time.perf_counter() - start
         self.history.record(step, indices)
         batch = [self.task_ids[i] for i in indices]
+        scores = self._pick_scores(indices)
         self.last_batch = BatchInfo(
-            step, batch, dict(zip(batch, stages, strict=True)), list(relaxed), seconds, extra
+            step,
+            batch,
+            dict(zip(batch, stages, strict=True)),
+            list(relaxed),
+            seconds,
+            extra,
+            {} if scores is None else dict(zip(batch, map(float, scores), strict=True)),
         )
         self._last_rewards = {}
         return batch
@@ -293,6 +303,10 @@ class BaseScheduler:
                 new.setdefault(o.step, []).append(o)
         for step, group in new.items():
             self._on_observe(step, group)
+
+    def _pick_scores(self, indices: np.ndarray) -> np.ndarray | None:
+        """Hook: the per-task score the last selection ranked ``indices`` by; None: none."""
+        return None
 
     def _graph_changed(self) -> None:
         """Hook: rebuild what a subclass derives from ``self.graph`` (after :meth:`grow`)."""

@@ -110,6 +110,10 @@ class EnvSchedScheduler(BaseScheduler):
         }
         return selection.indices, selection.stages, selection.relaxed, extra
 
+    def _pick_scores(self, indices: np.ndarray) -> np.ndarray | None:
+        """q of the picked tasks at the step they were picked."""
+        return np.asarray(self.last_prediction.q, dtype=np.float64)[indices]
+
     def _extra_state(self) -> dict:
         state: dict = {"updated_step": self._updated_step}
         if hasattr(self.predictor, "state_dict"):

@@ -2,7 +2,9 @@
 
 Names: ``envsched`` (spec defaults), ``within_only`` / ``cross_only`` (the graph ablations:
 the predictor's prior uses one relation and so does the similarity penalty), ``rho0``
-(pure exploitation) and ``rho1`` (pure coverage), ``random``, ``dapo``, ``mopps``,
+(pure exploitation) and ``rho1`` (pure coverage), ``envsched_spread`` (EnvSched ranking by the
+predicted probability of any reward spread, P(v > 0), instead of the variance: beyond the
+paper, ``PredictorConfig.target = "spread"``), ``random``, ``dapo``, ``mopps``,
 ``greso``, ``dps``, ``dump``, and ``learned`` (EnvSched with the learned propagation of
 ``models.learned`` in place of the analytic predictor). Other packages add theirs with
 :func:`register_scheduler`.
@@ -68,7 +70,13 @@ def _with_overrides(config, default, overrides: dict, name: str):
     return replace(config, **overrides)
 
 
-def _envsched(name: str, relations: tuple[str, ...], weights: dict | None, **defaults):
+def _envsched(
+    name: str,
+    relations: tuple[str, ...],
+    weights: dict | None,
+    target: str = "variance",
+    **defaults,
+):
     def factory(
         graph,
         *,
@@ -83,11 +91,12 @@ def _envsched(name: str, relations: tuple[str, ...], weights: dict | None, **def
 
         base = SelectorConfig(penalty_relations=relations, **defaults)
         selector = _with_overrides(config, base, overrides, name)
-        if predictor is None and weights is not None:
+        if predictor is None and (weights is not None or target != "variance"):
             from envsched_gnn.models.analytic import AnalyticPredictor
             from envsched_gnn.models.config import PredictorConfig
 
-            predictor = AnalyticPredictor(PredictorConfig(relation_weights=dict(weights)))
+            options = {"relation_weights": dict(weights)} if weights is not None else {}
+            predictor = AnalyticPredictor(PredictorConfig(target=target, **options))
         return EnvSchedScheduler(
             graph,
             batch_size=batch_size,
@@ -131,6 +140,7 @@ register_scheduler(
 register_scheduler("cross_only", _envsched("cross_only", ("cross",), {"within": 0.0, "cross": 1.0}))
 register_scheduler("rho0", _envsched("rho0", BOTH, None, rho=0.0))
 register_scheduler("rho1", _envsched("rho1", BOTH, None, rho=1.0))
+register_scheduler("envsched_spread", _envsched("envsched_spread", BOTH, None, target="spread"))
 register_scheduler("learned", _learned)
 register_scheduler("random", _baseline(UniformScheduler, None))
 register_scheduler("dapo", _baseline(DapoScheduler, DapoConfig()))

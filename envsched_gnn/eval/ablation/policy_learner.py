@@ -275,5 +275,21 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
         "wall_s": result.wall_s,
         "schedule_s": sum(m["time/schedule_s"] for m in result.steps),
         "rollouts": result.rollouts,
-        "extra": {"evals": result.evals, "run_dir": str(run_dir)},
+        "extra": {
+            "evals": result.evals,
+            "run_dir": str(run_dir),
+            # the run's own history, for the pick diagnosis (eval.ablation.picks)
+            "groups": [
+                {"step": step, "task_ids": list(groups), "rewards": list(groups.values()), **picks}
+                for step, (groups, picks) in enumerate(
+                    zip(result.rewards, _picks_by_step(result, len(result.rewards)), strict=True)
+                )
+            ],
+        },
     }
+
+
+def _picks_by_step(result: Any, steps: int) -> list[dict]:
+    """The pick record of each step (stage and score lists), {} where the run has none."""
+    by_step = {int(p["step"]): {k: v for k, v in p.items() if k != "step"} for p in result.picks}
+    return [by_step.get(step, {}) for step in range(steps)]

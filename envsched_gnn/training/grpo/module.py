@@ -137,6 +137,7 @@ class GRPOModule(L.LightningModule):
         self.eval_results: list[dict[str, float]] = []
         self.batches: list[list[str]] = []
         self.rewards: list[dict[str, list[float]]] = []
+        self.picks: list[dict[str, Any]] = []
 
     # ----------------------------------------------------------------- Lightning wiring
     def configure_optimizers(self) -> dict[str, Any]:
@@ -188,6 +189,7 @@ class GRPOModule(L.LightningModule):
         batch: ScheduledBatch = next(dataloader_iter)[0]
         step, config = batch.step, self.config
         self.batches.append(list(batch.task_ids))
+        self.picks.append({"step": step, **batch.picks})
 
         start = time.perf_counter()
         episodes = self._rollout(batch)
@@ -346,6 +348,7 @@ class GRPOModule(L.LightningModule):
             "sink": self.sink.state_dict() if self.sink is not None else None,
             "step_metrics": self.step_metrics,
             "eval_results": self.eval_results,
+            "picks": self.picks,
             "config": self.config.to_dict(),
             "rng": capture_rng_state(self.config.seed),
         }
@@ -365,6 +368,7 @@ class GRPOModule(L.LightningModule):
             self.sink.load_state_dict(state["sink"])
         self.step_metrics = list(state["step_metrics"])
         self.eval_results = list(state["eval_results"])
+        self.picks = list(state.get("picks", []))  # absent from checkpoints of older versions
         self.batches, self.rewards = _run_history(state["scheduler"], self.next_step)
         restore_rng_state(state["rng"])
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
@@ -22,11 +22,24 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ScheduledBatch:
-    """The tasks chosen for one step, and how long choosing took."""
+    """The tasks chosen for one step, how long choosing took, and how each was picked
+    (:func:`pick_record`)."""
 
     step: int
     task_ids: tuple[str, ...]
     schedule_s: float
+    picks: dict[str, Any] = field(default_factory=dict)
+
+
+def pick_record(scheduler: Scheduler, task_ids: tuple[str, ...]) -> dict[str, Any]:
+    """How the scheduler picked ``task_ids``, in batch order: ``stage`` (the stage that chose
+    each, e.g. ``coverage`` / ``exploitation``) and ``score`` (the score each had at the pick,
+    EnvSched's q; None for a scheduler without one), from its ``last_batch``; {} without it."""
+    info = getattr(scheduler, "last_batch", None)
+    if info is None or list(info.batch) != list(task_ids):
+        return {}
+    score = [info.score[t] for t in task_ids] if info.score else None
+    return {"stage": [info.stage.get(t) for t in task_ids], "score": score}
 
 
 class ScheduledBatches(IterableDataset):
@@ -62,7 +75,9 @@ class ScheduledBatches(IterableDataset):
             start = time.perf_counter()
             chosen = None
             if self.is_chooser():
-                chosen = (tuple(self.scheduler.next_batch(step)), time.perf_counter() - start)
-            task_ids, schedule_s = self.broadcast(chosen)
-            yield ScheduledBatch(step, task_ids, schedule_s)
+                task_ids = tuple(self.scheduler.next_batch(step))
+                seconds = time.perf_counter() - start
+                chosen = (task_ids, seconds, pick_record(self.scheduler, task_ids))
+            task_ids, schedule_s, picks = self.broadcast(chosen)
+            yield ScheduledBatch(step, task_ids, schedule_s, picks)
             step += 1

@@ -14,7 +14,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ class GRPOResult:
     wall_s: float
     unwritten_observations: int = 0
     rejected_observations: int = 0
+    picks: list[dict[str, Any]] = field(default_factory=list)
+    """Per step, how the batch was picked (``scheduled_batches.pick_record``): the stage and
+    the score at the pick of each task, in batch order."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -206,6 +209,7 @@ def train_grpo(
         wall_s=wall_s,
         unwritten_observations=len(unwritten),
         rejected_observations=len(sink.rejected) if sink is not None else 0,
+        picks=module.picks,
     )
     if trainer.is_global_zero:
         if unwritten:
