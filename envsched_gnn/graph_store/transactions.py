@@ -84,6 +84,12 @@ class StoreConnection:
         """The store as the user named it: the managed folder, or the URI."""
         return str(self.server.folder) if self.server is not None else self.uri
 
+    def server_agent(self) -> str:
+        """What the server calls itself on Bolt: ``Neo4j/5.26.30``, or ArcadeDB's
+        ``Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)``."""
+        with self._loud():
+            return str(self.driver.get_server_info().agent)
+
     def _raise_if_dead(self, patience_s: float = 0.0) -> None:
         """Raises the managed server's death (naming its log), waiting up to ``patience_s``
         for a server whose connection just broke to finish dying."""
@@ -189,7 +195,12 @@ class StoreConnection:
         mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
         with (
             self._loud(),
-            self.driver.session(database=self.database, default_access_mode=mode) as session,
+            # a person's statement gets the server's warnings (a misspelt label or property)
+            self.driver.session(
+                database=self.database,
+                default_access_mode=mode,
+                notifications_min_severity="WARNING",
+            ) as session,
         ):
             if write:
                 return _statement_result(session.run(cypher, dict(parameters)))

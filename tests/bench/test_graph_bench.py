@@ -10,6 +10,7 @@ from envsched_gnn.cli import main
 
 
 @pytest.mark.slow  # a benchmark on the ANN path, then on the store it kept
+@pytest.mark.managed  # stores of its own folders (--store-dir)
 @pytest.mark.store
 def test_bench_graph_prints_phases_and_recall_and_reuses_its_kept_store(tmp_path, capsys):
     argv = ["bench", "graph", "--tasks", "240", "--tasks-per-env", "20", "--ann-threshold", "100"]
