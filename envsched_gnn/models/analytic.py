@@ -191,7 +191,7 @@ class AnalyticPredictor:
         """
         (half_lives, channels), n = g.shape, view.num_nodes
         g_t = torch.from_numpy(g)
-        observed = (evidence[:, 3] > 0).any(axis=0)
+        observed = (evidence[:, -1] > 0).any(axis=0)
         targets = {r: view.relations[r].observed_rows(observed) for r in RELATIONS}
         nodes = _Nodes(n)
         # the layer's input, node-major (N, H, C + 1): of every node when a relation is propagated

@@ -78,6 +78,7 @@ from envsched_gnn.eval.ablation.config import (
     grid_name,
     job_graph,
 )
+from envsched_gnn.eval.ablation.picks import diagnose_picks
 from envsched_gnn.eval.ablation.policy_learner import check_model, run_policy_jobs
 from envsched_gnn.eval.ablation.report import write_ablation_report
 from envsched_gnn.eval.ablation.runs import FinishedRuns
@@ -302,6 +303,9 @@ def run_ablation(
     timings["runs_s"] = time.perf_counter() - run_start
     timings["total_s"] = time.perf_counter() - started
     results = summarise(runs, config)
+    diagnosis = diagnose_picks({name: entry["runs"] for name, entry in results.items()}, pool)
+    for name, picks in diagnosis.items():
+        results[name]["picks"] = picks
     run_info = {
         **learner_info,
         "config": asdict(config),

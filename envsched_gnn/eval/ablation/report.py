@@ -14,10 +14,12 @@ import numpy as np
 from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
+    TARGET_VARIANTS,
     AblationConfig,
     control_name,
 )
 from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
+from envsched_gnn.eval.ablation.picks import render_picks
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
 
@@ -32,6 +34,11 @@ CONTROL_LABELS = {
     "permuted_predictor": "the label-permuted graph for the predictor only (secondary; the "
     "similarity penalty on the real graph)",
     "shuffled": "the SHUFFLED graph (secondary control: also moves quotas onto fake environments)",
+}
+
+TARGET_LABELS = {
+    "envsched": "EnvSched",
+    "envsched_spread": "EnvSched with the spread target P(v > 0)",
 }
 
 SHORT = {
@@ -102,7 +109,7 @@ def _margin_parts(margin: dict, config: AblationConfig) -> str:
 def render_margins(results: dict, config: AblationConfig) -> str:
     """EnvSched and each control minus random, and EnvSched minus each control, paired."""
     lines = []
-    labelled = [("envsched", "EnvSched")]
+    labelled = [(name, TARGET_LABELS[name]) for name in TARGET_VARIANTS]
     labelled += [(control_name(c), f"EnvSched on {CONTROL_LABELS[c]}") for c in config.controls]
     for name, label in labelled:
         margin = results.get(name, {}).get("margin_over_random")
@@ -110,12 +117,13 @@ def render_margins(results: dict, config: AblationConfig) -> str:
             lines.append(
                 f"- {label} minus random (paired by seed): {_margin_parts(margin, config)}"
             )
-    for name, margin in results.get("envsched", {}).get("margin_over_controls", {}).items():
-        label = CONTROL_LABELS[name.removeprefix("envsched_")]
-        lines.append(
-            f"- EnvSched minus EnvSched on {label} (paired by seed): "
-            f"{_margin_parts(margin, config)}"
-        )
+    for target in TARGET_VARIANTS:
+        for name, margin in results.get(target, {}).get("margin_over_controls", {}).items():
+            label = CONTROL_LABELS[name.removeprefix("envsched_")]
+            lines.append(
+                f"- {TARGET_LABELS[target]} minus EnvSched on {label} (paired by seed): "
+                f"{_margin_parts(margin, config)}"
+            )
     return "\n".join(lines)
 
 
@@ -143,10 +151,12 @@ def render_pool(results: dict, config: AblationConfig) -> str:
             for s in config.score_steps
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    for name, margin in results.get("envsched", {}).get("pool_margin_over_controls", {}).items():
-        label = CONTROL_LABELS[name.removeprefix("envsched_")]
-        lines += ["", f"- Pool: EnvSched minus EnvSched on {label} (paired by seed): "
-                  f"{_margin_parts(margin, config)}"]  # fmt: skip
+    for target in TARGET_VARIANTS:
+        margins = results.get(target, {}).get("pool_margin_over_controls", {})
+        for name, margin in margins.items():
+            label = CONTROL_LABELS[name.removeprefix("envsched_")]
+            lines += ["", f"- Pool: {TARGET_LABELS[target]} minus EnvSched on {label} (paired "
+                      f"by seed): {_margin_parts(margin, config)}"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -176,6 +186,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         render_reward_curves(results, config),
         "",
         render_prediction(results),
+        "",
+        render_picks({name: e["picks"] for name, e in results.items() if "picks" in e}),
         "",
         f"Timings: graph build {timings.get('graph_build_s', 0.0):.1f} s, runs "
         f"{timings['runs_s']:.1f} s, total {timings['total_s']:.1f} s "

@@ -38,6 +38,7 @@ from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
     STEP_METRICS,
+    TARGET_VARIANTS,
     AblationConfig,
     control_name,
     curve_steps,
@@ -110,14 +111,15 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                     entry[f"{prefix}margin_over_random"] = margin
     for entry in results.values():
         entry.update(against_references(entry, results, grid, config))
-    envsched = results.get("envsched", {})
-    for key, prefix in MARGINS.items():
-        if key in envsched:
-            envsched[f"{prefix}margin_over_controls"] = {
-                name: paired_margin(envsched, results[name], config, key)
-                for name in map(control_name, config.controls)
-                if key in results[name]
-            }
+    for target in TARGET_VARIANTS:
+        envsched = results.get(target, {})
+        for key, prefix in MARGINS.items():
+            if key in envsched:
+                envsched[f"{prefix}margin_over_controls"] = {
+                    name: paired_margin(envsched, results[name], config, key)
+                    for name in map(control_name, config.controls)
+                    if key in results[name]
+                }
     return results
 
 

@@ -44,7 +44,7 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
         steps=2,
         batch_size=2,
         learner="policy",
-        schedulers=("envsched", "random"),
+        schedulers=("envsched", "envsched_spread", "random"),
         k_grid=(),
         controls=("relabelled", "permuted"),
         simulator=SimulatorConfig(rollouts=2),
@@ -55,9 +55,16 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
 
     results = json.loads((out / "results.json").read_text())
     # the primary and a secondary control run too, each seed on its own draw
-    assert set(results) == {"envsched", "random", "envsched_relabelled", "envsched_permuted"}
-    for control in ("envsched_relabelled", "envsched_permuted"):
-        assert set(results["envsched"]["margin_over_controls"][control]) == {"1", "2"}
+    assert set(results) == {
+        "envsched",
+        "envsched_spread",
+        "random",
+        "envsched_relabelled",
+        "envsched_permuted",
+    }
+    for target in ("envsched", "envsched_spread"):
+        for control in ("envsched_relabelled", "envsched_permuted"):
+            assert set(results[target]["margin_over_controls"][control]) == {"1", "2"}
     step0 = None
     for name, entry in results.items():
         assert entry["learner"] == "policy (real GRPO)"
@@ -71,6 +78,15 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
             assert [e["step"] for e in grpo["evals"]] == [0, 1, 2]
             assert [r["score"] for r in run["records"]] == evals  # the run's own evaluations
             assert [r["trained_groups"] for r in run["records"][1:]] == [2, 2]
+            # the run's own groups, with how each task was picked
+            assert [g["task_ids"] for g in run["groups"]] == grpo["batches"]
+            assert [g["rewards"] for g in run["groups"]] == [
+                list(step.values()) for step in grpo["rewards"]
+            ]
+            for group in run["groups"]:
+                scored = name != "random"  # EnvSched's q at the pick; random ranks by none
+                assert (group["score"] is not None) == scored, name
+                assert len(group["stage"]) == len(group["task_ids"])
             for record, step in zip(run["records"][1:], grpo["steps"], strict=True):
                 assert {m: record[m] for m in STEP_METRICS} == {m: step[m] for m in STEP_METRICS}
             # one starting policy, one fixed held-out set: the same step-0 result everywhere
@@ -86,8 +102,15 @@ def test_policy_ablation_reports_the_runs_own_numbers(tmp_path):
         for metric in STEP_METRICS:
             assert math.isfinite(entry["metrics"][metric]["mean"]), (name, metric)
         assert "steps_to_random_best" in entry and set(entry["margin_over_random"]) == {"1", "2"}
+        # the pick diagnosis of every run: 2 steps x 2 groups, the first step all first visits
+        picks = entry["picks"]
+        assert set(picks["per_seed"]) == {"0", "1"}
+        assert all(p["groups"] == 4 and p["first_visits"] >= 2 for p in picks["per_seed"].values())
+        if name == "random":
+            assert picks["auc_first"] is None and picks["informative_first_minus_random"] is None
     report = (out / "report.md").read_text()
     assert "learner: policy (real GRPO)" in report and "| envsched |" in report
+    assert "First visits" in report and "| envsched_spread |" in report
     assert (out / "score.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "batch_metrics.png").read_bytes()[:4] == b"\x89PNG"
     run_info = json.loads((out / "run.json").read_text())

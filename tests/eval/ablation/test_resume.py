@@ -159,6 +159,14 @@ def test_a_run_key_follows_what_determines_the_run():
     first, *rest = pool.tasks
     other_pool = Pool(pool.envs, [replace(first, task=first.task + " today"), *rest])
     assert identity(pool=other_pool) != same
+    # the target is part of the run: EnvSched's spread target and Dr. GRPO are other runs
+    spread = identity(job=Job("envsched", "envsched_spread", "k6_12", 0))
+    assert spread["job"]["scheduler"] == "envsched_spread" and spread != same
+    recipe = replace(CONFIG.policy.recipe, advantage_estimator="dr_grpo")
+    dr_grpo = replace(CONFIG.policy, recipe=recipe)
+    assert identity(config=replace(CONFIG, policy=dr_grpo, learner="policy")) != identity(
+        config=replace(CONFIG, learner="policy")
+    )
     # a drawn control is keyed by the default graph it is drawn from, and its seed
     control = Job("envsched_relabelled", "envsched", "relabelled", 0)
     assert identity(job=control)["graph"] == same["graph"]

@@ -1,0 +1,227 @@
+"""The picks diagnosed: what each scheduler's batches held, from the runs' own groups.
+
+Every run of the policy learner keeps its groups (``extra.groups``: per step the tasks rolled
+out, their K rewards, and the stage and score each task had when it was picked). From them,
+per scheduler and seed:
+
+- the picks by number of reference calls and by abstract operation (the pool's ``abstract``),
+  with the zero-variance share of each call count: a group is *informative* when its K
+  rewards are not all equal (v > 0), the only groups GRPO learns from;
+- the zero-variance share of first visits (a task picked for the first time in the run) and
+  of repeat visits;
+- how well the score at the pick separates informative from zero-variance groups at first
+  visits, where the graph's prior alone decides: the AUC of the score (ties count one half;
+  NaN with one class only), and the informative share of first visits minus random's, which
+  is the base rate a scheduler must beat (paired by seed).
+
+Shares and AUCs are per seed, reported as mean ± 95 % CI over seeds
+(:func:`~envsched_gnn.eval.stats.mean_ci`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+from envsched_gnn.envs.pool import Pool
+from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference
+
+TOP_ABSTRACTS = 3
+"""How many of a scheduler's most-picked abstract operations the concentration share counts."""
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One group of a run: the task picked at ``step``, how, and what its K rewards showed."""
+
+    step: int
+    task_id: str
+    calls: int
+    abstract: str
+    informative: bool
+    first_visit: bool
+    score: float | None
+    stage: str | None
+
+
+def run_picks(groups: Sequence[Mapping], pool: Pool) -> list[Pick]:
+    """The picks of one run, from its ``extra.groups`` (steps in order)."""
+    tasks = {t.task_id: t for t in pool.tasks}
+    seen: set[str] = set()
+    picks = []
+    for group in sorted(groups, key=lambda g: g["step"]):
+        scores = group.get("score") or [None] * len(group["task_ids"])
+        stages = group.get("stage") or [None] * len(group["task_ids"])
+        for task_id, rewards, score, stage in zip(
+            group["task_ids"], group["rewards"], scores, stages, strict=True
+        ):
+            task = tasks.get(task_id)
+            if task is None:
+                raise ValueError(f"pick diagnosis: task {task_id!r} of a run is not in the pool")
+            picks.append(
+                Pick(
+                    int(group["step"]),
+                    task_id,
+                    len(task.reference_solution or []),
+                    task.abstract or "(no abstract)",
+                    min(rewards) != max(rewards),
+                    task_id not in seen,
+                    None if score is None else float(score),
+                    stage,
+                )
+            )
+            seen.add(task_id)
+    return picks
+
+
+def auc(scores: Sequence[float], positive: Sequence[bool]) -> float:
+    """P(score of a positive > score of a negative), ties one half (Mann-Whitney); NaN when
+    either class is empty."""
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    ranks = rankdata(scores)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def seed_summary(picks: Sequence[Pick]) -> dict:
+    """One run's diagnosis: shares by call count, zero-variance shares, AUC at first visits."""
+    calls = Counter(p.calls for p in picks)
+    first = [p for p in picks if p.first_visit]
+    repeat = [p for p in picks if not p.first_visit]
+    scored = [p for p in first if p.score is not None]
+    by_step: dict[int, set[str]] = {}
+    for p in picks:
+        by_step.setdefault(p.step, set()).add(p.abstract)
+    abstracts = Counter(p.abstract for p in picks)
+    top = sum(n for _, n in abstracts.most_common(TOP_ABSTRACTS))
+    return {
+        "groups": len(picks),
+        "calls_share": {str(c): n / len(picks) for c, n in sorted(calls.items())},
+        "zero_share_by_calls": {
+            str(c): _zero_share([p for p in picks if p.calls == c]) for c in sorted(calls)
+        },
+        "first_visits": len(first),
+        "zero_share_first": _zero_share(first),
+        "repeat_visits": len(repeat),
+        "zero_share_repeat": _zero_share(repeat),
+        "informative_share_first": 1.0 - _zero_share(first) if first else math.nan,
+        "auc_first": auc([p.score for p in scored], [p.informative for p in scored])
+        if scored
+        else None,
+        "abstracts_per_batch": float(np.mean([len(a) for a in by_step.values()])),
+        "top_abstracts_share": top / len(picks),
+        "abstract_counts": dict(abstracts.most_common()),
+    }
+
+
+def _zero_share(picks: Sequence[Pick]) -> float:
+    return sum(not p.informative for p in picks) / len(picks) if picks else math.nan
+
+
+def diagnose_picks(runs_by_name: Mapping[str, Sequence[Mapping]], pool: Pool) -> dict:
+    """``{name: {"per_seed": {seed: seed_summary}, ...over seeds}}`` for every name whose runs
+    all kept their groups; the informative share at first visits is also given minus random's,
+    paired by seed, when random ran."""
+    out: dict[str, dict] = {}
+    for name, runs in runs_by_name.items():
+        if not runs or not all(run.get("groups") for run in runs):
+            continue
+        per_seed = {int(r["seed"]): seed_summary(run_picks(r["groups"], pool)) for r in runs}
+        out[name] = {"per_seed": per_seed, **_over_seeds(per_seed)}
+    base = out.get("random")
+    for name, entry in out.items():
+        if base is not None and name != "random":
+            entry["informative_first_minus_random"] = _paired(
+                entry["per_seed"], base["per_seed"], "informative_share_first"
+            )
+    return out
+
+
+def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
+    """mean ± CI over seeds of each scalar, and of each call count's share."""
+    rows = list(per_seed.values())
+    summary = {}
+    for key in (
+        "zero_share_first",
+        "zero_share_repeat",
+        "informative_share_first",
+        "auc_first",
+        "abstracts_per_batch",
+        "top_abstracts_share",
+    ):
+        values = [r[key] for r in rows if r[key] is not None and not math.isnan(r[key])]
+        summary[key] = mean_ci(values) if values else None
+    for key in ("calls_share", "zero_share_by_calls"):
+        counts = sorted({c for r in rows for c in r[key]}, key=int)
+        summary[key] = {}
+        for c in counts:
+            values = [r[key].get(c, 0.0 if key == "calls_share" else math.nan) for r in rows]
+            values = [v for v in values if not math.isnan(v)]
+            summary[key][c] = mean_ci(values) if values else None
+    summary["first_visits"] = int(sum(r["first_visits"] for r in rows))
+    summary["repeat_visits"] = int(sum(r["repeat_visits"] for r in rows))
+    return summary
+
+
+def _paired(a: Mapping[int, dict], b: Mapping[int, dict], key: str) -> dict | None:
+    pairs_a = {s: r[key] for s, r in a.items() if not math.isnan(r[key])}
+    pairs_b = {s: r[key] for s, r in b.items() if not math.isnan(r[key])}
+    if not set(pairs_a) & set(pairs_b):
+        return None
+    return paired_difference(pairs_a, pairs_b)
+
+
+def render_picks(diagnosis: Mapping[str, dict]) -> str:
+    """Two tables: what the batches held, and the first visits."""
+    if not diagnosis:
+        return ""
+    counts = sorted({c for e in diagnosis.values() for c in e["calls_share"]}, key=int)
+    head = [f"{c}-call share" for c in counts] + [f"zero-var {c}-call" for c in counts]
+    head += ["abstracts / batch", f"top-{TOP_ABSTRACTS} abstracts' share"]
+    lines = [
+        "The picks, from the runs' own groups (a group is informative when its K rewards are "
+        "not all equal; mean ± 95 % CI over seeds):",
+        "",
+        "| scheduler | " + " | ".join(head) + " |",
+        "|---|" + "---|" * len(head),
+    ]
+    for name, e in diagnosis.items():
+        cells = [format_ci(e["calls_share"].get(c), 3) for c in counts]
+        cells += [format_ci(e["zero_share_by_calls"].get(c), 3) for c in counts]
+        cells += [format_ci(e["abstracts_per_batch"], 2), format_ci(e["top_abstracts_share"], 3)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    head = [
+        "first visits",
+        "zero-var share, first",
+        "zero-var share, repeat",
+        "informative first - random's",
+        "AUC of the score at first visits",
+    ]
+    lines += [
+        "",
+        "First visits (the task never picked before in the run: the graph's prior decides). "
+        "The AUC asks whether the score at the pick ranks informative groups above "
+        "zero-variance ones (0.5: no better than chance); the informative share of first "
+        "visits minus random's is paired by seed (random's share is the base rate).",
+        "",
+        "| scheduler | " + " | ".join(head) + " |",
+        "|---|" + "---|" * len(head),
+    ]
+    for name, e in diagnosis.items():
+        cells = [
+            f"{e['first_visits']} (repeats {e['repeat_visits']})",
+            format_ci(e["zero_share_first"], 3),
+            format_ci(e["zero_share_repeat"], 3),
+            format_ci(e.get("informative_first_minus_random"), 3, sign=True, noise=True),
+            format_ci(e["auc_first"], 3),
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

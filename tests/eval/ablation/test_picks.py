@@ -1,0 +1,84 @@
+"""The pick diagnosis on a hand-made history, against numbers worked out by hand."""
+
+import math
+
+import pytest
+
+from envsched_gnn.envs.pool import Pool, Task, ToolCall
+from envsched_gnn.eval.ablation.picks import auc, diagnose_picks, render_picks, run_picks
+
+
+def _task(task_id: str, calls: int, abstract: str) -> Task:
+    solution = [ToolCall(f"tool{k}") for k in range(calls)]
+    return Task(task_id, "e", "E", {}, "do it", [], solution, abstract)
+
+
+POOL = Pool({}, [_task("a", 1, "A"), _task("b", 2, "B"), _task("c", 1, "A"), _task("d", 2, "B")])
+SPREAD, FLAT = [0.0, 1.0], [1.0, 1.0]
+
+# EnvSched's run: three steps of two groups, with q at the pick
+ENVSCHED = [
+    {"step": 0, "task_ids": ["a", "b"], "rewards": [FLAT, SPREAD], "score": [0.9, 0.2],
+     "stage": ["coverage", "exploitation"]},
+    {"step": 1, "task_ids": ["c", "a"], "rewards": [[0.0, 0.5], SPREAD], "score": [0.8, 0.7],
+     "stage": ["coverage", "exploitation"]},
+    {"step": 2, "task_ids": ["d", "b"], "rewards": [FLAT, FLAT], "score": [0.6, 0.5],
+     "stage": ["coverage", "exploitation"]},
+]  # fmt: skip
+RANDOM_SEED0 = [{"step": 0, "task_ids": ["c", "d"], "rewards": [SPREAD, [0.0, 0.0]]}]
+RANDOM_SEED1 = [{"step": 0, "task_ids": ["a", "b"], "rewards": [SPREAD, SPREAD]}]
+
+
+def test_one_runs_picks():
+    picks = run_picks(ENVSCHED, POOL)
+    assert [(p.task_id, p.first_visit, p.informative) for p in picks] == [
+        ("a", True, False),
+        ("b", True, True),
+        ("c", True, True),
+        ("a", False, True),
+        ("d", True, False),
+        ("b", False, False),
+    ]
+    assert [p.calls for p in picks] == [1, 2, 1, 1, 2, 2] and picks[0].stage == "coverage"
+
+
+def test_the_diagnosis_by_hand():
+    runs = {
+        "envsched": [{"seed": 0, "groups": ENVSCHED}, {"seed": 1, "groups": ENVSCHED}],
+        "random": [{"seed": 0, "groups": RANDOM_SEED0}, {"seed": 1, "groups": RANDOM_SEED1}],
+        "no_groups": [{"seed": 0}],  # a run made before groups were kept: left out
+    }
+    diagnosis = diagnose_picks(runs, POOL)
+    assert set(diagnosis) == {"envsched", "random"}
+    seed = diagnosis["envsched"]["per_seed"][0]
+    assert seed["groups"] == 6
+    assert seed["calls_share"] == {"1": 0.5, "2": 0.5}
+    # 1-call groups: a flat, c spread, a spread; 2-call: b spread, d flat, b flat
+    assert seed["zero_share_by_calls"] == pytest.approx({"1": 1 / 3, "2": 2 / 3})
+    assert seed["first_visits"] == 4 and seed["zero_share_first"] == 0.5
+    assert seed["repeat_visits"] == 2 and seed["zero_share_repeat"] == 0.5
+    # first visits: informative b (0.2) and c (0.8) against flat a (0.9) and d (0.6): of the
+    # four pairs only c over d is ordered right
+    assert seed["auc_first"] == 0.25
+    assert seed["abstracts_per_batch"] == pytest.approx(4 / 3)  # {A, B}, {A}, {B}
+    assert seed["top_abstracts_share"] == 1.0 and seed["abstract_counts"] == {"A": 3, "B": 3}
+    # random's base rate: 0.5 at seed 0, 1.0 at seed 1; EnvSched 0.5 at both
+    margin = diagnosis["envsched"]["informative_first_minus_random"]
+    assert margin["mean"] == pytest.approx(-0.25)
+    assert margin["ci95"] == pytest.approx(12.7062047 * math.sqrt(0.125) / math.sqrt(2))
+    assert diagnosis["random"]["auc_first"] is None  # random ranks by no score
+    assert diagnosis["envsched"]["auc_first"]["mean"] == 0.25
+    text = render_picks(diagnosis)
+    assert "| envsched | 0.500 ± 0.000 | 0.500 ± 0.000 |" in text
+    assert "-0.250 ± 3.177 (inside the noise)" in text
+
+
+def test_auc_ties_and_one_class():
+    assert auc([0.5, 0.5], [True, False]) == 0.5
+    assert auc([0.1, 0.9, 0.5], [False, True, True]) == 1.0
+    assert math.isnan(auc([0.1, 0.2], [True, True]))
+
+
+def test_a_task_outside_the_pool_is_an_error():
+    with pytest.raises(ValueError, match="task 'zz' of a run is not in the pool"):
+        run_picks([{"step": 0, "task_ids": ["zz"], "rewards": [FLAT]}], POOL)
