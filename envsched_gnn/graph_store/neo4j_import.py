@@ -96,9 +96,12 @@ def import_command(folder: Path, database: str = "neo4j") -> str:
     edges = " ".join(
         f"--relationships={folder / name}" for name in ("in_env.csv", "within.csv", "cross.csv")
     )
+    # the importer's report of skipped entries goes beside the files, not into the caller's
+    # working directory
     return (
         f"neo4j-admin database import full {nodes} {edges} --multiline-fields=true "
-        f"--array-delimiter=';' --overwrite-destination=true {database}"
+        f"--array-delimiter=';' --overwrite-destination=true "
+        f"--report-file={folder / 'import.report'} {database}"
     )
 
 

@@ -98,10 +98,16 @@ def test_neo4j_admin_imports_the_files_and_the_store_reads_the_graph_built(
     home = tmp_path / "neo4j"
     environment = {**os.environ, "PATH": f"{SERVER}:{os.environ['PATH']}", "NEO4J_HOME": str(home)}
     imported = subprocess.run(
-        ["sh", str(script)], env=environment, capture_output=True, text=True, timeout=300
+        ["sh", str(script)],
+        env=environment,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert imported.returncode == 0, imported.stdout + imported.stderr
     assert "IMPORT DONE" in imported.stdout
+    assert (tmp_path / "import" / "import.report").exists()  # beside the files
 
     # the user's next step: start the server on the imported folder and use the store
     read_back = (
