@@ -42,7 +42,8 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || usage
 
-if [ ! -f "$jar" ] || [ -n "$(find "$project/pom.xml" "$project/src" -newer "$jar" -print -quit)" ]; then
+stale="$(find "$project/pom.xml" "$project/src" -newer "$jar" -print -quit 2>/dev/null || true)"
+if [ ! -f "$jar" ] || [ -n "$stale" ]; then
     echo "with_neo4j.sh: building $project (Maven)" >&2
     mvn -q -B -f "$project/pom.xml" package -DskipTests >&2
 fi

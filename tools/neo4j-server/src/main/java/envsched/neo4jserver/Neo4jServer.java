@@ -33,7 +33,8 @@ import picocli.CommandLine;
  * characters), set before the server first starts the way {@code neo4j-admin dbms
  * set-initial-password} sets it, so that no connection ever meets the default password. When the
  * server is ready, its Bolt URI is the one line printed on standard output; SIGTERM (or SIGINT)
- * stops it cleanly and the process exits 0.
+ * stops it cleanly and the process exits 0, and so does the end of the process that started it
+ * (a test run or script killed with SIGKILL leaves no server behind).
  *
  * <p>Usage: {@code NEO4J_PASSWORD=... java -jar neo4j-server.jar [--home DIR] [--page-cache
  * SIZE]}. {@code --home} keeps databases and logs ({@code logs/debug.log}) in DIR, so that a
@@ -93,6 +94,10 @@ public final class Neo4jServer {
         CountDownLatch stop = new CountDownLatch(1);
         sun.misc.Signal.handle(new sun.misc.Signal("TERM"), signal -> stop.countDown());
         sun.misc.Signal.handle(new sun.misc.Signal("INT"), signal -> stop.countDown());
+        // the end of the process that started the server (scripts/with_neo4j.sh) stops it too
+        ProcessHandle.current()
+                .parent()
+                .ifPresent(parent -> parent.onExit().thenRun(stop::countDown));
 
         if (!Files.exists(home.resolve("data").resolve("databases").resolve("system"))) {
             setInitialPassword(home, password);
@@ -157,7 +162,8 @@ public final class Neo4jServer {
                         new DefaultFileSystemAbstraction());
         int code = new CommandLine(new SetInitialPasswordCommand(context)).execute(password);
         if (code != 0) {
-            throw new IllegalArgumentException("setting the initial password failed (" + code + ")");
+            throw new IllegalArgumentException(
+                    "setting the initial password failed (exit code " + code + ")");
         }
     }
 
