@@ -3,12 +3,19 @@
 Bolt/Cypher tests run against ArcadeDB: one managed ArcadeDB server (the embedded
 default, a real Java child process speaking Bolt) is started per test session in a
 temporary folder. When ``NEO4J_URI`` is set (with ``NEO4J_USER`` / ``NEO4J_PASSWORD``
-/ ``NEO4J_DATABASE``), the same tests run against that server instead.
+/ ``NEO4J_DATABASE``), the same tests run against that server instead
+(``scripts/with_neo4j.sh`` starts a real Neo4j and sets them).
+
+Tests marked ``managed`` are about the managed ArcadeDB server itself and are skipped, with
+the reason, when ``NEO4J_URI`` is set; tests marked ``neo4j`` need a real Neo4j and are
+skipped, with the reason, when it is not. The run ends with the server the store tests ran
+on (as it names itself on Bolt) and their count by outcome.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,6 +26,17 @@ from envsched_gnn.graph_store.arcadedb import ManagedArcadeDB
 from envsched_gnn.graph_store.connect import connect_store, credentials_from_environment
 from envsched_gnn.graph_store.store import GraphStore
 
+MANAGED_ONLY = (
+    "about the managed ArcadeDB server itself (its process, folder, password file, importer "
+    "or snapshot): runs in the ArcadeDB pass, not on NEO4J_URI"
+)
+NEEDS_NEO4J = (
+    "needs a real Neo4j: set NEO4J_URI, e.g. scripts/with_neo4j.sh python -m pytest -m store "
+    "(the Neo4j pass of .ci/run)"
+)
+SERVER_KEY = pytest.StashKey[str]()
+"""The session's store server as the summary names it: its Bolt agent and URI."""
+
 
 @dataclass
 class StoreServer:
@@ -28,6 +46,13 @@ class StoreServer:
     auth: tuple[str, str]
     database: str
     managed: ManagedArcadeDB | None
+    agent: str = ""
+    """What the server calls itself on Bolt (``Neo4j/5.26.30``, or ArcadeDB's own string)."""
+
+    @property
+    def backend(self) -> str:
+        """``"arcadedb"`` or ``"neo4j"``: where the two answer differently, tests say which."""
+        return "arcadedb" if "ArcadeDB" in self.agent else "neo4j"
 
     def connect(self) -> AbstractContextManager[GraphStore]:
         """A new store on this server, as a ``with`` block; closing it leaves the server running."""
@@ -35,15 +60,25 @@ class StoreServer:
 
 
 @pytest.fixture(scope="session")
-def store_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreServer]:
+def store_server(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[StoreServer]:
     """The Bolt server of the session: a managed ArcadeDB, or ``NEO4J_URI`` when set."""
     uri = os.environ.get("NEO4J_URI")
     if uri:
         auth, database = credentials_from_environment(uri)
-        yield StoreServer(uri, auth, database, None)
+        yield _named(StoreServer(uri, auth, database, None), pytestconfig)
         return
     with ManagedArcadeDB(tmp_path_factory.mktemp("arcadedb")) as server:
-        yield StoreServer(server.uri, server.auth, server.database, server)
+        yield _named(StoreServer(server.uri, server.auth, server.database, server), pytestconfig)
+
+
+def _named(server: StoreServer, config: pytest.Config) -> StoreServer:
+    """``server`` with its Bolt agent, which the run's summary names."""
+    with server.connect() as store:
+        server.agent = store.server_agent()
+    config.stash[SERVER_KEY] = f"{server.agent} at {server.uri}"
+    return server
 
 
 @pytest.fixture
@@ -52,3 +87,30 @@ def store(store_server: StoreServer) -> Iterator[GraphStore]:
     with store_server.connect() as graph_store:
         graph_store.clear()
         yield graph_store
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skips, with the reason, what the session's store server cannot run (module docstring)."""
+    on_neo4j_uri = bool(os.environ.get("NEO4J_URI"))
+    for item in items:
+        if on_neo4j_uri and item.get_closest_marker("managed"):
+            item.add_marker(pytest.mark.skip(reason=MANAGED_ONLY))
+        if not on_neo4j_uri and item.get_closest_marker("neo4j"):
+            item.add_marker(pytest.mark.skip(reason=NEEDS_NEO4J))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """One line: the server the store tests ran on and how many passed, failed, were skipped."""
+    server = config.stash.get(SERVER_KEY, None)
+    if server is None:
+        return
+    outcomes: Counter[str] = Counter()
+    seen: set[tuple[str, str]] = set()
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            if "store" in getattr(report, "keywords", {}) and (nodeid, outcome) not in seen:
+                seen.add((nodeid, outcome))
+                outcomes[outcome] += 1
+    counts = ", ".join(f"{outcomes[o]} {o}" for o in ("passed", "failed", "error", "skipped"))
+    terminalreporter.write_line(f"store tests on {server}: {counts}")

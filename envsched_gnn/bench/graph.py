@@ -14,6 +14,12 @@ recall@k_cross against the exact kNN on ``--recall-sample`` random targets, the 
 this process, of the store's server and of all the run's processes together (sampled by a
 watchdog that stops the run at ``--max-memory-gib``), the disk the store and the pool take,
 and the ingest rates.
+
+``--store managed URI`` builds each size into both, one after the other, from the same pool
+on disk: a fresh managed ArcadeDB (its first build through ArcadeDB's importer) and the server
+at URI (an empty database, written through Bolt in batched ``UNWIND`` transactions and emptied
+again afterwards). For a server on this machine its memory is that of the process listening
+on the URI's port; its disk is not measured, and the watchdog does not count it.
 """
 
 from __future__ import annotations
@@ -74,6 +80,14 @@ class GraphBenchArgs:
     max_memory_gib: float | None = None
     """Stop the run, with a message, when this process and the processes it started (workers,
     the store's server) hold more resident memory than this (default: 90% of the machine's)."""
+    stores: list[str] | None = None
+    """Stores each size is built into, one after the other: 'managed' (a new managed ArcadeDB
+    folder) and/or a bolt:// or neo4j:// URI of an empty database (credentials from
+    NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE), emptied again after it is measured (default:
+    managed)."""
+
+
+MANAGED = "managed"
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:
@@ -140,17 +154,17 @@ def cross_recall(graph, q: np.ndarray, group: np.ndarray, k: int, sample: int, s
     return sum(pair in have for pair in wanted) / max(len(wanted), 1)
 
 
-def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
-    """Every phase at one pool size (see the module docstring)."""
-    from envsched_gnn.bench.scheduler import time_steps
+def bench_size(
+    args: argparse.Namespace, num_tasks: int, folder: Path, store_spec: str = MANAGED
+) -> dict:
+    """Every phase at one pool size, into the store ``store_spec`` (see the module docstring)."""
     from envsched_gnn.envs.pool_stream import PoolStream
-    from envsched_gnn.graph_build.cross import distinct_groups
-    from envsched_gnn.graph_build.embeddings import EmbeddingConfig, fixed_point
+    from envsched_gnn.graph_build.embeddings import EmbeddingConfig
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.growth import stored_abstracts
     from envsched_gnn.graph_store.stream import stream_build
 
-    out: dict = {"tasks": num_tasks}
+    out: dict = {"tasks": num_tasks, "store": "arcadedb" if store_spec == MANAGED else "uri"}
     started = time.perf_counter()
     pool = PoolStream(_pool_on_disk(args, num_tasks, folder))
     out["pool_s"] = time.perf_counter() - started
@@ -161,6 +175,8 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         embedding=EmbeddingConfig(show_progress=args.progress),
     )
     phases: dict[str, float] = {}
+    if store_spec != MANAGED:
+        return _bench_uri_store(args, store_spec, pool, config, out)
     root = Path(args.store_dir) if args.store_dir else folder
     store_folder = root / f"store-{num_tasks}-{args.tasks_per_env}-{args.seed}"
     with open_store(store_folder) as store, peak_disk(store_folder) as disk:
@@ -191,6 +207,58 @@ def bench_size(args: argparse.Namespace, num_tasks: int, folder: Path) -> dict:
         if args.add_env_tasks:
             out["add_env_s"] = _add_one_environment(args, store, graph, config)
     out["peak_disk_mib"] = disk["peak"] / (1 << 20)  # the import file and the database
+    return _graph_numbers(args, pool, config, graph, abstracts, phases, out)
+
+
+def _bench_uri_store(
+    args: argparse.Namespace, uri: str, pool, config: GraphConfig, out: dict
+) -> dict:
+    """:func:`bench_size` into the empty database at ``uri``, emptied again afterwards."""
+    from envsched_gnn.bench.listener import server_pid
+    from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.graph_store.errors import StoreError
+    from envsched_gnn.graph_store.stream import stream_build
+
+    phases: dict[str, float] = {}
+    with open_store(uri) as store:
+        held = {label: store.count_nodes(label) for label in ("Environment", "Task", "Abstract")}
+        if any(held.values()):
+            raise StoreError(
+                f"bench graph --store {uri}: the database holds {held}; the bench needs an "
+                "empty one (it writes a graph there and deletes it afterwards)"
+            )
+        out["store"] = "arcadedb" if "ArcadeDB" in store.server_agent() else "neo4j"
+        pid = server_pid(uri)
+        if pid is not None:
+            reset_peak_rss(pid)
+        reset_peak_rss()
+        try:
+            started = time.perf_counter()
+            built = stream_build(store, pool, config, chunk=args.chunk, phases=phases)
+            out["build_store_s"] = time.perf_counter() - started
+            started = time.perf_counter()
+            graph = store.read_graph()  # no snapshot beside a server: read from the store
+            out["read_back_s"] = out["store_read_s"] = time.perf_counter() - started
+            if sorted(graph.edge_rows()) != sorted(built.graph.edge_rows()):
+                raise AssertionError("the store holds another graph than the one built")
+            out["peak_rss_mib"] = peak_rss_mib()
+            out["server_peak_rss_mib"] = peak_rss_mib(pid) if pid is not None else float("nan")
+            if args.add_env_tasks:
+                out["add_env_s"] = _add_one_environment(args, store, graph, config)
+        finally:
+            store.clear()
+    return _graph_numbers(args, pool, config, graph, built.node_abstracts, phases, out)
+
+
+def _graph_numbers(
+    args: argparse.Namespace, pool, config: GraphConfig, graph, abstracts, phases: dict, out: dict
+) -> dict:
+    """The numbers of a built graph beside its store's: sizes, rates, recall, one step."""
+    from envsched_gnn.bench.scheduler import time_steps
+    from envsched_gnn.graph_build.cross import distinct_groups
+    from envsched_gnn.graph_build.embeddings import fixed_point
+
+    num_tasks = out["tasks"]
     out["pool_disk_mib"] = folder_bytes(pool.path.parent) / (1 << 20)
     out.update({f"{name}_s": seconds for name, seconds in phases.items()})
     edges = sum(len(e) for e in graph.edges.values())
@@ -233,6 +301,7 @@ def _add_one_environment(args, store, graph, config) -> float:
 
 
 COLUMNS = (  # (result key, header, width, format)
+    ("store", "store", 8, "s"),
     ("tasks", "tasks", 9, "d"),
     ("edges", "edges", 10, "d"),
     ("distinct_abstracts", "distinct", 9, "d"),
@@ -261,6 +330,8 @@ def _cell(value, width: int, spec: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     import torch
 
+    from envsched_gnn.graph_store.errors import StoreError
+
     torch.set_num_threads(args.threads)
     sizes = args.tasks or [10_000]
     if min(sizes) < 64:
@@ -270,15 +341,19 @@ def _run(args: argparse.Namespace) -> int:
     print(" ".join(f"{header:>{width}}" for _, header, width, _ in COLUMNS))
     with tempfile.TemporaryDirectory(prefix="bench-graph-") as folder:
         for n in sizes:
-            try:
-                with memory_watchdog(limit) as memory:
-                    r = bench_size(args, n, Path(folder))
-            except MemoryLimitExceeded as stopped:
-                print(f"--tasks {n}: {stopped}")
-                return 1
-            r["tree_peak_rss_mib"] = memory.peak / (1 << 20)
-            print(" ".join(_cell(r.get(key), width, spec) for key, _, width, spec in COLUMNS))
-            print(json.dumps(r), flush=True)
+            for store in args.stores or [MANAGED]:
+                try:
+                    with memory_watchdog(limit) as memory:
+                        r = bench_size(args, n, Path(folder), store)
+                except MemoryLimitExceeded as stopped:
+                    print(f"--tasks {n} --store {store}: {stopped}")
+                    return 1
+                except StoreError as error:
+                    print(f"error: {error}")
+                    return 1
+                r["tree_peak_rss_mib"] = memory.peak / (1 << 20)
+                print(" ".join(_cell(r.get(key), width, spec) for key, _, width, spec in COLUMNS))
+                print(json.dumps(r), flush=True)
     return 0
 
 
@@ -298,6 +373,9 @@ def register(groups: dict) -> None:
         fields=[
             *("chunk", "recall_sample", "seed", "threads", "progress"),
             *("pool_dir", "store_dir", "store_read", "add_env_tasks", "max_memory_gib"),
+            "stores",
         ],
+        flags={"stores": "--store"},
+        metavars={"stores": "STORE"},
     )
     p.set_defaults(func=_run)

@@ -53,8 +53,15 @@ def connect_store(
     import neo4j
 
     try:
+        # the project's own statements read properties a store may not hold yet (an empty
+        # store's Abstract.text): Neo4j would send a warning for each, which the driver logs
+        # on stderr; store query asks for them again (StoreConnection.run_statement)
         driver = neo4j.GraphDatabase.driver(
-            uri, auth=auth, connection_timeout=10.0, max_transaction_retry_time=retry_time
+            uri,
+            auth=auth,
+            connection_timeout=10.0,
+            max_transaction_retry_time=retry_time,
+            notifications_min_severity="OFF",
         )
     except (ValueError, neo4j.exceptions.ConfigurationError) as error:
         raise StoreError(f"invalid store URI {uri!r}: {error}") from error

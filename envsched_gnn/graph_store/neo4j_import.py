@@ -12,8 +12,11 @@ row of each file is the documented one (``id:ID(Task)``, ``:START_ID(Task)``,
 ``--multiline-fields=true``), arrays ``;``-delimited, a missing property an empty unquoted
 field. The uniqueness constraints are created when the store is first opened after the import.
 
-It cannot run here: there is no Neo4j server or ``neo4j-admin`` on this machine. What is
-tested is the files it writes (``tests/graph_store/test_neo4j_import.py``).
+It is for a database that does not exist yet or is stopped (``neo4j-admin`` refuses a
+running one); a running server is written through Bolt in batched ``UNWIND`` transactions
+(:mod:`~envsched_gnn.graph_store.stream`). Tested with Neo4j's own importer of the version
+``tools/neo4j-server`` pins (``tools/neo4j-server/neo4j-admin``): the store then reads back
+the graph, tasks and embeddings that were built (``tests/graph_store/test_neo4j_import.py``).
 """
 
 from __future__ import annotations
@@ -93,9 +96,12 @@ def import_command(folder: Path, database: str = "neo4j") -> str:
     edges = " ".join(
         f"--relationships={folder / name}" for name in ("in_env.csv", "within.csv", "cross.csv")
     )
+    # the importer's report of skipped entries goes beside the files, not into the caller's
+    # working directory
     return (
         f"neo4j-admin database import full {nodes} {edges} --multiline-fields=true "
-        f"--array-delimiter=';' --overwrite-destination=true {database}"
+        f"--array-delimiter=';' --overwrite-destination=true "
+        f"--report-file={folder / 'import.report'} {database}"
     )
 
 
@@ -140,7 +146,8 @@ class Neo4jImportFiles:
         build = uuid.uuid4().hex
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         marker = [queries.GRAPH_BUILD, build, "complete", started, now]
-        self._row("graph_build.csv", [*marker, *(counts[n] for n in ("tasks", *RELATIONS))])
+        counted = [counts[n] for n in ("tasks", *RELATIONS)]
+        self._row("graph_build.csv", [*marker, *counted, "GraphBuild"])
         for handle in self.files.values():
             handle.close()
         script = self.folder / "import.sh"

@@ -23,14 +23,25 @@ formatting.
 
 from __future__ import annotations
 
-CONSTRAINTS = (
-    "CREATE CONSTRAINT environment_id IF NOT EXISTS FOR (e:Environment) REQUIRE e.id IS UNIQUE",
-    "CREATE CONSTRAINT task_id IF NOT EXISTS FOR (t:Task) REQUIRE t.id IS UNIQUE",
-    "CREATE CONSTRAINT abstract_key IF NOT EXISTS FOR (a:Abstract) REQUIRE a.key IS UNIQUE",
-    "CREATE CONSTRAINT observation_key IF NOT EXISTS FOR (o:Observation) REQUIRE o.key IS UNIQUE",
-    "CREATE CONSTRAINT prediction_key IF NOT EXISTS FOR (p:Prediction) REQUIRE p.key IS UNIQUE",
-    "CREATE CONSTRAINT graph_build_id IF NOT EXISTS FOR (b:GraphBuild) REQUIRE b.id IS UNIQUE",
-)
+CONSTRAINTS = {  # name -> statement; the only schema the store needs (README "The store")
+    "environment_id": (
+        "CREATE CONSTRAINT environment_id IF NOT EXISTS FOR (e:Environment) REQUIRE e.id IS UNIQUE"
+    ),
+    "task_id": "CREATE CONSTRAINT task_id IF NOT EXISTS FOR (t:Task) REQUIRE t.id IS UNIQUE",
+    "abstract_key": (
+        "CREATE CONSTRAINT abstract_key IF NOT EXISTS FOR (a:Abstract) REQUIRE a.key IS UNIQUE"
+    ),
+    "observation_key": (
+        "CREATE CONSTRAINT observation_key IF NOT EXISTS "
+        "FOR (o:Observation) REQUIRE o.key IS UNIQUE"
+    ),
+    "prediction_key": (
+        "CREATE CONSTRAINT prediction_key IF NOT EXISTS FOR (p:Prediction) REQUIRE p.key IS UNIQUE"
+    ),
+    "graph_build_id": (
+        "CREATE CONSTRAINT graph_build_id IF NOT EXISTS FOR (b:GraphBuild) REQUIRE b.id IS UNIQUE"
+    ),
+}
 SHOW_CONSTRAINTS = "SHOW CONSTRAINTS"
 
 MERGE_ENVIRONMENTS = """

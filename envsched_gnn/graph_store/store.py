@@ -63,11 +63,26 @@ class GraphStore(StoreConnection):
         """The graph snapshot beside a managed store (:mod:`.snapshot`); None for a remote one."""
         return self.server.folder / SNAPSHOT_FILE if self.server is not None else None
 
-    def ensure_constraints(self) -> None:
-        """Create the uniqueness constraints (``IF NOT EXISTS``) of ``queries.CONSTRAINTS``."""
-        for statement in queries.CONSTRAINTS:
-            with self._loud(), self.driver.session(database=self.database) as session:
-                session.run(statement).consume()
+    def ensure_constraints(self) -> list[str]:
+        """Create the uniqueness constraints of ``queries.CONSTRAINTS`` that the store lacks
+        (``IF NOT EXISTS``); returns their names. Only missing ones are sent, so a user without
+        the right to create constraints (Neo4j Enterprise's roles) works once an administrator
+        has created them; a refusal names the statements to run."""
+        from neo4j.exceptions import Forbidden
+
+        present = {row["name"] for row in self.constraints()}
+        missing = [name for name in queries.CONSTRAINTS if name not in present]
+        for name in missing:
+            try:
+                with self._loud(), self.driver.session(database=self.database) as session:
+                    session.run(queries.CONSTRAINTS[name]).consume()
+            except Forbidden as error:
+                statements = "; ".join(queries.CONSTRAINTS[n] for n in missing)
+                raise StoreError(
+                    f"the store at {self.where} refused to create constraint {name!r} "
+                    f"({error.message}); have an administrator run: {statements}"
+                ) from error
+        return missing
 
     def constraints(self) -> list[dict]:
         with self._loud(), self.driver.session(database=self.database) as session:

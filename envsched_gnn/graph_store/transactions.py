@@ -28,7 +28,9 @@ SCHEMA_COMMAND = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 """A schema or administration command: it changes the store outside any transaction (a
-rollback does not undo it; measured on ArcadeDB: ``CREATE INDEX`` survives one)."""
+rollback does not undo it on ArcadeDB: ``CREATE INDEX`` survives one there, not on Neo4j)."""
+READ_ONLY_REFUSAL = "Neo.ClientError.Statement.AccessMode"
+"""Neo4j's answer to a write in a read transaction (ArcadeDB runs the write)."""
 
 
 @dataclass
@@ -40,6 +42,8 @@ class StatementResult:
     """The driver's records (``neo4j.Record``), in the order the server sent them."""
     updates: dict[str, int]
     """The summary's non-zero update counters (``nodes_created``...); empty for a read."""
+    changed: bool = False
+    """The summary says the statement changed the store (or the system database)."""
 
 
 def chunks(rows: Sequence, size: int = CHUNK) -> Iterator[Sequence]:
@@ -79,6 +83,12 @@ class StoreConnection:
     def where(self) -> str:
         """The store as the user named it: the managed folder, or the URI."""
         return str(self.server.folder) if self.server is not None else self.uri
+
+    def server_agent(self) -> str:
+        """What the server calls itself on Bolt: ``Neo4j/5.26.30``, or ArcadeDB's
+        ``Neo4j/5.26.0 compatible (ArcadeDB 26.10.2)``."""
+        with self._loud():
+            return str(self.driver.get_server_info().agent)
 
     def _raise_if_dead(self, patience_s: float = 0.0) -> None:
         """Raises the managed server's death (naming its log), waiting up to ``patience_s``
@@ -162,15 +172,20 @@ class StoreConnection:
     def run_statement(
         self, cypher: str, parameters: Mapping[str, Any], *, write: bool = False
     ) -> StatementResult:
-        """Run one statement a person wrote (``store query``) in an explicit transaction.
+        """Run one statement a person wrote (``store query``).
 
         Read-only unless ``write``: a schema or administration command is refused before it is
-        sent, and any other statement runs in a read transaction that is always rolled back; if
-        the server reports that it changed something, a :class:`StoreError` says what, and
-        nothing stays written. With ``write`` the transaction is committed. The server's own
-        errors (bad Cypher, a missing ``$parameter``) propagate as the driver raises them.
+        sent, and any other statement runs in a read transaction that is always rolled back. A
+        statement that writes is then a :class:`StoreError` and nothing stays written, on either
+        server: Neo4j refuses the write itself (``Neo.ClientError.Statement.AccessMode``), ArcadeDB
+        runs it and reports what it changed, which the rollback undoes. With ``write`` the
+        statement runs in an auto-commit transaction, as cypher-shell runs it: Neo4j allows
+        neither a schema command after a write nor ``CALL {...} IN TRANSACTIONS`` in an explicit
+        one. The server's other errors (bad Cypher, a missing ``$parameter``) propagate as the
+        driver raises them.
         """
         import neo4j
+        from neo4j.exceptions import ClientError
 
         if not write and SCHEMA_COMMAND.match(cypher):
             raise StoreError(
@@ -180,29 +195,32 @@ class StoreConnection:
         mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
         with (
             self._loud(),
-            self.driver.session(database=self.database, default_access_mode=mode) as session,
-            session.begin_transaction() as tx,
+            # a person's statement gets the server's warnings (a misspelt label or property)
+            self.driver.session(
+                database=self.database,
+                default_access_mode=mode,
+                notifications_min_severity="WARNING",
+            ) as session,
         ):
-            result = tx.run(cypher, dict(parameters))
-            records = list(result)
-            keys = list(result.keys())
-            counters = result.consume().counters
-            updates = {
-                name: value
-                for name, value in vars(counters).items()
-                if isinstance(value, int) and not isinstance(value, bool) and value
-            }
-            changed = counters.contains_updates or counters.contains_system_updates
             if write:
-                tx.commit()
-            else:
-                tx.rollback()
-                if changed:
+                return _statement_result(session.run(cypher, dict(parameters)))
+            with session.begin_transaction() as tx:
+                try:
+                    result = _statement_result(tx.run(cypher, dict(parameters)))
+                except ClientError as error:
+                    if error.code != READ_ONLY_REFUSAL:
+                        raise
                     raise StoreError(
-                        f"the statement writes ({_counts(updates)}); it was rolled back and "
-                        "nothing was written. Pass --write to write"
-                    )
-        return StatementResult(keys, records, updates)
+                        "the statement writes (the server refused to write in a read "
+                        "transaction); nothing was written. Pass --write to write"
+                    ) from error
+                tx.rollback()
+        if result.updates or result.changed:
+            raise StoreError(
+                f"the statement writes ({_counts(result.updates)}); it was rolled back and "
+                "nothing was written. Pass --write to write"
+            )
+        return result
 
     def write_rows(self, cypher: str, rows: Sequence[Mapping], *, chunk: int = CHUNK) -> None:
         """``UNWIND $rows`` write, one transaction per chunk (each MERGE-idempotent)."""
@@ -212,6 +230,20 @@ class StoreConnection:
 
         for part in chunks(list(rows), chunk):
             self.write(work, part)
+
+
+def _statement_result(result) -> StatementResult:
+    """Every record of a driver ``Result``, its columns and what it changed."""
+    records = list(result)
+    keys = list(result.keys())
+    counters = result.consume().counters
+    updates = {
+        name: value
+        for name, value in vars(counters).items()
+        if isinstance(value, int) and not isinstance(value, bool) and value
+    }
+    changed = counters.contains_updates or counters.contains_system_updates
+    return StatementResult(keys, records, updates, changed)
 
 
 def _counts(updates: Mapping[str, int]) -> str:

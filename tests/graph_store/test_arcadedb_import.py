@@ -32,9 +32,8 @@ def stored(store) -> dict:
 
 @pytest.mark.slow  # a graph written into the store twice
 @pytest.mark.store
+@pytest.mark.managed
 def test_bulk_first_build_equals_batched_build(store_server, embedder) -> None:
-    if store_server.managed is None:
-        pytest.skip("the bulk path is the managed ArcadeDB's importer")
     pool = with_repeating_abstracts(small_pool(4, 6, seed=7))
     pool.tasks[0] = type(pool.tasks[0])(**{**vars(pool.tasks[0]), "abstract": 'quote " ü \n'})
     pool = type(pool)(pool.envs, pool.tasks)

@@ -42,6 +42,7 @@ def test_open_store_uri_needs_password_from_environment(monkeypatch) -> None:
 
 
 @pytest.mark.slow  # a managed server started twice
+@pytest.mark.managed
 def test_observations_survive_a_restart_of_the_managed_server(tmp_path) -> None:
     folder = tmp_path / "store"
     with open_store(folder) as first:

@@ -93,14 +93,21 @@ def test_add_environment_in_the_store_equals_rebuild_and_keeps_history(
 
 
 @pytest.mark.store
-@pytest.mark.slow  # three CLI runs, each starting its own server and encoder: about 40 s
-def test_graph_commands_build_export_and_add_a_second_pool(store_server, tmp_path, capsys) -> None:
-    if store_server.managed is None:
-        pytest.skip("the commands open their own managed store folder")
+@pytest.mark.slow  # three CLI runs, each starting its own encoder (and managed server)
+def test_graph_commands_build_export_and_add_a_second_pool(
+    store, store_server, tmp_path, capsys, monkeypatch
+) -> None:
+    """On the managed default the commands open a folder of their own (the first build goes
+    through ArcadeDB's importer); on Neo4j, the session's server (batched UNWIND writes)."""
     first, second = tmp_path / "first", tmp_path / "second"
     save_pool(sub_pool(POOL, {"env0-book", "env1-patient"}), first)
     save_pool(sub_pool(POOL, {"env2-order", "env3-flight"}), second)
     folder = str(tmp_path / "store")
+    if store_server.managed is None:
+        monkeypatch.setenv("NEO4J_USER", store_server.auth[0])
+        monkeypatch.setenv("NEO4J_PASSWORD", store_server.auth[1])
+        monkeypatch.setenv("NEO4J_DATABASE", store_server.database)
+        folder = store_server.uri
     assert main(["graph", "build", "--pool", str(first), "--store", folder, "--k-cross", "4"]) == 0
     assert "60 within edges" in capsys.readouterr().out
     assert (

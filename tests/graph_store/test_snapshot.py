@@ -25,8 +25,6 @@ def rows(graph) -> list:
 def managed_store(store_server):
     """A cleared store that knows its managed server (so it keeps a snapshot)."""
     server = store_server.managed
-    if server is None:
-        pytest.skip("snapshots live beside a managed store")
     with connect_store(server.uri, server.auth, server.database, server=server) as store:
         store.clear()
         store.snapshot_path.unlink(missing_ok=True)
@@ -36,6 +34,7 @@ def managed_store(store_server):
 
 
 @pytest.mark.store
+@pytest.mark.managed
 def test_snapshot_equals_the_store_read(managed_store, embedder, config) -> None:
     built = stream_build(managed_store, POOL, config, embedder=embedder)
     path = managed_store.snapshot_path
@@ -52,6 +51,7 @@ def test_snapshot_equals_the_store_read(managed_store, embedder, config) -> None
 
 
 @pytest.mark.store
+@pytest.mark.managed
 def test_a_stale_snapshot_is_refused(managed_store, embedder, config, tmp_path) -> None:
     first = sub_pool(POOL, {"env0-book", "env1-patient", "env2-order"})
     stream_build(managed_store, first, config, embedder=embedder)

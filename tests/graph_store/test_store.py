@@ -35,7 +35,10 @@ def handmade_graph() -> TaskGraph:
 
 
 def test_constraints_created_if_not_exists(store: GraphStore) -> None:
-    store.ensure_constraints()
+    assert store.ensure_constraints() == []  # the store's opening created them all
+    with store.driver.session(database=store.database) as session:
+        session.run("DROP CONSTRAINT task_id IF EXISTS").consume()
+    assert store.ensure_constraints() == ["task_id"]  # only a missing one is sent
     unique = {(tuple(c["labelsOrTypes"]), tuple(c["properties"])) for c in store.constraints()}
     for label, prop in (("Environment", "id"), ("Task", "id"), ("Observation", "key")):
         assert ((label,), (prop,)) in unique

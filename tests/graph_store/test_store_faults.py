@@ -30,7 +30,7 @@ from envsched_gnn.observations import Observation
 from envsched_gnn.training.observation_sink import ObservationSink, StoreWriter
 from tests.envs.handmade_pool import handmade_pool
 
-pytestmark = pytest.mark.store
+pytestmark = [pytest.mark.store, pytest.mark.managed]
 
 SECRET = "hunter2-do-not-leak"
 

@@ -24,10 +24,9 @@ def step_observations(pool, step: int) -> list[Observation]:
 
 
 @pytest.mark.slow  # waits out a store that is down
+@pytest.mark.managed  # stops and restarts the session's server
 def test_store_down_for_a_step_then_every_observation_lands_once(store, store_server):
     managed = store_server.managed
-    if managed is None:
-        pytest.skip("stopping the server needs the managed ArcadeDB (NEO4J_URI is set)")
     pool = handmade_pool()
     store.write_pool(pool)
 
