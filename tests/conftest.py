@@ -1,7 +1,7 @@
 """Shared fixtures: the real graph store server for the Bolt/Cypher tests.
 
-Bolt/Cypher tests run against ArcadeDB: one managed ArcadeDB server (the embedded
-default, a real Java child process speaking Bolt) is started per test session in a
+Bolt/Cypher tests run against ArcadeDB: one managed ArcadeDB server (the
+default store, a real Java child process speaking Bolt) is started per test session in a
 temporary folder. When ``NEO4J_URI`` is set (with ``NEO4J_USER`` / ``NEO4J_PASSWORD``
 / ``NEO4J_DATABASE``), the same tests run against that server instead
 (``scripts/with_neo4j.sh`` starts a real Neo4j and sets them).

@@ -34,7 +34,7 @@ def _commands() -> list[list[str]]:
     return [list(argv) for argv in PARSERS]
 
 
-def test_the_issue_commands_are_all_registered():
+def test_the_documented_commands_and_groups_are_registered():
     commands = {" ".join(c) for c in _commands()}
     expected = {
         "run", "predict", "explain", "select",

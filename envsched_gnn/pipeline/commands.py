@@ -33,9 +33,10 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         "run",
         help="the main job: pool, graph, SFT, GRPO with EnvSched vs random, evaluation, report",
         description=(
-            "On the embedded default store: generate the demo pool, build the graph, SFT warm "
-            "start, then GRPO with each scheduler at the same rollout budget from the same SFT "
-            "policy, held-out evaluation, and a report folder reports/<run>/."
+            "On the default store (a managed local ArcadeDB server): generate the demo pool, "
+            "build the graph, SFT warm start, then GRPO with each scheduler at the same rollout "
+            "budget from the same SFT policy, held-out evaluation, and a report folder "
+            "reports/<run>/."
         ),
     )
     add_config_flags(

@@ -1,7 +1,8 @@
 """The main job (``envsched-gnn run``): does EnvSched pay, on this machine, at equal rollouts?
 
 1. generate the built-in pool (``pool/`` in the run folder);
-2. write it to the graph store (the embedded default ``.envsched/store`` unless ``--store``),
+2. write it to the graph store (the default managed local ArcadeDB server in
+   ``.envsched/store`` unless ``--store``),
    build the dual-relation graph into the store and read it back from there;
 3. SFT warm start of the policy (the built-in one, or ``--model PATH``); for the built-in
    policy and a preset with a start recipe, the start that is sometimes right is made from it
@@ -43,7 +44,7 @@ class RunOptions:
     out: str | None = None
     """Report folder (default ``reports/<run>``)."""
     store: str = DEFAULT_STORE
-    """Graph store: a folder (embedded default) or a Bolt URI."""
+    """Graph store: a folder (the default managed local ArcadeDB server) or a Bolt URI."""
     reset_store: bool = False
     """Clear a store that is not the default one before writing (the default one always is)."""
     steps: int | None = None
