@@ -1,4 +1,4 @@
-"""Writing a JSON file atomically: readers see the old file or the new one, never a torn one."""
+"""Writing a file atomically: readers see the old file or the new one, never a torn one."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 def write_json_atomically(
@@ -27,15 +28,26 @@ def write_json_atomically(
     leaves ``path`` as it was. With ``non_finite_as_null`` a NaN or infinite float (an
     undefined score) is written as ``null``; otherwise as ``json`` writes it (``NaN``).
     """
-    path = Path(path)
     if non_finite_as_null:
         payload = _non_finite_as_null(payload)
+
+    def write(stream: TextIO) -> None:
+        json.dump(payload, stream, indent=indent, ensure_ascii=ensure_ascii)
+        stream.write("\n")
+
+    return write_text_atomically(path, write)
+
+
+def write_text_atomically(path: str | Path, write: Callable[[TextIO], None]) -> Path:
+    """Call ``write`` on a UTF-8 text stream of a temporary file beside ``path``, then rename
+    the file over ``path``; returns the path. The guarantees of :func:`write_json_atomically`
+    hold (parent created, umask mode, ``path`` unchanged on any failure)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(payload, stream, indent=indent, ensure_ascii=ensure_ascii)
-            stream.write("\n")
+            write(stream)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)

@@ -22,10 +22,12 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.json_files import write_text_atomically
 
 DISPERSION_FLOOR = 0.01
 SMALL_GROUPS = ("reject", "ignore")
@@ -153,10 +155,14 @@ def _parse_history_line(line: str, path: Path, line_no: int) -> Observation:
 
 
 def write_history(path: str | Path, observations: Iterable[Observation]) -> None:
-    """Write observations as ``history.jsonl`` (one object per line, in the given order)."""
-    with Path(path).open("w", encoding="utf-8") as handle:
+    """Write observations as ``history.jsonl`` (one object per line, in the given order),
+    atomically: on any failure the file keeps what it held (a resume reads it)."""
+
+    def write(handle: TextIO) -> None:
         for observation in observations:
             handle.write(json.dumps(observation.to_json()) + "\n")
+
+    write_text_atomically(path, write)
 
 
 @dataclass(frozen=True)

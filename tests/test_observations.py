@@ -44,6 +44,21 @@ def test_bad_rewards_are_rejected_with_task_and_step(bad):
         Observation("t7", 3, tuple(bad))
 
 
+def test_a_failed_history_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "history.jsonl"
+    old = [Observation("a", 0, (0.0, 1.0))]
+    write_history(path, old)
+
+    def observations_that_fail_midway():
+        yield Observation("b", 1, (0.5, 0.5))
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_history(path, observations_that_fail_midway())
+    assert read_history(path) == old
+    assert [p.name for p in tmp_path.iterdir()] == ["history.jsonl"]
+
+
 def test_history_round_trip_and_line_errors(tmp_path):
     path = tmp_path / "history.jsonl"
     obs = [Observation("a", 0, (0.0, 1.0)), Observation("b", 1, (0.5, 0.5))]
