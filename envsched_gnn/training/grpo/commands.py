@@ -51,7 +51,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "--resume continues a run, also on a grown pool and graph (graph add-env): the "
             "scheduler keeps every observation and the new tasks join unobserved. "
             "Observations go to --store when given. With --devices > 1 (DDP) and the "
-            "embedded store, pass --graph (each process reads it). --temperature, "
+            "managed local store, pass --graph (each process reads it). --temperature, "
             "--max-turns and --max-new-tokens default to the policy's agent_config.json, "
             "else to AgentConfig's defaults."
         ),
