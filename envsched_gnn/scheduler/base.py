@@ -4,17 +4,20 @@ A training loop drives a scheduler like this::
 
     batch = scheduler.next_batch(step)            # B distinct task ids, before rollouts
     rewards = {task_id: [r_1..r_K] for task_id in batch}   # roll out K times each
-    kept = scheduler.filter_groups(step, rewards) # over-sampling baselines only (below)
+    selection = scheduler.filter_groups(step, rewards, final=last_step)
+    train_on(selection.update)                    # (step, task) groups; none: no update
     scheduler.observe(step, rewards)              # every group rolled out
     log(scheduler.metrics())
 
-Over-sampling baselines (DAPO-style dynamic sampling, ``over_samples = True``) return more
-than B tasks from ``next_batch``; after the rollouts, ``filter_groups(step, rewards)``
-returns the kept task ids (at most B, zero-variance groups dropped) and counts every
-rollout spent, the discarded ones included. For the other schedulers ``filter_groups``
-keeps every task. Calling ``next_batch`` again for the same step recomputes that step's
-batch from the same state (same result); tie-breaking and sampling draw from a generator
-seeded by ``(seed, step)``, so a restored scheduler continues identically.
+Over-sampling baselines (DAPO's dynamic sampling, ``over_samples = True``) return more than
+B tasks from ``next_batch``; after the rollouts, ``filter_groups`` drops the zero-variance
+groups, may keep groups pending across steps until B have accumulated, and counts every
+rollout spent, the discarded ones included (:mod:`~envsched_gnn.scheduler.groups` says what
+a selection holds; ``final`` marks the last step of the run). For the other schedulers
+``filter_groups`` trains every group of the step at once. Calling ``next_batch`` again for
+the same step recomputes that step's batch from the same state (same result); tie-breaking
+and sampling draw from a generator seeded by ``(seed, step)``, so a restored scheduler
+continues identically.
 
 Selection bookkeeping: the tasks returned by ``next_batch(s)`` count as selected at step
 s (c_i, C_e and the quota windows of spec section 5). :meth:`BaseScheduler.load_history`
@@ -40,6 +43,7 @@ import numpy as np
 
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
+from envsched_gnn.scheduler.groups import GroupSelection
 from envsched_gnn.scheduler.history import SelectionHistory
 from envsched_gnn.scheduler.metrics import batch_metrics
 
@@ -78,15 +82,18 @@ class Scheduler(Protocol):
     """B: the tasks of a step's update (an over-sampling scheduler may return more)."""
     last_batch: BatchInfo | None
     over_samples: bool
-    """True for over-sampling baselines (DAPO-style dynamic sampling): ``next_batch`` returns
-    more than B tasks and ``filter_groups`` chooses the groups that enter the update; False:
-    every group rolled out enters the update."""
+    """True for over-sampling baselines (DAPO's dynamic sampling): ``next_batch`` returns more
+    than B tasks and ``filter_groups`` chooses which groups enter which update (it keeps
+    state: ask it once per step, on one process); False: every group rolled out enters the
+    update of its step."""
 
     def next_batch(self, step: int) -> list[str]: ...
 
     def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None: ...
 
-    def filter_groups(self, step: int, rewards: Mapping[str, Sequence[float]]) -> list[str]: ...
+    def filter_groups(
+        self, step: int, rewards: Mapping[str, Sequence[float]], *, final: bool = False
+    ) -> GroupSelection: ...
 
     def state_dict(self) -> dict: ...
 
@@ -166,9 +173,12 @@ class BaseScheduler:
         if self.last_batch is not None and self.last_batch.step == step:
             self._last_rewards.update({t: list(r) for t, r in rewards.items()})
 
-    def filter_groups(self, step: int, rewards: Mapping[str, Sequence[float]]) -> list[str]:
-        """Task ids whose groups enter the update; all of them unless over-sampling."""
-        return list(rewards)
+    def filter_groups(
+        self, step: int, rewards: Mapping[str, Sequence[float]], *, final: bool = False
+    ) -> GroupSelection:
+        """The groups of step ``step``'s update: every group it rolled out (an over-sampling
+        scheduler overrides this); ``final``: the run's last step."""
+        return GroupSelection.every_group(step, rewards)
 
     def record_selection(self, step: int, task_ids: Iterable[str]) -> None:
         """Record that ``task_ids`` were selected at ``step`` (made by ``next_batch``)."""

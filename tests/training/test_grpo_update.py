@@ -6,6 +6,7 @@ once per step."""
 from __future__ import annotations
 
 import copy
+import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
@@ -14,12 +15,13 @@ import torch
 
 from envsched_gnn.training.grpo.batch import collate, policy_log_probs
 from envsched_gnn.training.grpo.config import GRPOConfig
-from envsched_gnn.training.grpo.module import EpisodeRecord
+from envsched_gnn.training.grpo.episodes import EpisodeRecord
 from envsched_gnn.training.grpo.objective import group_advantages
-from envsched_gnn.training.grpo.update import GRPOUpdate, UpdateHooks
+from envsched_gnn.training.grpo.update import UPDATE_METRICS, GRPOUpdate, UpdateHooks
 from tests.training.small_lm import float64_norms, group, small_model
 
 REWARDS = {"a": [1.0, 0.0, 0.0, 1.0], "b": [1.0, 1.0, 0.0, 1.0]}
+GROUPS = tuple(REWARDS.items())
 BUDGET = 40
 
 
@@ -28,11 +30,12 @@ def norms_in_float64(monkeypatch):
     float64_norms(monkeypatch)
 
 
-def step_episodes(model, on_policy: bool):
-    """The step's 2 x 4 episodes as (index, episode) and their records; ``on_policy``: the
-    rollout log-probabilities are the model's own (ratio 1)."""
+def step_episodes(model, on_policy: bool, groups=GROUPS):
+    """The update's 4 episodes per group of ``groups`` ((task_id, rewards), group g's
+    prompt and tokens drawn from seed g) as (index, episode) and their records;
+    ``on_policy``: the rollout log-probabilities are the model's own (ratio 1)."""
     episodes = []
-    for seed, task_id in enumerate(REWARDS):
+    for seed, (task_id, _) in enumerate(groups):
         for item in group(task_id, seed=seed, rows=4):
             episode = item.episode
             if on_policy:
@@ -46,7 +49,7 @@ def step_episodes(model, on_policy: bool):
         EpisodeRecord(
             index=index,
             task_id=episode.task_id,
-            reward=REWARDS[episode.task_id][index % 4],
+            reward=groups[index // 4][1][index % 4],
             tools=frozenset(),
             policy_tokens=int(episode.policy_mask.sum()),
         )
@@ -92,9 +95,13 @@ def test_on_policy_loss_is_the_token_weighted_advantage(aggregation, kept):
     update = GRPOUpdate(
         model, run, temperature=1.0, max_response_tokens=BUDGET, ref_policy=frozen(model)
     )
-    metrics = update(0, episodes, records, kept, plain_hooks(model))
-
+    # the update trains every group it is handed, numbered over its own groups
+    mine = [(i, e) for i, e in episodes if e.task_id in kept]
     ours = [r for r in records if r.task_id in kept]
+    first = ours[0].index
+    mine = [(i - first, e) for i, e in mine]
+    metrics = update(0, mine, [replace(r, index=r.index - first) for r in ours], plain_hooks(model))
+
     advantages = group_advantages(torch.tensor([r.reward for r in ours], dtype=torch.float64), 4)
     tokens = torch.tensor([float(r.policy_tokens) for r in ours], dtype=torch.float64)
     denominator = tokens.sum() if aggregation == "token_mean" else len(ours) * BUDGET
@@ -129,7 +136,7 @@ def test_micro_batches_add_up_to_the_mini_batch(aggregation):
         update = GRPOUpdate(
             model, run, temperature=0.7, max_response_tokens=BUDGET, ref_policy=frozen(model)
         )
-        metrics = update(3, episodes, records, ["a", "b"], plain_hooks(model))
+        metrics = update(3, episodes, records, plain_hooks(model))
         results.append((metrics, [p.detach().clone() for p in model.parameters()]))
     (one, one_weights), (whole, whole_weights) = results
     assert whole["train/kl"] > 0.0 and whole["train/approx_kl"] > 0.0
@@ -165,7 +172,68 @@ def test_each_pass_takes_mini_batches_steps_synchronised_once_each():
     # 4 episodes per task in micro-batches of at most 3: two micro-batches per mini-batch
     run = config(ppo_epochs=2, mini_batches=2, micro_batch_size=3)
     update = GRPOUpdate(model, run, temperature=1.0, max_response_tokens=BUDGET)
-    metrics = update(0, episodes, records, ["a", "b"], hooks)
+    metrics = update(0, episodes, records, hooks)
 
     assert metrics["train/optimizer_steps"] == 4.0 and schedule.last_epoch == 4
     assert calls == ["no_sync", "backward", "backward", "step"] * 4
+
+
+def test_two_groups_of_one_task_are_two_groups():
+    """DAPO's refill can train a task's group from one step with its group from a later step:
+    groups are ``index // K``, so the update (advantages, mini-batches) is the one of two
+    groups of different tasks."""
+    results = []
+    for second in ("a", "c"):
+        model = small_model()
+        groups = (("a", REWARDS["a"]), (second, REWARDS["b"]))
+        episodes, records = step_episodes(model, on_policy=False, groups=groups)
+        run = config(ppo_epochs=2, mini_batches=2, kl_coef=0.1)
+        update = GRPOUpdate(
+            model, run, temperature=1.0, max_response_tokens=BUDGET, ref_policy=frozen(model)
+        )
+        metrics = update(1, episodes, records, plain_hooks(model))
+        results.append((metrics, [p.detach().clone() for p in model.parameters()]))
+    (same, same_weights), (other, other_weights) = results
+    assert same["train/grad_norm"] > 0.0
+    for name in same:
+        assert same[name] == pytest.approx(other[name], rel=1e-9, abs=1e-12), name
+    for a, b in zip(same_weights, other_weights, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_a_step_without_an_update_changes_nothing():
+    """``idle``: after a real update (AdamW with weight decay, its moments set), weights,
+    moments, step counts and the learning-rate schedule stay as they are; the metrics are the
+    update's names, NaN; the optimiser wrapper is stepped ppo_epochs x mini_batches times,
+    which Lightning counts. A step on zero gradients, by contrast, would move the weights."""
+    model = small_model()
+    episodes, records = step_episodes(model, on_policy=False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.5)
+    stepped: list[int] = []
+    optimizer.register_step_post_hook(lambda *_: stepped.append(1))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: 1.0 / (n + 1))
+    hooks = plain_hooks(model, optimizer=optimizer, lr_scheduler=schedule)
+    update = GRPOUpdate(
+        model, config(ppo_epochs=2, mini_batches=2), temperature=1.0, max_response_tokens=BUDGET
+    )
+    trained = update(0, episodes, records, hooks)
+    weights = [p.detach().clone() for p in model.parameters()]
+    state = copy.deepcopy(optimizer.state_dict())
+    stepped.clear()
+
+    metrics = update.idle(hooks)
+
+    assert list(metrics) == list(trained) == list(UPDATE_METRICS)
+    assert all(math.isnan(value) for value in metrics.values())
+    assert len(stepped) == 4 and schedule.last_epoch == 4
+    for before, after in zip(weights, model.parameters(), strict=True):
+        assert torch.equal(before, after)
+    after = optimizer.state_dict()
+    assert after["param_groups"] == state["param_groups"]
+    for index, moments in state["state"].items():
+        for name, value in moments.items():
+            assert torch.equal(value, after["state"][index][name]), (index, name)
+    for parameter in model.parameters():
+        parameter.grad = torch.zeros_like(parameter)
+    optimizer.step()
+    assert not all(torch.equal(b, a) for b, a in zip(weights, model.parameters(), strict=True))

@@ -1,7 +1,13 @@
 """The ablation harness (``eval ablate``): EnvSched, its ablations and the baselines at one budget.
 
-Every scheduler gets the same rollout budget, steps x B x K rollouts; an over-sampling
-baseline (DAPO) spends its generation batch each step, so it takes fewer policy updates.
+Every scheduler gets the same rollout budget, steps x B x K rollouts, every rollout
+counted. An over-sampling baseline (DAPO's dynamic sampling,
+:mod:`~envsched_gnn.scheduler.baselines.dapo`) spends a generation batch of G > B tasks
+each step, drops the zero-variance groups and refills: a step whose groups with spread do
+not yet make B makes no update, and the last generation batch the budget allows trains
+whatever is pending; so it takes fewer policy updates. With either learner the groups of an
+update may come from several steps' batches, kept until then
+(:class:`~envsched_gnn.scheduler.groups.PendingGroups`).
 Two learners, one harness (graphs, jobs, aggregation, report and plots are shared):
 
 - ``--learner sim``: the SIMULATOR of :mod:`envsched_gnn.eval.simulator.simulate`, the same
@@ -21,9 +27,10 @@ simulator's jobs, then the summary and report.
 Per step the harness records the batch metrics of spec section 6 (``batch_metrics``; the
 environments are the pool's real ones, tools used = distinct (environment, tool) pairs of
 the selected tasks' reference solutions) over every group rolled out, and the downstream
-score (simulated expected reward on the held-out split) after the update. The budget step
-of a record is rollouts spent / (B K); the score at budget step T is the score after the
-last update that fits in T x B x K rollouts.
+score (simulated expected reward on the held-out split) after the update, if any
+(``trained_groups``: the groups it trained; DAPO's ``dapo/*`` counts). The budget step of a
+record is rollouts spent / (B K); the score at budget step T is the score after the last
+update that fits in T x B x K rollouts.
 
 Resumable: each run is written to ``out/per_seed/<name>/seed<s>.json`` as soon as it
 finishes, with the key of everything that determines it; a rerun of the same command reuses
@@ -84,10 +91,11 @@ from envsched_gnn.eval.ablation.report import write_ablation_report
 from envsched_gnn.eval.ablation.runs import FinishedRuns
 from envsched_gnn.eval.ablation.summary import summarise
 from envsched_gnn.eval.controls import PREDICTOR_CONTROLS, SHUFFLED_CONTROL, shuffled_pool
-from envsched_gnn.eval.simulator.simulate import LearnerSimulator, build_world
+from envsched_gnn.eval.simulator.simulate import LearnerSimulator, Rollouts, build_world
 from envsched_gnn.eval.simulator.world import SimulatorWorld
 from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
+from envsched_gnn.scheduler.groups import PendingGroups
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.workers import map_in_workers
@@ -188,6 +196,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
     observed = np.zeros(graph.num_tasks, bool)
     start = time.perf_counter()
     schedule_seconds = 0.0
+    pending: PendingGroups[Rollouts] = PendingGroups()
     while spent < budget:
         t0 = time.perf_counter()
         batch = scheduler.next_batch(step)
@@ -196,16 +205,20 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         truth = sim.expected_group_variance(on_graph) if predicts else None
         rollouts = sim.rollout(batch)
         rewards = rollouts.as_mapping(sim.world.task_ids)
-        kept = scheduler.filter_groups(step, rewards)
-        sim.update(rollouts, keep=kept)
-        scheduler.observe(step, rewards)
         spent += len(batch) * k
+        selection = scheduler.filter_groups(step, rewards, final=spent >= budget)
+        groups = {task_id: rollouts.subset(np.array([row])) for row, task_id in enumerate(rewards)}
+        trained = pending.settle(step, groups, selection)
+        if trained:
+            sim.update(Rollouts.concat(trained))
+        scheduler.observe(step, rewards)
         tools = len(set().union(*(tools_of[t] for t in batch)))
         record = {"step": step, "budget_step": spent / (cfg.batch_size * k), "score": sim.score()}
         record.update(batch_metrics(rewards, env_of, tools))
         record.update(prediction_quality(scheduler, graph, rewards, truth, observed))
         observed[[graph.index[t] for t in rewards]] = True
-        record["trained_groups"] = len(kept)
+        record["trained_groups"] = len(selection.update)
+        record.update(selection.metrics)
         records.append(record)
         step += 1
     return {

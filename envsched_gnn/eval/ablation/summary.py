@@ -83,7 +83,10 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
             "seeds": [r["seed"] for r in group],
             "score": score,
             "metrics": metrics,
-            "updates": over_seeds([len(r["records"]) - 1 for r in group]),
+            # a record is a step's batch; DAPO's steps that only refill train no group
+            "updates": over_seeds(
+                [sum(rec["trained_groups"] > 0 for rec in r["records"][1:]) for r in group]
+            ),
             "rollouts": group[0]["rollouts"],
             "wall_s": over_seeds([r["wall_s"] for r in group]),
             "schedule_s_per_step": over_seeds(

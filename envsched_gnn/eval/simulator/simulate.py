@@ -131,6 +131,20 @@ class Rollouts:
             None if self.wrong is None else self.wrong[rows],
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence[Rollouts]) -> Rollouts:
+        """The groups of ``parts`` in order (groups of several steps' rollouts trained in one
+        update); the slot axis of every part is the world's Lmax."""
+        wrong = [p.wrong for p in parts]
+        return cls(
+            np.concatenate([p.tasks for p in parts]),
+            np.concatenate([p.success for p in parts]),
+            np.concatenate([p.attempted for p in parts]),
+            np.concatenate([p.prob for p in parts]),
+            np.concatenate([p.rewards for p in parts]),
+            None if any(w is None for w in wrong) else np.concatenate(wrong),
+        )
+
     def as_mapping(self, task_ids: Sequence[str]) -> dict[str, list[float]]:
         """``{task_id: [r_1..r_K]}``, the form schedulers observe."""
         return {task_ids[t]: row.tolist() for t, row in zip(self.tasks, self.rewards, strict=True)}
@@ -224,18 +238,12 @@ class LearnerSimulator:
         residual = np.where(rollouts.attempted, rollouts.success - rollouts.prob, 0.0)
         return np.einsum("gk,gkl->gl", advantage, residual) / rollouts.rewards.shape[1]
 
-    def update(
-        self, rollouts: Rollouts, keep: Sequence[str] | None = None
-    ) -> dict[str, np.ndarray]:
-        """Apply one GRPO-like skill update from the groups trained on (all, or those in ``keep``).
+    def update(self, rollouts: Rollouts) -> dict[str, np.ndarray]:
+        """Apply one GRPO-like skill update from the groups trained on (``rollouts``, of one
+        step or, DAPO's refill, of several: :meth:`Rollouts.concat`).
 
         Returns the skill increments before decay (``env``, ``op``, ``task``).
         """
-        if keep is not None:
-            wanted = set(self.indices(keep).tolist())
-            rollouts = rollouts.subset(
-                np.array([t in wanted for t in rollouts.tasks.tolist()], bool)
-            )
         cfg, w = self.config, self.world
         g = self.operation_signal(rollouts)
         mask = w.slot_op_mask[rollouts.tasks] & w.slot_mask[rollouts.tasks][:, :, None]

@@ -1,13 +1,30 @@
-"""DAPO-style dynamic sampling: over-sample uniformly, roll out all, drop zero-variance groups.
+"""DAPO's dynamic sampling: over-sample uniformly, drop zero-variance groups, refill.
 
-Keeps: DAPO's dynamic sampling (Yu et al., 2025, "DAPO: An Open-Source LLM Reinforcement
-Learning System at Scale", section 3.2): a generation batch larger than the training batch
-is rolled out, groups whose K rewards are all equal (zero advantage) are filtered out after
-the rollouts, and at most B of the remaining groups are trained on. Every rollout of the
-generation batch is counted as spent, the filtered and the surplus ones included.
-Simplifies: one generation batch of ``ceil(oversample * B)`` tasks per step (DAPO repeats
-generation batches until B groups survive, up to ``max_num_gen_batches``); when fewer than
-B groups survive, the step trains on fewer.
+Yu et al., 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", section
+3.2, as verl's DAPO recipe runs it: generation batches are rolled out until ``B`` groups
+with reward spread have accumulated, then one policy update trains on ``B`` of them.
+
+Every scheduler step s is one generation batch: G = min(ceil(oversample * B), selectable
+tasks) tasks drawn uniformly without replacement, all rolled out, K rollouts each, every one
+counted as spent. With P the groups pending before step s (in the order rolled out) and
+I(s) the groups of step s whose K rewards are not all equal (in batch order), P' = P + I(s);
+the groups of step s whose rewards are all equal (zero advantage) are dropped. Then
+
+- |P'| >= B: step s updates on the first B of P' (verl's ``batch[:train_batch_size * n]``);
+  the other |P'| - B are trimmed (dropped unused, counted as wasted); nothing stays pending;
+- else, when P' has waited ``max_generation_batches`` generation batches since the last
+  update (step s's included), or step s is the last the budget allows (``final``): step s
+  updates on all of P' (an update of fewer than B groups; none when P' is empty);
+- else: no update at step s; P' stays pending for step s + 1.
+
+No update happens while groups are pending, so they are on-policy when trained. The budget
+counts generation batches, not updates: at equal rollouts DAPO takes fewer updates, and
+``dapo/rollouts_spent_total`` = ``dapo/rollouts_trained_total`` +
+``dapo/rollouts_wasted_total`` + ``dapo/rollouts_pending`` after every step.
+
+Simplifies: tasks are drawn uniformly at every step (verl's data loader shuffles once per
+epoch), so a task may come back while an earlier group of it is still pending; both groups
+are trained (each is its own group of K).
 """
 
 from __future__ import annotations
@@ -20,6 +37,7 @@ import numpy as np
 
 from envsched_gnn.observations import validate_rewards
 from envsched_gnn.scheduler.base import BaseScheduler
+from envsched_gnn.scheduler.groups import GroupKey, GroupSelection
 
 OVERSAMPLED = "oversampled"
 
@@ -30,16 +48,93 @@ class DapoConfig:
 
     oversample: float = 2.0
     """Generation batch = ceil(oversample * B) tasks (capped at the pool size); >= 1."""
+    max_generation_batches: int = 10
+    """DAPO's ``max_num_gen_batches``: after this many generation batches without B groups
+    with spread, the update takes the groups pending (verl raises an error there instead,
+    "Generated too many"; a comparison at a fixed budget has to go on). 10 is the value of
+    verl's DAPO recipe scripts; with ``oversample`` 2 it is 20 B groups drawn, reached only
+    where fewer than one group in 20 has spread; >= 1."""
 
     def __post_init__(self) -> None:
         if not self.oversample >= 1.0:
             raise ValueError(f"DapoConfig.oversample = {self.oversample!r}, expected >= 1")
+        if self.max_generation_batches < 1:
+            raise ValueError(
+                f"DapoConfig.max_generation_batches = {self.max_generation_batches!r}, "
+                "expected >= 1"
+            )
+
+
+@dataclass(frozen=True)
+class Refill:
+    """One generation batch through :class:`DynamicSampling`: the selection of its step, the
+    step's zero-variance task ids, the pending groups its update trimmed, and the rollouts of
+    every group named (the step's and those pending before it)."""
+
+    selection: GroupSelection
+    zero_variance: tuple[str, ...]
+    trimmed: tuple[GroupKey, ...]
+    rollouts: Mapping[GroupKey, int]
+
+
+class DynamicSampling:
+    """DAPO's accumulation rule (module docstring) on group rewards alone: each generation
+    batch's rewards go in, the groups of the step's update come out.
+
+    Args:
+        batch_size: B, the groups of a full update.
+        max_generation_batches: generation batches after which the update takes what is
+            pending.
+    """
+
+    def __init__(self, batch_size: int, max_generation_batches: int) -> None:
+        self.batch_size = batch_size
+        self.max_generation_batches = max_generation_batches
+        self.pending: dict[GroupKey, int] = {}
+        """The groups pending, in the order rolled out, with their rollouts."""
+        self.generation_batches = 0
+        """Generation batches since the last update."""
+
+    def add(self, step: int, rewards: Mapping[str, Sequence[float]], *, final: bool) -> Refill:
+        """Step ``step``'s groups (``{task_id: K rewards}``, in batch order); ``final``: the
+        last generation batch of the run, whatever is pending is trained now."""
+        rollouts = {**self.pending, **{(step, t): len(group) for t, group in rewards.items()}}
+        spread = {t for t, group in rewards.items() if min(group) != max(group)}
+        pending = [*self.pending, *((step, t) for t in rewards if t in spread)]
+        zero_variance = tuple(t for t in rewards if t not in spread)
+        waited = self.generation_batches + 1
+        if len(pending) < self.batch_size and waited < self.max_generation_batches and not final:
+            self.pending = {key: rollouts[key] for key in pending}
+            self.generation_batches = waited
+            return Refill(GroupSelection((), tuple(pending)), zero_variance, (), rollouts)
+        update, trimmed = pending[: self.batch_size], pending[self.batch_size :]
+        self.pending, self.generation_batches = {}, 0
+        return Refill(GroupSelection(tuple(update)), zero_variance, tuple(trimmed), rollouts)
+
+    def state_dict(self) -> dict:
+        return {
+            "pending": [[s, t, n] for (s, t), n in self.pending.items()],
+            "generation_batches": self.generation_batches,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pending = {(int(s), str(t)): int(n) for s, t, n in state["pending"]}
+        self.generation_batches = int(state["generation_batches"])
 
 
 class DapoScheduler(BaseScheduler):
-    """Over-samples with ``next_batch``; ``filter_groups`` keeps at most B non-zero-variance groups.
+    """Over-samples with ``next_batch``; ``filter_groups`` applies :class:`DynamicSampling`
+    and counts every rollout (``dapo/*`` metrics).
 
-    ``rollouts_spent`` / ``rollouts_kept`` count rollouts (groups times K) over the run.
+    Metrics of a step (also in its :class:`GroupSelection`): ``dapo/groups_generated``,
+    ``dapo/groups_zero_variance`` (dropped), ``dapo/groups_trained`` (in the step's update, 0
+    without one), ``dapo/groups_trimmed`` (surplus dropped by the update),
+    ``dapo/groups_pending`` (after the step), ``dapo/generation_batches`` (since the last
+    update, this one's included: those behind the step's update, or waiting),
+    ``dapo/rollouts_spent`` (the step's, all of them), ``dapo/rollouts_wasted`` (the
+    zero-variance and the trimmed ones); run totals ``dapo/rollouts_spent_total``,
+    ``dapo/rollouts_trained_total``, ``dapo/rollouts_wasted_total`` and
+    ``dapo/rollouts_pending``.
     """
 
     name = "dapo"
@@ -50,8 +145,10 @@ class DapoScheduler(BaseScheduler):
     ) -> None:
         super().__init__(graph, batch_size=batch_size, seed=seed)
         self.config = config if config is not None else DapoConfig()
+        self.sampling = DynamicSampling(self.batch_size, self.config.max_generation_batches)
         self.rollouts_spent = 0
-        self.rollouts_kept = 0
+        self.rollouts_trained = 0
+        self.rollouts_wasted = 0
         self._step_counts: dict[str, float] = {}
 
     @property
@@ -65,39 +162,57 @@ class DapoScheduler(BaseScheduler):
         indices = self.rng(step).choice(np.flatnonzero(self.eligible), size, replace=False)
         return indices, [OVERSAMPLED] * size, [], {}
 
-    def filter_groups(self, step: int, rewards: Mapping[str, Sequence[float]]) -> list[str]:
-        """Record every group rolled out at ``step``; return the kept ids (<= B, in order).
-
-        A group is dropped when its K rewards are all equal; beyond B surviving groups the
-        rest are dropped too. All their rollouts count as spent.
-        """
+    def filter_groups(
+        self, step: int, rewards: Mapping[str, Sequence[float]], *, final: bool = False
+    ) -> GroupSelection:
+        """Record every group rolled out at ``step`` and apply the refill rule (module
+        docstring); ``final``: the last generation batch the budget allows."""
         for task_id, group in rewards.items():
             validate_rewards(group, task_id=task_id, step=step)
         self.observe(step, rewards)
-        informative = [t for t, group in rewards.items() if min(group) != max(group)]
-        kept = informative[: self.batch_size]
+        waited = self.sampling.generation_batches + 1
+        refill = self.sampling.add(step, rewards, final=final)
+        selection, size = refill.selection, refill.rollouts
         spent = sum(len(group) for group in rewards.values())
-        kept_rollouts = sum(len(rewards[t]) for t in kept)
+        trained = sum(size[key] for key in selection.update)
+        wasted = sum(size[step, t] for t in refill.zero_variance)
+        wasted += sum(size[key] for key in refill.trimmed)
         self.rollouts_spent += spent
-        self.rollouts_kept += kept_rollouts
+        self.rollouts_trained += trained
+        self.rollouts_wasted += wasted
         self._step_counts = {
             "dapo/groups_generated": float(len(rewards)),
-            "dapo/groups_zero_variance": float(len(rewards) - len(informative)),
-            "dapo/groups_kept": float(len(kept)),
+            "dapo/groups_zero_variance": float(len(refill.zero_variance)),
+            "dapo/groups_trained": float(len(selection.update)),
+            "dapo/groups_trimmed": float(len(refill.trimmed)),
+            "dapo/groups_pending": float(len(selection.pending)),
+            "dapo/generation_batches": float(waited),
             "dapo/rollouts_spent": float(spent),
-            "dapo/rollouts_wasted": float(spent - kept_rollouts),
+            "dapo/rollouts_wasted": float(wasted),
             "dapo/rollouts_spent_total": float(self.rollouts_spent),
-            "dapo/rollouts_kept_total": float(self.rollouts_kept),
+            "dapo/rollouts_trained_total": float(self.rollouts_trained),
+            "dapo/rollouts_wasted_total": float(self.rollouts_wasted),
+            "dapo/rollouts_pending": float(sum(self.sampling.pending.values())),
         }
-        return kept
+        return GroupSelection(selection.update, selection.pending, dict(self._step_counts))
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), **self._step_counts}
 
     def _extra_state(self) -> dict:
-        return {"rollouts_spent": self.rollouts_spent, "rollouts_kept": self.rollouts_kept}
+        return {
+            "rollouts_spent": self.rollouts_spent,
+            "rollouts_trained": self.rollouts_trained,
+            "rollouts_wasted": self.rollouts_wasted,
+            "sampling": self.sampling.state_dict(),
+        }
 
     def _load_extra_state(self, state: dict) -> None:
         self.rollouts_spent = int(state.get("rollouts_spent", 0))
-        self.rollouts_kept = int(state.get("rollouts_kept", 0))
+        self.rollouts_trained = int(state.get("rollouts_trained", 0))
+        self.rollouts_wasted = int(state.get("rollouts_wasted", 0))
+        # a state saved before refill existed has nothing pending
+        self.sampling.load_state_dict(
+            state.get("sampling", {"pending": [], "generation_batches": 0})
+        )
         self._step_counts = {}

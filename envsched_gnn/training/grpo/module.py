@@ -6,18 +6,27 @@ One training step ``s``:
    every rank receives the same batch);
 2. the B x K episodes are rolled out with the current policy, whole groups dealt to the
    ranks round-robin;
-3. rewards (and tool calls) are gathered on every rank; an over-sampling scheduler
-   (DAPO-style ``filter_groups``) keeps some groups, all rollouts still count;
-4. the policy update on the kept groups (:mod:`~envsched_gnn.training.grpo.update`: the
-   objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
-   ``train/*`` metrics), through this module's optimiser, backward and strategy;
+3. rewards (and tool calls) are gathered on every rank; the scheduler's
+   ``filter_groups(s, rewards, final=s is the last step)`` (:mod:`~envsched_gnn.scheduler.groups`)
+   says which groups step s's update trains: every group of the step, or for an
+   over-sampling scheduler (DAPO's dynamic sampling, decided on rank 0 and broadcast) those
+   with reward spread accumulated over several steps' batches until B are pending. Pending
+   groups are kept until their update (:class:`~envsched_gnn.scheduler.groups.PendingGroups`:
+   every rank their records, each rank its own episodes of them); all rollouts count;
+4. the policy update on those groups, their episodes numbered over the update
+   (:mod:`~envsched_gnn.training.grpo.episodes`) (:mod:`~envsched_gnn.training.grpo.update`:
+   the objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
+   ``train/*`` metrics), through this module's optimiser, backward and strategy; a step
+   that trains no group changes no weight and logs the update's ``train/*`` metrics as NaN
+   (:meth:`~envsched_gnn.training.grpo.update.GRPOUpdate.idle`);
 5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
    buffered sink; per-step metrics under the stable names of spec section 6.
 
 Metrics each step, besides the update's ``train/*``: ``batch/*`` (spec section 6, over all
 groups rolled out; ``tools_used`` = distinct (environment, tool) pairs called),
-``batch/rollouts`` (every rollout, filtered ones included), ``batch/kept_groups``,
-``train/rollouts_total``, ``train/tokens_per_s`` (sequence tokens through the update per
+``batch/rollouts`` (every rollout, filtered ones included), ``batch/kept_groups`` (the
+groups the step's update trained; 0 without one), the selection's counts (``dapo/*`` with
+DAPO), ``train/rollouts_total``, ``train/tokens_per_s`` (sequence tokens through the update per
 second), ``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
 ``rollout/calls_per_episode``, ``rollout/malformed_per_episode``, ``rollout/answered_share``
 (episodes that ended with a final answer, not a limit), ``time/rollout_s``,
@@ -25,9 +34,11 @@ second), ``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollo
 ``eval/mean_reward`` at each held-out evaluation.
 
 Checkpoints carry the scheduler state, the unwritten observations, the RNG states
-(:mod:`~envsched_gnn.training.rng`), the step and the per-step metrics, so a resumed run chooses
-exactly the batches the uninterrupted run would have; the run's batches and rewards are not
-stored a second time: a resumed run reads them back from the scheduler's observation log.
+(:mod:`~envsched_gnn.training.rng`), the step, the per-step metrics and the pending groups
+(every rank's episodes of them, gathered into the one file rank 0 writes), so a resumed run
+chooses exactly the batches and updates the uninterrupted run would have; the run's batches
+and rewards are not stored a second time: a resumed run reads them back from the
+scheduler's observation log.
 """
 
 from __future__ import annotations
@@ -36,7 +47,6 @@ import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -48,9 +58,19 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.observations import observations_from_rewards
 from envsched_gnn.scheduler.base import Scheduler
+from envsched_gnn.scheduler.groups import GroupSelection, PendingGroups
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
+from envsched_gnn.training.grpo.episodes import (
+    EpisodeRecord,
+    HeldGroup,
+    held_from_state,
+    held_groups,
+    held_state,
+    merge_held_states,
+    numbered,
+)
 from envsched_gnn.training.grpo.scheduled_batches import ScheduledBatch, ScheduledBatches
 from envsched_gnn.training.grpo.update import GRPOUpdate, UpdateHooks
 from envsched_gnn.training.observation_sink import ObservationSink
@@ -59,20 +79,6 @@ from envsched_gnn.training.rollout import Episode, EpisodeSpec, RolloutEngine
 
 CHECKPOINT_KEY = "envsched"
 Evaluator = Callable[[RolloutEngine, int], dict[str, float]]
-
-
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """What every rank learns about one episode of the step (gathered across ranks)."""
-
-    index: int
-    task_id: str
-    reward: float
-    tools: frozenset[tuple[str, str]]
-    policy_tokens: int
-    calls: int = 0
-    malformed: int = 0
-    answered: bool = False
 
 
 class GRPOModule(L.LightningModule):
@@ -138,6 +144,7 @@ class GRPOModule(L.LightningModule):
         self.batches: list[list[str]] = []
         self.rewards: list[dict[str, list[float]]] = []
         self.picks: list[dict[str, Any]] = []
+        self.pending: PendingGroups[HeldGroup] = PendingGroups()
 
     # ----------------------------------------------------------------- Lightning wiring
     def configure_optimizers(self) -> dict[str, Any]:
@@ -199,10 +206,16 @@ class GRPOModule(L.LightningModule):
         rewards = {task_id: [] for task_id in batch.task_ids}
         for record in records:
             rewards[record.task_id].append(record.reward)
-        kept = self._kept_tasks(step, rewards)
+        selection = self._selection(step, rewards)
+        groups = held_groups(batch.task_ids, episodes, records)
+        trained = self.pending.settle(step, groups, selection)
 
         start = time.perf_counter()
-        update = self.grpo_update(step, episodes, records, kept, self._update_hooks())
+        if trained:
+            mine, update_records = numbered(trained, config.group_size)
+            update = self.grpo_update(step, mine, update_records, self._update_hooks())
+        else:
+            update = self.grpo_update.idle(self._update_hooks())
         update_s = time.perf_counter() - start
 
         if self.global_rank == 0:
@@ -227,7 +240,8 @@ class GRPOModule(L.LightningModule):
                     sum(r.policy_tokens for r in records) / max(rollout_s, 1e-9)
                 ),
                 "batch/rollouts": float(len(records)),
-                "batch/kept_groups": float(len(kept)),
+                "batch/kept_groups": float(len(trained)),
+                **selection.metrics,
                 "train/rollouts_total": float(self.rollouts_total),
                 "time/rollout_s": rollout_s,
                 "time/schedule_s": batch.schedule_s,
@@ -296,13 +310,18 @@ class GRPOModule(L.LightningModule):
         known = self.tools_of[env_id]
         return frozenset((env_id, call.name) for call in episode.tool_calls if call.name in known)
 
-    def _kept_tasks(self, step: int, rewards: Mapping[str, list[float]]) -> list[str]:
-        """All tasks, or those an over-sampling scheduler keeps (decided on rank 0); every
-        rollout counts towards the budget either way."""
+    def _selection(self, step: int, rewards: Mapping[str, list[float]]) -> GroupSelection:
+        """The groups step ``step``'s update trains and those it keeps pending: every group of
+        the step, or an over-sampling scheduler's choice (it keeps state: decided on rank 0,
+        broadcast); the run's last step (``config.steps - 1``) is ``final``. Every rollout
+        counts towards the budget either way."""
         if not self.scheduler.over_samples:
-            return list(rewards)
-        kept = list(self.scheduler.filter_groups(step, rewards)) if self.global_rank == 0 else None
-        return list(self.trainer.strategy.broadcast(kept, src=0))
+            return GroupSelection.every_group(step, rewards)
+        final = step == self.config.steps - 1
+        chosen = None
+        if self.global_rank == 0:
+            chosen = self.scheduler.filter_groups(step, rewards, final=final)
+        return self.trainer.strategy.broadcast(chosen, src=0)
 
     def _update_hooks(self) -> UpdateHooks:
         """What the update runs through: this module's optimiser, schedule and backward, and the
@@ -349,9 +368,20 @@ class GRPOModule(L.LightningModule):
             "step_metrics": self.step_metrics,
             "eval_results": self.eval_results,
             "picks": self.picks,
+            "pending": self._pending_state(),
             "config": self.config.to_dict(),
             "rng": capture_rng_state(self.config.seed),
         }
+
+    def _pending_state(self) -> list[dict[str, Any]]:
+        """The pending groups with every rank's episodes of them: ``on_save_checkpoint`` runs
+        on every rank, rank 0 writes the file."""
+        local = held_state(self.pending.groups, self.global_rank)
+        parts = [local]
+        if self.trainer.world_size > 1:
+            parts = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(parts, local)
+        return merge_held_states(parts)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint[CHECKPOINT_KEY]
@@ -369,6 +399,9 @@ class GRPOModule(L.LightningModule):
         self.step_metrics = list(state["step_metrics"])
         self.eval_results = list(state["eval_results"])
         self.picks = list(state.get("picks", []))  # absent from checkpoints of older versions
+        self.pending.groups = held_from_state(
+            state.get("pending", []), self.global_rank, self.trainer.world_size
+        )
         self.batches, self.rewards = _run_history(state["scheduler"], self.next_step)
         restore_rng_state(state["rng"])
 

@@ -148,6 +148,7 @@ def train_grpo(
     if initial_eval is not None:
         module.eval_results.append({"step": 0, "rollouts": 0, **initial_eval})
     # Lightning counts optimiser steps; a GRPO step takes ppo_epochs x mini_batches of them
+    # (a step without an update too: GRPOUpdate.idle)
     per_step = config.optimizer_steps_per_step
     callbacks: list[Any] = [
         L.pytorch.callbacks.ModelCheckpoint(

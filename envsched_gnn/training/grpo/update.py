@@ -1,7 +1,7 @@
 """GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
 
-Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo.objective`: at step ``s`` the kept
-groups are tasks ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
+Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo.objective`: at step ``s`` the
+groups trained are ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
 ``A(i,k)`` from the configured estimator (``grpo`` or ``dr_grpo``), negative ones multiplied by
 ``c`` (``negative_advantage_scale``). ``T(i,k)`` are the policy's own tokens ``y_t`` of episode
 ``(i,k)``, ``pi_old`` the rollout policy (its log-probabilities recorded while sampling),
@@ -41,6 +41,10 @@ Metrics of the step (:meth:`GRPOUpdate.__call__`, summed over the ranks):
   ``train/nonzero_advantage_token_share``: share of policy tokens with ``A != 0``;
 - ``train/tokens``: sequence tokens through the update (every pass);
   ``train/optimizer_steps``: ``ppo_epochs x mini_batches``.
+
+A step without an update (DAPO's refill, :mod:`~envsched_gnn.scheduler.baselines.dapo`, still
+gathering groups) goes through :meth:`GRPOUpdate.idle`: no backward, no weight, moment or
+learning-rate change, and every metric above NaN (nothing was measured).
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ class EpisodeSummary(Protocol):
 
     @property
     def index(self) -> int:
-        """Position in the step's B x K episodes (task-major)."""
+        """Position in the update's episodes, group-major: group ``index // K``, sample
+        ``index % K``."""
 
     @property
     def task_id(self) -> str: ...
@@ -144,33 +149,29 @@ class GRPOUpdate:
         step: int,
         episodes: Sequence[tuple[int, Episode]],
         records: Sequence[EpisodeSummary],
-        kept: Sequence[str],
         hooks: UpdateHooks,
     ) -> dict[str, float]:
-        """``ppo_epochs`` passes over the ``kept`` groups, each split (in a seeded order) into
+        """``ppo_epochs`` passes over the groups of ``records`` (every rank's episodes of the
+        update, group-major by ``index``), each split (in a seeded order) into
         ``mini_batches`` optimiser steps; this rank trains on its ``episodes`` (as (index,
-        episode)) of each mini-batch, ``records`` cover every rank's. Returns the metrics."""
-        config = self.config
-        kept_set = set(kept)
-        kept_records = [r for r in records if r.task_id in kept_set]
-        rewards = torch.tensor([r.reward for r in kept_records], dtype=torch.float64)
-        advantages = self.advantage_fn(rewards, config.group_size) if kept_records else rewards
+        episode)) of each mini-batch. A group is ``index // K``, not a task: one update may
+        train two groups of a task rolled out at different steps. Returns the metrics."""
+        config, k = self.config, self.config.group_size
+        records = sorted(records, key=lambda r: r.index)
+        rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)
+        advantages = self.advantage_fn(rewards, k) if records else rewards
         advantages = scale_negative(advantages, config.negative_advantage_scale)
-        advantage_of = {r.index: float(a) for r, a in zip(kept_records, advantages, strict=True)}
-        mine = [
-            UpdateItem(advantage_of[index], episode)
-            for index, episode in episodes
-            if index in advantage_of
-        ]
-        groups = list(dict.fromkeys(r.task_id for r in kept_records))
+        advantage_of = {r.index: float(a) for r, a in zip(records, advantages, strict=True)}
+        mine = [(i // k, UpdateItem(advantage_of[i], episode)) for i, episode in episodes]
+        groups = list(dict.fromkeys(r.index // k for r in records))
         order = torch.Generator().manual_seed(step_seed(config.seed, step))
         sums = dict.fromkeys(_UPDATE_SUMS, 0.0)
         for epoch in range(config.ppo_epochs):
             shuffled = [groups[i] for i in torch.randperm(len(groups), generator=order).tolist()]
             for part in split_groups(shuffled, config.mini_batches):
                 chosen = set(part)
-                part_records = [r for r in kept_records if r.task_id in chosen]
-                items = [item for item in mine if item.episode.task_id in chosen]
+                part_records = [r for r in records if r.index // k in chosen]
+                items = [item for group, item in mine if group in chosen]
                 done = self._optimizer_step(items, part_records, epoch == 0, hooks)
                 for name, value in done.items():
                     sums[name] += value
@@ -181,7 +182,7 @@ class GRPOUpdate:
         world = hooks.world_size
         policy_tokens = max(sums["policy_tokens"], 1.0)
         first_pass_tokens = max(sums["first_pass_policy_tokens"], 1.0)
-        token_advantages = [(r.policy_tokens, abs(advantage_of[r.index])) for r in kept_records]
+        token_advantages = [(r.policy_tokens, abs(advantage_of[r.index])) for r in records]
         all_tokens = max(sum(t for t, _ in token_advantages), 1)
         return {
             "train/loss": sums["loss"] / world / n,
@@ -191,7 +192,7 @@ class GRPOUpdate:
             "train/entropy": sums["entropy"] / first_pass_tokens,
             "train/grad_norm": sums["grad_norm"] / world / n,
             "train/lr": sums["lr"] / world / n,
-            "train/advantage_abs_mean": float(advantages.abs().mean()) if kept_records else 0.0,
+            "train/advantage_abs_mean": float(advantages.abs().mean()) if records else 0.0,
             "train/advantage_token_mass": sum(t * a for t, a in token_advantages) / all_tokens,
             "train/nonzero_advantage_token_share": (
                 sum(t for t, a in token_advantages if a > 0) / all_tokens
@@ -199,6 +200,20 @@ class GRPOUpdate:
             "train/tokens": sums["tokens"],
             "train/optimizer_steps": n,
         }
+
+    def idle(self, hooks: UpdateHooks) -> dict[str, float]:
+        """A step without an update: the metric names of :meth:`__call__`, each NaN. Nothing
+        is trained: no backward, no learning-rate schedule step. The optimiser wrapper is still
+        stepped ``ppo_epochs x mini_batches`` times, with every gradient None, only because
+        Lightning counts its steps (``max_steps``, the checkpoint cadence and the logging step
+        are in optimiser steps, that many per GRPO step): ``torch.optim`` skips a parameter
+        whose gradient is None (``Optimizer.zero_grad``'s documentation), so AdamW applies no
+        weight decay and leaves its moments and step counts as they are."""
+        optimizer = hooks.optimizer
+        optimizer.zero_grad(set_to_none=True)
+        for _ in range(self.config.optimizer_steps_per_step):
+            optimizer.step()
+        return dict.fromkeys(UPDATE_METRICS, float("nan"))
 
     def _optimizer_step(
         self,
@@ -278,6 +293,23 @@ class GRPOUpdate:
             "tokens": float(batch.tokens),
         }
 
+
+UPDATE_METRICS = (
+    "train/loss",
+    "train/kl",
+    "train/clip_fraction",
+    "train/approx_kl",
+    "train/entropy",
+    "train/grad_norm",
+    "train/lr",
+    "train/advantage_abs_mean",
+    "train/advantage_token_mass",
+    "train/nonzero_advantage_token_share",
+    "train/tokens",
+    "train/optimizer_steps",
+)
+"""The metrics of an update (module docstring), in the order :meth:`GRPOUpdate.__call__`
+returns them."""
 
 _UPDATE_SUMS = (
     "loss",
