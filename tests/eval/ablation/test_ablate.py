@@ -158,3 +158,44 @@ def test_runs_record_the_predictors_spearman_against_realised_and_true_variance(
     )
     baseline = run_job(Job("random", "random", "g", 0), context)["records"][1:]
     assert not any(key.startswith("predict/") for key in baseline[0])
+
+
+@pytest.mark.slow  # simulated training runs
+def test_dapo_at_equal_rollouts_counts_dropped_groups_and_stops_at_the_budget():
+    """Issue 37: every rollout DAPO generates (zero-variance, trimmed or pending) counts
+    against the budget S x B x K, its run stops there as random's does, a generation batch
+    short of B groups with spread makes no update (the simulated learner stays put), and the
+    last batch the budget allows trains what is pending. K = 2 makes zero-variance groups
+    common, so refills happen."""
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.eval.ablation.ablate import JobContext, build_pool_graph, run_job, train_pool
+    from envsched_gnn.eval.ablation.config import Job
+    from envsched_gnn.eval.simulator.config import SimulatorConfig
+    from envsched_gnn.eval.simulator.simulate import build_world
+
+    pool = generate_pool(n_envs=4, tasks_per_env=16, seed=0, test_per_env=4)
+    config = AblationConfig(steps=5, batch_size=8, simulator=SimulatorConfig(rollouts=2))
+    budget = 5 * 8 * 2
+    graph = build_pool_graph(train_pool(pool), 6, 12)
+    context = JobContext(pool, build_world(pool, config.simulator), {"g": graph}, config)
+    refills = 0
+    for seed in range(3):
+        random = run_job(Job("random", "random", "g", seed), context)
+        dapo = run_job(Job("dapo", "dapo", "g", seed), context)
+        assert dapo["rollouts"] == random["rollouts"] == budget
+        records = dapo["records"][1:]
+        # generation batches of 2 B; the third is cut to the budget's last B tasks
+        assert [r["dapo/groups_generated"] for r in records] == [16, 16, 8]
+        assert [r["budget_step"] for r in records] == [2, 4, 5]
+        last = records[-1]
+        assert last["dapo/rollouts_spent_total"] == budget
+        assert last["dapo/rollouts_pending"] == 0  # the last batch trained what was pending
+        dropped = sum(r["dapo/groups_zero_variance"] + r["dapo/groups_trimmed"] for r in records)
+        assert dropped > 0 and last["dapo/rollouts_wasted_total"] == 2 * dropped
+        trained = sum(r["trained_groups"] for r in records)
+        assert last["dapo/rollouts_trained_total"] == 2 * trained == budget - 2 * dropped
+        for before, record in zip(dapo["records"], records, strict=False):
+            if record["trained_groups"] == 0:
+                refills += 1
+                assert record["dapo/groups_pending"] > 0 and record["score"] == before["score"]
+    assert refills > 0
