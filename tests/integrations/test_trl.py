@@ -215,3 +215,12 @@ def test_mismatched_batch_size_is_refused(tmp_path, runtime):
             scheduler=make_scheduler("envsched", small_graph(), batch_size=B, seed=0),
             rewards=rewards,
         )
+
+
+def test_an_over_sampling_scheduler_is_refused():
+    """DAPO's refill needs generation batches larger than B and groups held back for a later
+    update; TRL generates B x K per round and trains on them, so the trainer refuses it
+    before TRL sets anything up."""
+    scheduler = make_scheduler("dapo", small_graph(), batch_size=B)
+    with pytest.raises(ValueError, match="over-samples"):
+        EnvSchedGRPOTrainer(scheduler=scheduler, rewards=RoundRewards())

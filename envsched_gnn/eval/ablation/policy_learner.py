@@ -8,7 +8,9 @@ trains it with B, K, seed s and the scheduler on the ablation's train-split grap
 control's: its draw for seed s, :func:`~envsched_gnn.eval.ablation.config.job_graph`)
 (:func:`~envsched_gnn.training.grpo.runs.train_runs`, ``workers`` runs at a time). Budget:
 S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
-batch) runs floor(S B / G) steps.
+batch) runs floor(S B / G) steps, each one generation batch, with an update only where its
+refill has B groups with spread (or has waited ``max_generation_batches``) and at its last
+step, which trains what is pending (:mod:`~envsched_gnn.scheduler.baselines.dapo`).
 
 Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of the policy
 (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
@@ -23,7 +25,7 @@ trains only the missing ones; their identity includes the fingerprint of the sta
 policy's files. The SFT warm start (``policy/start.json``) and the step-0 evaluation
 (``policy/heldout_step0.json``) are kept too, each with the fingerprints it depends on.
 
-Each run's records have the simulator path's layout (``ablate.run_job``): one per update,
+Each run's records have the simulator path's layout (``ablate.run_job``): one per step,
 with its budget step (rollouts spent / (B K)), the batch metrics of spec section 6 from the
 trainer (tools used = distinct (environment, tool) pairs the episodes called), and ``score``
 where an evaluation followed that update (None elsewhere).

@@ -14,6 +14,12 @@ Three overrides of ``GRPOTrainer`` (TRL 1.16), nothing else changes:
 and checkpoints the scheduler. One scheduler step is one generation round of
 ``generation_batch_size = B * K`` completions; ``generation_batch_size // num_generations``
 must equal the scheduler's B.
+
+An over-sampling scheduler (``dapo``: DAPO's dynamic sampling with refill,
+:mod:`~envsched_gnn.scheduler.baselines.dapo`) is refused, as before refill existed: TRL
+generates exactly B x K completions per round and trains on them, so it can neither roll
+out a larger generation batch nor hold groups back for a later update. DAPO runs in this
+package's own GRPO loop (``train grpo``, ``eval ablate``).
 """
 
 from __future__ import annotations
