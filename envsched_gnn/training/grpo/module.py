@@ -6,13 +6,13 @@ One training step ``s``:
    every rank receives the same batch);
 2. the B x K episodes are rolled out with the current policy, whole groups dealt to the
    ranks round-robin;
-3. rewards (and tool calls) are gathered on every rank; the scheduler's
-   ``filter_groups(s, rewards, final=s is the last step)`` (:mod:`~envsched_gnn.scheduler.groups`)
-   says which groups step s's update trains: every group of the step, or for an
-   over-sampling scheduler (DAPO's dynamic sampling, decided on rank 0 and broadcast) those
-   with reward spread accumulated over several steps' batches until B are pending. Pending
-   groups are kept until their update (:class:`~envsched_gnn.scheduler.groups.PendingGroups`:
-   every rank their records, each rank its own episodes of them); all rollouts count;
+3. rewards (and tool calls) are gathered on every rank; step s's update trains every group
+   of the step or, with an over-sampling scheduler, the groups its ``filter_groups(s,
+   rewards, final=s is the last step)`` selects (:mod:`~envsched_gnn.scheduler.groups`;
+   decided on rank 0 and broadcast): DAPO's dynamic sampling accumulates groups with reward
+   spread over several steps' batches until B are pending. Pending groups are kept until
+   their update (:class:`~envsched_gnn.scheduler.groups.PendingGroups`: every rank their
+   records, each rank its own episodes of them); all rollouts count;
 4. the policy update on those groups, their episodes numbered over the update
    (:mod:`~envsched_gnn.training.grpo.episodes`) (:mod:`~envsched_gnn.training.grpo.update`:
    the objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
