@@ -45,6 +45,7 @@ def _run(name: str, seed: int, scores: list[float]) -> dict:
                 "budget_step": step + 1.0,
                 "score": score,
                 "pool_score": None if score is None else score - 0.1,
+                "trained_groups": 2,
             }
             | dict.fromkeys(STEP_METRICS, 0.0)
         )
@@ -178,6 +179,7 @@ def test_simulator_tables_keep_step_0_and_the_score_columns():
             records = [{"step": -1, "budget_step": 0.0, "score": 0.5}]
             records += [
                 {"step": s, "budget_step": s + 1.0, "score": 0.5 + slope * (s + 1) + 0.001 * seed}
+                | {"trained_groups": 2}
                 | dict.fromkeys(STEP_METRICS, 0.0)
                 for s in range(20)
             ]
