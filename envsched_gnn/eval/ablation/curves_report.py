@@ -41,7 +41,9 @@ def _point(curve: dict, i: int) -> str:
     return format_ci({"mean": curve["score_mean"][i], "ci95": curve["score_ci95"][i]}, 4)
 
 
-def _table(head: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
+def markdown_table(head: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
+    """A Markdown table: the header ``head`` (its first cell names the row labels), then one
+    line per (label, cells)."""
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     return lines + [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows]
 
@@ -63,7 +65,7 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
             f"{title} against rollouts spent (columns: rollouts = budget step x B x K; the "
             "last evaluation within each); mean ± 95 % CI over seeds.",
             "",
-            *_table(head, rows),
+            *markdown_table(head, rows),
             "",
         ]
         for reference in _references(results, key):
@@ -78,7 +80,7 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
                 f"{title} minus {reference}, paired by seed: mean ± 95 % t-interval over seeds "
                 f"of the per-seed difference;{NOISE_MARK}: the interval contains 0.",
                 "",
-                *_table(["scheduler"] + [f"{grid[i] * per_step:.0f}" for i in later], rows),
+                *markdown_table(["scheduler"] + [f"{grid[i] * per_step:.0f}" for i in later], rows),
                 "",
             ]
     return "\n".join(lines + [render_rollouts_to_final(results, config)])
@@ -116,7 +118,7 @@ def render_rollouts_to_final(results: dict, config: AblationConfig) -> str:
             "its final with (random's curve is noisy too), paired by seed, only when every seed "
             f"reached. Budget: {budget} rollouts per run.",
             "",
-            *_table(head, rows),
+            *markdown_table(head, rows),
             "",
             *(f"- {w}" for w in words),
             "",

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.eval.ablation.curves_report import markdown_table
 from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference
 
 TOP_ABSTRACTS = 3
@@ -186,42 +187,49 @@ def render_picks(diagnosis: Mapping[str, dict]) -> str:
     counts = sorted({c for e in diagnosis.values() for c in e["calls_share"]}, key=int)
     head = [f"{c}-call share" for c in counts] + [f"zero-var {c}-call" for c in counts]
     head += ["abstracts / batch", f"top-{TOP_ABSTRACTS} abstracts' share"]
+    held = [
+        (
+            name,
+            [format_ci(e["calls_share"].get(c), 3) for c in counts]
+            + [format_ci(e["zero_share_by_calls"].get(c), 3) for c in counts]
+            + [format_ci(e["abstracts_per_batch"], 2), format_ci(e["top_abstracts_share"], 3)],
+        )
+        for name, e in diagnosis.items()
+    ]
+    first = [
+        (
+            name,
+            [
+                f"{e['first_visits']} (repeats {e['repeat_visits']})",
+                format_ci(e["zero_share_first"], 3),
+                format_ci(e["zero_share_repeat"], 3),
+                format_ci(e.get("informative_first_minus_random"), 3, sign=True, noise=True),
+                format_ci(e["auc_first"], 3),
+            ],
+        )
+        for name, e in diagnosis.items()
+    ]
     lines = [
         "The picks, from the runs' own groups (a group is informative when its K rewards are "
         "not all equal; mean ± 95 % CI over seeds):",
         "",
-        "| scheduler | " + " | ".join(head) + " |",
-        "|---|" + "---|" * len(head),
-    ]
-    for name, e in diagnosis.items():
-        cells = [format_ci(e["calls_share"].get(c), 3) for c in counts]
-        cells += [format_ci(e["zero_share_by_calls"].get(c), 3) for c in counts]
-        cells += [format_ci(e["abstracts_per_batch"], 2), format_ci(e["top_abstracts_share"], 3)]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    head = [
-        "first visits",
-        "zero-var share, first",
-        "zero-var share, repeat",
-        "informative first - random's",
-        "AUC of the score at first visits",
-    ]
-    lines += [
+        *markdown_table(["scheduler", *head], held),
         "",
         "First visits (the task never picked before in the run: the graph's prior decides). "
         "The AUC asks whether the score at the pick ranks informative groups above "
         "zero-variance ones (0.5: no better than chance); the informative share of first "
         "visits minus random's is paired by seed (random's share is the base rate).",
         "",
-        "| scheduler | " + " | ".join(head) + " |",
-        "|---|" + "---|" * len(head),
+        *markdown_table(
+            [
+                "scheduler",
+                "first visits",
+                "zero-var share, first",
+                "zero-var share, repeat",
+                "informative first - random's",
+                "AUC of the score at first visits",
+            ],
+            first,
+        ),
     ]
-    for name, e in diagnosis.items():
-        cells = [
-            f"{e['first_visits']} (repeats {e['repeat_visits']})",
-            format_ci(e["zero_share_first"], 3),
-            format_ci(e["zero_share_repeat"], 3),
-            format_ci(e.get("informative_first_minus_random"), 3, sign=True, noise=True),
-            format_ci(e["auc_first"], 3),
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
