@@ -150,10 +150,11 @@ class AnalyticPredictor:
         for channels in estimate:
             e_v, e_m, e_d = channels[:3]
             f = reconstructed_variance(e_m, e_d)
+            if config.target == "spread":
+                calibrated.append({"f": f, **_spread_level(channels[3])})
+                continue
             weights = config.weight_variance_rank, config.weight_reconstructed_rank
             calibrated.append({"f": f, **calibrate(e_v, f, *weights, nodes.repeats)})
-            if config.target == "spread":
-                calibrated[-1]["u"] = channels[3].copy()  # u_h = E_z
         long, short = calibrated
         u = decline_penalty(long["u"], short["u"], config.eta)
         rank = average_rank(u, nodes.repeats)
@@ -237,6 +238,13 @@ class AnalyticPredictor:
             return view.task_ids.index(task_id)
         except ValueError:
             raise ValueError(f"unknown task {task_id!r}: it is not a node of the graph") from None
+
+
+def _spread_level(e_z: np.ndarray) -> dict[str, np.ndarray]:
+    """u_h = E_z under the spread target, which replaces 4.6: its percentiles and quantile map
+    are not computed (NaN in a :class:`Computation`, which the evidence view refuses)."""
+    unused = np.full_like(e_z, np.nan)
+    return {"pr_E_v": unused, "pr_f": unused, "percentile": unused, "u": e_z.copy()}
 
 
 def _observed_columns(
