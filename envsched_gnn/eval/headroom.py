@@ -13,7 +13,14 @@ A group is *zero-variance* when s_i = 0 (GRPO's advantages are all 0: no learnin
 *all ones* when min_k r(i,k) = 1. Over a set of N tasks the summary is the mean of m, b and h
 (h with its Student-t 95 % interval over tasks), the shares of zero-variance, all-ones and
 all-zeros groups; :func:`headroom_table` gives it overall and per group (split, environment,
-checklist length, operation count), so that a user sees *where* the policy has room.
+checklist length, operation count, operation kind), so that a user sees *where* the policy
+has room.
+
+Whether that room follows structure a scheduler can see is :func:`variance_table`: the share of
+the variance of the task means m_i, and of the zero-variance indicator 1[s_i = 0], that lies
+between environments, between call counts and between operation patterns (the category
+sequence of the task's abstract), as :func:`~envsched_gnn.eval.stats.between_group_share`
+(eta^2, adjusted, chance level, permutation p).
 """
 
 from __future__ import annotations
@@ -23,11 +30,21 @@ from typing import Any
 
 import numpy as np
 
-from envsched_gnn.eval.stats import mean_ci
+from envsched_gnn.envs.abstract import operation_categories
+from envsched_gnn.eval.stats import between_group_share, mean_ci
 
-GROUPINGS = ("split", "env", "checks", "calls")
+GROUPINGS = ("split", "env", "checks", "calls", "operation")
 """What :func:`headroom_table` groups tasks by: the pool split, the environment, the number of
-checks of the task's checklist, the number of calls of its reference solution."""
+checks of the task's checklist, the number of calls of its reference solution, and each
+operation kind (category) its abstract holds (a task with several kinds is in each group)."""
+
+PARTITIONS = ("env", "calls", "pattern")
+"""What :func:`variance_table` splits the variance by: the environment, the call count, and the
+operation pattern (the abstract's category sequence)."""
+
+NO_ABSTRACT = "(no abstract)"
+"""The operation kind and pattern of a task whose abstract is missing or not in the
+generator's ``step N: <category>`` format."""
 
 
 def group_headroom(rewards: Sequence[float]) -> dict[str, float]:
@@ -63,16 +80,27 @@ def headroom_table(
     groups: Mapping[str, Sequence[float]], key_of: Mapping[str, Callable[[str], Any]]
 ) -> dict[str, Any]:
     """``{"overall": summary, "by_<name>": {value: summary}}`` for every grouping ``name`` in
-    ``key_of`` (a function of the task id giving its group); groups sorted by value."""
+    ``key_of`` (a function of the task id giving its group, or a tuple of groups the task is
+    in each of); groups sorted by value."""
     table: dict[str, Any] = {"overall": summarize_headroom(groups)}
     for name, key in key_of.items():
         members: dict[Any, dict[str, Sequence[float]]] = {}
         for task_id, rewards in groups.items():
-            members.setdefault(key(task_id), {})[task_id] = rewards
+            values = key(task_id)
+            for value in values if isinstance(values, tuple) else (values,):
+                members.setdefault(value, {})[task_id] = rewards
         table[f"by_{name}"] = {
             str(value): summarize_headroom(members[value]) for value in sorted(members)
         }
     return table
+
+
+def task_categories(task: Any) -> tuple[str, ...]:
+    """The category sequence of ``task``'s abstract; (:data:`NO_ABSTRACT`,) without one."""
+    try:
+        return tuple(operation_categories(task.abstract)) if task.abstract else (NO_ABSTRACT,)
+    except ValueError:
+        return (NO_ABSTRACT,)
 
 
 def pool_groupings(pool: Any) -> dict[str, Callable[[str], Any]]:
@@ -82,6 +110,39 @@ def pool_groupings(pool: Any) -> dict[str, Callable[[str], Any]]:
         "env": lambda t: pool.task(t).env_id,
         "checks": lambda t: len(pool.task(t).checklist_with_func),
         "calls": lambda t: len(pool.task(t).reference_solution or ()),
+        "operation": lambda t: tuple(sorted(set(task_categories(pool.task(t))))),
+    }
+
+
+def pool_partitions(pool: Any) -> dict[str, Callable[[str], Any]]:
+    """The :data:`PARTITIONS` of a pool's tasks (one group per task)."""
+    return {
+        "env": lambda t: pool.task(t).env_id,
+        "calls": lambda t: len(pool.task(t).reference_solution or ()),
+        "pattern": lambda t: " > ".join(task_categories(pool.task(t))),
+    }
+
+
+def variance_table(
+    groups: Mapping[str, Sequence[float]],
+    partition_of: Mapping[str, Callable[[str], Any]],
+    seed: int = 0,
+) -> dict[str, dict[str, dict]]:
+    """``{statistic: {partition: between_group_share}}`` over ``{task_id: [r_1..r_K]}``, for
+    the statistics ``mean_reward`` (m_i) and ``zero_variance`` (1[s_i = 0]) and every
+    partition in ``partition_of`` (module docstring)."""
+    tasks = list(groups)
+    stats = [group_headroom(groups[t]) for t in tasks]
+    statistics = {
+        "mean_reward": [s["mean"] for s in stats],
+        "zero_variance": [float(s["spread"] == 0) for s in stats],
+    }
+    return {
+        name: {
+            partition: between_group_share(values, [key(t) for t in tasks], seed=seed)
+            for partition, key in partition_of.items()
+        }
+        for name, values in statistics.items()
     }
 
 
@@ -95,13 +156,15 @@ def policy_headroom(
     progress: str | None = None,
 ) -> dict[str, Any]:
     """K samples of each task id with ``engine`` (a ``RolloutEngine``): the
-    :func:`headroom_table` by the :data:`GROUPINGS`, the per-task rewards (``per_task``), the
+    :func:`headroom_table` by the :data:`GROUPINGS`, the :func:`variance_table` by the
+    :data:`PARTITIONS` (``variance``), the per-task rewards (``per_task``), the
     malformed calls per episode and the rollout seconds (a progress bar named ``progress``)."""
     from envsched_gnn.training.held_out import rollout_groups
 
     rolled = rollout_groups(engine, tasks, k, seed, tasks_per_batch, progress)
     return {
         **headroom_table(rolled.rewards, pool_groupings(pool)),
+        "variance": variance_table(rolled.rewards, pool_partitions(pool), seed),
         "per_task": dict(rolled.rewards),
         "malformed_call_rate": rolled.malformed_call_rate,
         "rollout_s": rolled.rollout_s,

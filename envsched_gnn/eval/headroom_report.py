@@ -50,6 +50,7 @@ def render_markdown(runs: Sequence[Mapping[str, Any]], header: Sequence[str]) ->
     ]
     for run in runs:
         lines.append(f"| {run['temperature']} | " + " | ".join(_cells(run["overall"])) + " |")
+    lines += render_variance(runs)
     groupings = [k for k in runs[0] if k.startswith("by_")] if runs else []
     for grouping in groupings:
         lines += ["", f"## By {grouping[3:]}", ""]
@@ -60,6 +61,34 @@ def render_markdown(runs: Sequence[Mapping[str, Any]], header: Sequence[str]) ->
                 cells = " | ".join(_cells(row))
                 lines.append(f"| {run['temperature']} | {value} | {cells} |")
     return "\n".join(lines) + "\n"
+
+
+STATISTICS = {"mean_reward": "task mean reward m", "zero_variance": "zero-variance 1[s = 0]"}
+"""The per-task statistics whose variance :func:`render_variance` splits, in words."""
+
+
+def render_variance(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lines of the table of where the variance of the task statistics lies."""
+    lines = [
+        "",
+        "## Where the variance lies",
+        "",
+        "- eta^2 = between-group sum of squares / total; adjusted = eta^2 less what noise in "
+        "that many groups gives (epsilon^2); chance = (groups - 1) / (tasks - 1), eta^2's "
+        "expectation with no group effect; p from 999 seeded shuffles of the groups.",
+        "",
+        "| temperature | statistic | between | groups | eta^2 | adjusted | chance | p |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for statistic, partitions in run["variance"].items():
+            for partition, share in partitions.items():
+                lines.append(
+                    f"| {run['temperature']} | {STATISTICS[statistic]} | {partition} | "
+                    f"{share['groups']} | **{share['eta2']:.3f}** | {share['epsilon2']:.3f} | "
+                    f"{share['chance']:.3f} | {share['p_value']:.3f} |"
+                )
+    return lines
 
 
 def plot_headroom(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:

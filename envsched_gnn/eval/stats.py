@@ -10,6 +10,9 @@
   :func:`format_ci` write it).
 - :func:`spearman`: Spearman's rho of a prediction against what was realised, undefined (NaN)
   over too few pairs or with a constant side.
+- :func:`between_group_share`: how much of the variance of per-task values lies between the
+  groups of a partition (environments, operation kinds): eta^2, the same adjusted for the
+  number of groups, what chance alone gives, and a permutation p-value.
 """
 
 from __future__ import annotations
@@ -91,3 +94,46 @@ def spearman(a: Sequence[float], b: Sequence[float], min_pairs: int = 3) -> floa
 def task_means(per_task: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """Each task's mean reward m_i = (1/k) sum_k r(i,k)."""
     return {task: float(np.mean(rewards)) for task, rewards in per_task.items()}
+
+
+def between_group_share(
+    values: Sequence[float], labels: Sequence, permutations: int = 999, seed: int = 0
+) -> dict:
+    """The share of the variance of ``values`` between the groups ``labels`` gives them.
+
+    With N values y_i in g groups j of n_j values and mean y_j, grand mean y:
+
+        SS_t = sum_i (y_i - y)^2      SS_b = sum_j n_j (y_j - y)^2      SS_w = SS_t - SS_b
+        eta^2     = SS_b / SS_t
+        epsilon^2 = (SS_b - (g - 1) SS_w / (N - g)) / SS_t      (eta^2 less what noise gives)
+        chance    = (g - 1) / (N - 1)                           (E[eta^2] with no group effect)
+
+    and p = (1 + #{eta^2 of ``labels`` shuffled >= eta^2}) / (1 + ``permutations``), the shuffles
+    drawn with ``seed``. Undefined (NaN) when every value is equal; epsilon^2 when every group
+    holds one value (N = g).
+    """
+    y = np.asarray(values, dtype=np.float64)
+    if y.size != len(labels):
+        raise ValueError(f"between_group_share: {y.size} values but {len(labels)} labels")
+    if y.size < 2:
+        raise ValueError("between_group_share: needs at least 2 values")
+    _, group = np.unique(np.asarray([str(label) for label in labels]), return_inverse=True)
+    n, g = y.size, int(group.max()) + 1
+    centred = y - y.mean()
+    total = float(centred @ centred)
+    out = {"values": int(n), "groups": g, "chance": (g - 1) / (n - 1)}
+    if total == 0.0:
+        return out | {"eta2": math.nan, "epsilon2": math.nan, "p_value": math.nan}
+
+    def eta2(assignment: np.ndarray) -> float:
+        sums = np.bincount(assignment, weights=centred, minlength=g)
+        counts = np.bincount(assignment, minlength=g)
+        return float(np.sum(sums**2 / counts) / total)
+
+    observed = eta2(group)
+    within = (1.0 - observed) * total
+    epsilon = (observed * total - (g - 1) * within / (n - g)) / total if n > g else math.nan
+    rng = np.random.default_rng(seed)
+    shuffled = np.array([eta2(rng.permutation(group)) for _ in range(permutations)])
+    p_value = (1 + int(np.sum(shuffled >= observed - 1e-12))) / (1 + permutations)
+    return out | {"eta2": observed, "epsilon2": float(epsilon), "p_value": p_value}

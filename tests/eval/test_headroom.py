@@ -9,7 +9,12 @@ import pytest
 
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import load_pool
-from envsched_gnn.eval.headroom import group_headroom, headroom_table, summarize_headroom
+from envsched_gnn.eval.headroom import (
+    group_headroom,
+    headroom_table,
+    summarize_headroom,
+    variance_table,
+)
 from tests.envs.handmade_pool import write_handmade_pool
 from tests.training.tiny_policy import trained_policy_dir
 
@@ -51,6 +56,25 @@ def test_table_groups_tasks():
     assert x["zero_variance_share"] == 0.5 and y["all_zeros_share"] == 0.5
 
 
+def test_a_task_with_several_kinds_is_in_each_of_their_groups():
+    kinds = {"a": ("create", "update"), "b": ("update",), "c": "create", "d": ("delete",)}
+    table = headroom_table(GROUPS, {"operation": lambda t: kinds[t]})
+    assert {k: v["tasks"] for k, v in table["by_operation"].items()} == {
+        "create": 2,
+        "delete": 1,
+        "update": 2,
+    }
+    assert table["by_operation"]["update"]["mean_reward"] == pytest.approx(0.75)  # a, b
+
+
+def test_the_variance_table_splits_both_statistics_by_every_partition():
+    table = variance_table(GROUPS, {"kind": lambda t: "x" if t in "ab" else "y"})
+    # means (0.5, 1, 0, 0.5): x (0.5, 1) and y (0, 0.5); SS_t = 0.5, SS_b = 2 * 0.25^2 * 2
+    assert table["mean_reward"]["kind"]["eta2"] == pytest.approx(0.25 / 0.5)
+    # zero variance (0, 1, 1, 0): the same mean 0.5 in both groups
+    assert table["zero_variance"]["kind"]["eta2"] == pytest.approx(0.0)
+
+
 def test_eval_headroom_command(tmp_path):
     pool_dir = write_handmade_pool(tmp_path / "pool")
     out = tmp_path / "headroom"
@@ -71,6 +95,10 @@ def test_eval_headroom_command(tmp_path):
         assert run["overall"] == pytest.approx(summarize_headroom(run["per_task"]))
         assert set(run["by_split"]) == {"train", "test"}
         assert sum(row["tasks"] for row in run["by_env"].values()) == len(pool.tasks)
+        assert set(run["variance"]) == {"mean_reward", "zero_variance"}
+        assert set(run["variance"]["mean_reward"]) == {"env", "calls", "pattern"}
+        assert run["variance"]["mean_reward"]["env"]["groups"] == len(pool.envs)
     markdown = (out / "headroom.md").read_text()
     assert "## By calls" in markdown and "| 1.5 |" in markdown
+    assert "## Where the variance lies" in markdown and "## By operation" in markdown
     assert (out / "headroom.png").stat().st_size > 0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
 from envsched_gnn.eval.stats import (
     NOISE_MARK,
+    between_group_share,
     format_ci,
     inside_noise,
     mean_ci,
@@ -72,3 +74,34 @@ def test_spearman_is_undefined_over_too_few_pairs_or_a_constant_side():
     assert spearman([1, 2], [1, 2], min_pairs=2) == pytest.approx(1.0)
     assert math.isnan(spearman([1, 2, 3], [5, 5, 5]))
     assert math.isnan(spearman([], [], min_pairs=1))
+
+
+def test_the_between_group_share_by_hand():
+    # groups x: (0, 2), y: (4, 6); grand mean 3; SS_t = 9 + 1 + 1 + 9 = 20;
+    # SS_b = 2 * (1 - 3)^2 + 2 * (5 - 3)^2 = 16; SS_w = 4; N = 4, g = 2
+    share = between_group_share([0.0, 2.0, 4.0, 6.0], ["x", "x", "y", "y"], permutations=199)
+    assert (share["values"], share["groups"]) == (4, 2)
+    assert share["eta2"] == pytest.approx(0.8)
+    assert share["epsilon2"] == pytest.approx((16 - 1 * 4 / 2) / 20)  # 0.7
+    assert share["chance"] == pytest.approx(1 / 3)
+    # the 3 distinct splits into two pairs give eta^2 0.8, 0.2 and 0: p ~ 1/3 of the shuffles
+    assert 0.2 < share["p_value"] < 0.5
+
+
+def test_a_real_group_effect_is_found_and_shuffled_labels_are_not():
+    rng = np.random.default_rng(0)
+    labels = [i % 10 for i in range(400)]
+    values = np.array(labels) * 0.1 + rng.normal(0.0, 0.2, 400)
+    found = between_group_share(values, labels)
+    assert found["eta2"] > 0.5 and found["p_value"] < 0.01
+    assert found["epsilon2"] == pytest.approx(found["eta2"], abs=0.02)
+    none = between_group_share(rng.normal(0.0, 1.0, 400), labels)
+    assert none["p_value"] > 0.05 and abs(none["epsilon2"]) < 0.03
+    assert none["eta2"] == pytest.approx(none["chance"], abs=0.03)
+
+
+def test_the_between_group_share_is_undefined_without_variance_and_checks_its_input():
+    equal = between_group_share([1.0, 1.0, 1.0], ["a", "b", "b"])
+    assert math.isnan(equal["eta2"]) and math.isnan(equal["p_value"])
+    with pytest.raises(ValueError, match="3 values but 2 labels"):
+        between_group_share([1.0, 2.0, 3.0], ["a", "b"])

@@ -9,6 +9,13 @@ per scheduler and seed:
   rewards are not all equal (v > 0), the only groups GRPO learns from;
 - the zero-variance share of first visits (a task picked for the first time in the run) and
   of repeat visits;
+- the wasted share of the run's rollouts: the groups rolled out that gave GRPO no signal, over
+  all groups rolled out. A scheduler that trains every group it rolls out wastes its
+  zero-variance ones; DAPO trains only groups with spread and wastes what it did not train
+  (its zero-variance, trimmed and last pending groups). With U informative groups rolled out
+  and T groups trained (the records' ``trained_groups``), of G groups in all, the informative
+  groups trained are min(U, T) in both cases, and wasted = 1 - min(U, T) / G; paired by seed
+  against random's;
 - how well the score at the pick separates informative from zero-variance groups at first
   visits, where the graph's prior alone decides: the AUC of the score (ties count one half;
   NaN with one class only), and the informative share of first visits minus random's, which
@@ -34,6 +41,12 @@ from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference
 
 TOP_ABSTRACTS = 3
 """How many of a scheduler's most-picked abstract operations the concentration share counts."""
+
+MARGINS_OVER_RANDOM = {
+    "informative_share_first": "informative_first_minus_random",
+    "wasted_share": "wasted_minus_random",
+}
+"""The per-seed shares also given minus random's (paired by seed), and the names they go by."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +105,9 @@ def auc(scores: Sequence[float], positive: Sequence[bool]) -> float:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def seed_summary(picks: Sequence[Pick]) -> dict:
-    """One run's diagnosis: shares by call count, zero-variance shares, AUC at first visits."""
+def seed_summary(picks: Sequence[Pick], trained: int | None = None) -> dict:
+    """One run's diagnosis: shares by call count, zero-variance shares, the wasted share (with
+    ``trained`` groups; every group trained when None), AUC at first visits."""
     calls = Counter(p.calls for p in picks)
     first = [p for p in picks if p.first_visit]
     repeat = [p for p in picks if not p.first_visit]
@@ -103,8 +117,12 @@ def seed_summary(picks: Sequence[Pick]) -> dict:
         by_step.setdefault(p.step, set()).add(p.abstract)
     abstracts = Counter(p.abstract for p in picks)
     top = sum(n for _, n in abstracts.most_common(TOP_ABSTRACTS))
+    informative = sum(p.informative for p in picks)
+    used = informative if trained is None else min(informative, trained)
     return {
         "groups": len(picks),
+        "zero_share": _zero_share(picks),
+        "wasted_share": 1.0 - used / len(picks),
         "calls_share": {str(c): n / len(picks) for c, n in sorted(calls.items())},
         "zero_share_by_calls": {
             str(c): _zero_share([p for p in picks if p.calls == c]) for c in sorted(calls)
@@ -135,15 +153,22 @@ def diagnose_picks(runs_by_name: Mapping[str, Sequence[Mapping]], pool: Pool) ->
     for name, runs in runs_by_name.items():
         if not runs or not all(run.get("groups") for run in runs):
             continue
-        per_seed = {int(r["seed"]): seed_summary(run_picks(r["groups"], pool)) for r in runs}
+        per_seed = {
+            int(r["seed"]): seed_summary(run_picks(r["groups"], pool), _trained(r)) for r in runs
+        }
         out[name] = {"per_seed": per_seed, **_over_seeds(per_seed)}
     base = out.get("random")
     for name, entry in out.items():
         if base is not None and name != "random":
-            entry["informative_first_minus_random"] = _paired(
-                entry["per_seed"], base["per_seed"], "informative_share_first"
-            )
+            for key, name_of_margin in MARGINS_OVER_RANDOM.items():
+                entry[name_of_margin] = _paired(entry["per_seed"], base["per_seed"], key)
     return out
+
+
+def _trained(run: Mapping) -> int | None:
+    """The groups a run trained, from its records' ``trained_groups`` (None without them)."""
+    steps = [r["trained_groups"] for r in run.get("records", ())[1:] if "trained_groups" in r]
+    return int(sum(steps)) if steps else None
 
 
 def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
@@ -151,6 +176,8 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
     rows = list(per_seed.values())
     summary = {}
     for key in (
+        "zero_share",
+        "wasted_share",
         "zero_share_first",
         "zero_share_repeat",
         "informative_share_first",
@@ -187,12 +214,17 @@ def render_picks(diagnosis: Mapping[str, dict]) -> str:
     counts = sorted({c for e in diagnosis.values() for c in e["calls_share"]}, key=int)
     head = [f"{c}-call share" for c in counts] + [f"zero-var {c}-call" for c in counts]
     head += ["abstracts / batch", f"top-{TOP_ABSTRACTS} abstracts' share"]
+    head += ["wasted share", "wasted - random's"]
     held = [
         (
             name,
             [format_ci(e["calls_share"].get(c), 3) for c in counts]
             + [format_ci(e["zero_share_by_calls"].get(c), 3) for c in counts]
-            + [format_ci(e["abstracts_per_batch"], 2), format_ci(e["top_abstracts_share"], 3)],
+            + [format_ci(e["abstracts_per_batch"], 2), format_ci(e["top_abstracts_share"], 3)]
+            + [
+                format_ci(e["wasted_share"], 3),
+                format_ci(e.get("wasted_minus_random"), 3, sign=True, noise=True),
+            ],
         )
         for name, e in diagnosis.items()
     ]
@@ -211,7 +243,9 @@ def render_picks(diagnosis: Mapping[str, dict]) -> str:
     ]
     lines = [
         "The picks, from the runs' own groups (a group is informative when its K rewards are "
-        "not all equal; mean ± 95 % CI over seeds):",
+        "not all equal; mean ± 95 % CI over seeds). Wasted: the share of the groups rolled "
+        "out that gave GRPO no signal (zero-variance, or never trained: DAPO's dropped and "
+        "trimmed groups), paired by seed against random's:",
         "",
         *markdown_table(["scheduler", *head], held),
         "",

@@ -5,7 +5,13 @@ import math
 import pytest
 
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.eval.ablation.picks import auc, diagnose_picks, render_picks, run_picks
+from envsched_gnn.eval.ablation.picks import (
+    auc,
+    diagnose_picks,
+    render_picks,
+    run_picks,
+    seed_summary,
+)
 
 
 def _task(task_id: str, calls: int, abstract: str) -> Task:
@@ -62,6 +68,10 @@ def test_the_diagnosis_by_hand():
     assert seed["auc_first"] == 0.25
     assert seed["abstracts_per_batch"] == pytest.approx(4 / 3)  # {A, B}, {A}, {B}
     assert seed["top_abstracts_share"] == 1.0 and seed["abstract_counts"] == {"A": 3, "B": 3}
+    # 3 of 6 groups informative, every group trained: the zero-variance ones are the waste
+    assert seed["zero_share"] == 0.5 and seed["wasted_share"] == 0.5
+    # random: seed 0 wastes 1 of 2 groups, seed 1 none; EnvSched 0.5 at both
+    assert diagnosis["envsched"]["wasted_minus_random"]["mean"] == pytest.approx(0.25)
     # random's base rate: 0.5 at seed 0, 1.0 at seed 1; EnvSched 0.5 at both
     margin = diagnosis["envsched"]["informative_first_minus_random"]
     assert margin["mean"] == pytest.approx(-0.25)
@@ -82,3 +92,14 @@ def test_auc_ties_and_one_class():
 def test_a_task_outside_the_pool_is_an_error():
     with pytest.raises(ValueError, match="task 'zz' of a run is not in the pool"):
         run_picks([{"step": 0, "task_ids": ["zz"], "rewards": [FLAT]}], POOL)
+
+
+def test_a_run_that_trains_fewer_groups_than_it_rolls_out_wastes_the_rest():
+    picks = run_picks(ENVSCHED, POOL)  # 6 groups, 3 informative
+    # DAPO-like: the 3 informative groups rolled out, only 2 trained (one trimmed)
+    assert seed_summary(picks, trained=2)["wasted_share"] == pytest.approx(4 / 6)
+    # every group trained: the informative ones count, the zero-variance ones are waste
+    assert seed_summary(picks, trained=6)["wasted_share"] == pytest.approx(0.5)
+    records = [{"step": -1}, {"step": 0, "trained_groups": 2}, {"step": 1, "trained_groups": 0}]
+    runs = {"dapo": [{"seed": 0, "groups": ENVSCHED, "records": records}]}
+    assert diagnose_picks(runs, POOL)["dapo"]["per_seed"][0]["wasted_share"] == pytest.approx(4 / 6)
