@@ -38,6 +38,7 @@ import numpy as np
 
 from envsched_gnn.eval.controls import relabelled_graph
 from envsched_gnn.eval.graph_signal import score_sample
+from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.models.config import PredictorConfig
@@ -169,13 +170,6 @@ def _scores(
     )
 
 
-def _ci(draws: np.ndarray) -> list[float]:
-    finite = draws[np.isfinite(draws)]
-    return (
-        [float(v) for v in np.quantile(finite, [0.025, 0.975])] if finite.size else [math.nan] * 2
-    )
-
-
 @dataclass
 class ColdStart:
     """The scores of every estimate and of the paired differences, with their intervals."""
@@ -232,10 +226,14 @@ def cold_start(
             (f"relabelled_{n}", control[n], boot[f"control_{n}"]),
         ):
             rows[name] = {m: float(point[k]) for k, m in enumerate(METRICS)}
-            rows[name].update({f"{m}_ci": _ci(draws[:, k]) for k, m in enumerate(METRICS)})
+            rows[name].update(
+                {f"{m}_ci": percentile_ci(draws[:, k]) for k, m in enumerate(METRICS)}
+            )
         differences[n] = {m: float(real[n][k] - control[n][k]) for k, m in enumerate(METRICS)}
         paired = boot[f"real_{n}"] - boot[f"control_{n}"]
-        differences[n].update({f"{m}_ci": _ci(paired[:, k]) for k, m in enumerate(METRICS)})
+        differences[n].update(
+            {f"{m}_ci": percentile_ci(paired[:, k]) for k, m in enumerate(METRICS)}
+        )
     spread = int(sum(int((s.observed > 0).sum()) for s in sets))
     targets = int(sum(s.tasks.shape[0] for s in sets))
     if min(spread, targets - spread) < MIN_CLASS:
@@ -266,19 +264,20 @@ def cold_start(
 def _bootstrap(sets: Sequence[FirstVisits], config: ColdStartConfig) -> dict[str, np.ndarray]:
     """(B, 2) scores per estimate on resampled new environments: the real graph's, and the
     control's on one draw per replicate."""
-    rng = np.random.default_rng([config.seed, 2])
-    envs = np.unique(np.concatenate([s.env for s in sets]))
-    members = [{e: np.flatnonzero(s.env == e) for e in np.unique(s.env)} for s in sets]
-    empty = np.zeros(0, np.int64)
-    out = {
-        f"{side}_{n}": np.empty((config.bootstrap, 2)) for side in ("real", "control")
-        for n in ESTIMATES
-    }  # fmt: skip
-    for b in range(config.bootstrap):
-        drawn = rng.choice(envs, envs.shape[0], replace=True)
+
+    def score(rows: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
         draw = int(rng.integers(config.control_draws))
-        rows = [np.concatenate([m.get(e, empty) for e in drawn]) for m in members]
-        for n in ESTIMATES:
-            out[f"real_{n}"][b] = _scores(sets, rows, [s.real[n] for s in sets])
-            out[f"control_{n}"][b] = _scores(sets, rows, [s.control[n][draw] for s in sets])
-    return out
+        return np.stack(
+            [
+                _scores(
+                    sets, rows, [s.real[n] if side == "real" else s.control[n][draw] for s in sets]
+                )
+                for side in ("real", "control")
+                for n in ESTIMATES
+            ]
+        )
+
+    rng = np.random.default_rng([config.seed, 2])
+    draws = env_bootstrap([s.env for s in sets], config.bootstrap, rng, score)
+    names = [f"{side}_{n}" for side in ("real", "control") for n in ESTIMATES]
+    return {name: draws[:, k] for k, name in enumerate(names)}

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsched_gnn.eval.cold_start import ESTIMATES, MIN_CLASS
+from envsched_gnn.eval.stats import excludes_zero
 from envsched_gnn.json_files import write_json_atomically
 
 if TYPE_CHECKING:
@@ -49,11 +50,6 @@ def table(result: ColdStart) -> str:
     return "\n".join(lines)
 
 
-def _excludes(interval: list[float], value: float) -> bool:
-    lo, hi = interval
-    return not (math.isnan(lo) or lo <= value <= hi)
-
-
 def verdicts(result: ColdStart) -> list[str]:
     """In words: does each estimate beat the environment-free prior, and the control?"""
     out = []
@@ -63,7 +59,7 @@ def verdicts(result: ColdStart) -> list[str]:
         if math.isnan(rho):
             out.append(f"{LABELS[name]}: Spearman undefined (no spread to rank).")
             continue
-        if _excludes(interval, 0.0):
+        if excludes_zero(interval):
             head = (
                 f"{LABELS[name]} ranks the new environments' first-visit variance "
                 f"{'better' if rho > 0 else 'worse'} than the environment-free prior (Spearman "
@@ -76,7 +72,7 @@ def verdicts(result: ColdStart) -> list[str]:
                 "includes 0)"
             )
         delta, delta_ci = diff["spearman"], diff["spearman_ci"]
-        if _excludes(delta_ci, 0.0):
+        if excludes_zero(delta_ci):
             tail = (
                 f"; it is {'above' if delta > 0 else 'below'} the relabelled control by "
                 f"{delta:+.3f} (paired CI excludes 0)."

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.calibration import average_rank
@@ -236,14 +237,18 @@ def score_estimate(
             for k, metric in enumerate(METRICS)
         }
     row["nulls"] = nulls
-    boot = _bootstrap(sets, keep, name, config.bootstrap, rng)
+    boot = env_bootstrap(
+        [s.env for s in sets],
+        config.bootstrap,
+        rng,
+        lambda rows, _: score_sample(
+            [s.estimates[name][r] for s, r in zip(sets, rows, strict=True)],
+            [s.observed[r] for s, r in zip(sets, rows, strict=True)],
+        ),
+        keep,
+    )
     for k, metric in enumerate(METRICS):
-        finite = boot[:, k][np.isfinite(boot[:, k])]
-        row[f"{metric}_ci"] = (
-            [float(v) for v in np.quantile(finite, [0.025, 0.975])]
-            if finite.size
-            else [math.nan, math.nan]
-        )
+        row[f"{metric}_ci"] = percentile_ci(boot[:, k])
     return row
 
 
@@ -257,26 +262,6 @@ def _null_summary(draws: np.ndarray, observed: float) -> dict[str, float]:
         "q95": float(np.quantile(finite, 0.95)),
         "p": float((1 + np.sum(finite >= observed - 1e-12)) / (1 + finite.size)),
     }
-
-
-def _bootstrap(
-    sets: Sequence[TargetSet], keep: Sequence[np.ndarray], name: str, count: int, rng
-) -> np.ndarray:
-    """(count, 2) scores on environment-resampled target sets."""
-    envs = np.unique(np.concatenate([s.env[k] for s, k in zip(sets, keep, strict=True)]))
-    members = [
-        {e: np.flatnonzero(k & (s.env == e)) for e in envs} for s, k in zip(sets, keep, strict=True)
-    ]
-    out = np.empty((count, 2))
-    for b in range(count):
-        drawn = rng.choice(envs, envs.shape[0], replace=True)
-        estimates, observed = [], []
-        for s, index in zip(sets, members, strict=True):
-            rows = np.concatenate([index[e] for e in drawn])
-            estimates.append(s.estimates[name][rows])
-            observed.append(s.observed[rows])
-        out[b] = score_sample(estimates, observed)
-    return out
 
 
 @dataclass

@@ -76,6 +76,12 @@ def summarize_headroom(groups: Mapping[str, Sequence[float]]) -> dict[str, Any]:
     }
 
 
+def headroom_stat(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A summary's headroom as a :func:`~envsched_gnn.eval.stats.mean_ci` mapping (for
+    :func:`~envsched_gnn.eval.stats.format_ci`)."""
+    return {"mean": summary["headroom"], "ci95": summary["headroom_ci95"]}
+
+
 def headroom_table(
     groups: Mapping[str, Sequence[float]], key_of: Mapping[str, Callable[[str], Any]]
 ) -> dict[str, Any]:

@@ -60,8 +60,9 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 def _headroom(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime_config import RuntimeConfig
-    from envsched_gnn.eval.headroom import policy_headroom
+    from envsched_gnn.eval.headroom import headroom_stat, policy_headroom
     from envsched_gnn.eval.headroom_report import write_headroom
+    from envsched_gnn.eval.stats import format_ci
     from envsched_gnn.training.held_out import heldout_tasks
     from envsched_gnn.training.policy import load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
@@ -90,7 +91,7 @@ def _headroom(args: argparse.Namespace) -> int:
             print(
                 f"T={temperature}: {overall['tasks']} tasks x K={options.k}: mean "
                 f"{overall['mean_reward']:.3f}, best of K {overall['mean_best']:.3f}, headroom "
-                f"{overall['headroom']:.3f} ± {overall['headroom_ci95'] or 0:.3f}, zero-variance "
+                f"{format_ci(headroom_stat(overall))}, zero-variance "
                 f"{overall['zero_variance_share']:.2f}, all ones {overall['all_ones_share']:.2f}, "
                 f"malformed calls/episode {table['malformed_call_rate']:.3f} "
                 f"({table['rollout_s']:.0f} s)",

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.eval.headroom import headroom_stat
+from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
 
 COLUMNS = (
@@ -25,9 +27,7 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
     cells = []
     for _, key, digits in COLUMNS:
         if key is None:
-            half = row["headroom_ci95"]
-            tail = f" ± {half:.3f}" if half is not None else ""
-            cells.append(f"**{row['headroom']:.3f}**{tail}")
+            cells.append(format_ci(headroom_stat(row)))
         else:
             cells.append(f"{row[key]:.{digits}f}" if digits else str(row[key]))
     return cells

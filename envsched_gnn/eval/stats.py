@@ -5,8 +5,13 @@
 - :func:`paired_difference`: the same interval for the per-key differences ``a_k - b_k`` of
   two measurements of the same keys (tasks, seeds): pairing removes what the keys share
   (a task's difficulty, a seed's starting batch) from the noise.
+- :func:`percentile_ci`: the 95 % percentile interval of bootstrap draws, and
+  :func:`env_bootstrap`, the draws of a statistic over environments resampled with
+  replacement (an environment's tasks stay together, so tasks that share an environment do
+  not count as independent evidence).
 - :func:`inside_noise`: the one rule by which every report calls a difference inside the
-  noise: it has an interval, and the interval contains 0 (:func:`verdict` and
+  noise: it has an interval (a Student-t half-width or a ``[lo, hi]`` percentile interval),
+  and the interval contains 0 (:func:`excludes_zero` is the other side; :func:`verdict` and
   :func:`format_ci` write it).
 - :func:`spearman`: Spearman's rho of a prediction against what was realised, undefined (NaN)
   over too few pairs or with a constant side.
@@ -18,7 +23,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -49,9 +54,69 @@ def paired_difference(a: Mapping, b: Mapping, per_key: str | None = None) -> dic
     return stat if per_key is None else {**stat, per_key: differences}
 
 
-def inside_noise(stat: Mapping | None) -> bool:
-    """True when ``stat`` has an interval and it contains 0 (no interval: no verdict)."""
-    return stat is not None and stat["ci95"] is not None and abs(stat["mean"]) <= stat["ci95"]
+def percentile_ci(draws: Sequence[float]) -> list[float]:
+    """``[lo, hi]``: the 2.5th and 97.5th percentiles of the finite ``draws`` (NaN, NaN when
+    none is finite)."""
+    x = np.asarray(draws, dtype=np.float64)
+    finite = x[np.isfinite(x)]
+    if not finite.size:
+        return [math.nan, math.nan]
+    return [float(v) for v in np.quantile(finite, [0.025, 0.975])]
+
+
+def env_bootstrap(
+    env_of_rows: Sequence[np.ndarray],
+    count: int,
+    rng: np.random.Generator,
+    score: Callable[[list[np.ndarray], np.random.Generator], np.ndarray],
+    keep: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
+    """``count`` draws of ``score`` over sets of rows resampled by environment.
+
+    ``env_of_rows[j]`` gives the environment of each row of set j (``keep[j]``: the rows that
+    may be drawn, every row when None). Each draw picks E environments with replacement from
+    the E that the kept rows hold, and calls ``score(rows, rng)`` with ``rows[j]`` the kept rows
+    of set j in the drawn environments, in draw order (an environment drawn twice, twice);
+    ``score`` may draw more from ``rng``. Returns the stacked scores, shape (count, ...).
+    """
+    masks = keep if keep is not None else [np.ones(len(e), bool) for e in env_of_rows]
+    kept = [np.asarray(e)[k] for e, k in zip(env_of_rows, masks, strict=True)]
+    envs = np.unique(np.concatenate(kept))
+    members = [
+        {e: np.flatnonzero(k & (np.asarray(env) == e)) for e in envs}
+        for env, k in zip(env_of_rows, masks, strict=True)
+    ]
+    draws = []
+    for _ in range(count):
+        drawn = rng.choice(envs, envs.shape[0], replace=True)
+        draws.append(score([np.concatenate([m[e] for e in drawn]) for m in members], rng))
+    return np.asarray(draws, dtype=np.float64)
+
+
+def _interval(stat: Mapping | Sequence[float] | None) -> tuple[float, float] | None:
+    """``stat``'s interval as (lo, hi): from a :func:`mean_ci` mapping or a ``[lo, hi]``
+    pair; None without one (no half-width, or a NaN bound)."""
+    if stat is None:
+        return None
+    if isinstance(stat, Mapping):
+        if stat["ci95"] is None:
+            return None
+        return stat["mean"] - stat["ci95"], stat["mean"] + stat["ci95"]
+    lo, hi = stat
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+
+
+def inside_noise(stat: Mapping | Sequence[float] | None) -> bool:
+    """True when ``stat`` (a :func:`mean_ci` mapping or a ``[lo, hi]`` interval) has an
+    interval and it contains 0 (no interval: no verdict)."""
+    interval = _interval(stat)
+    return interval is not None and interval[0] <= 0.0 <= interval[1]
+
+
+def excludes_zero(stat: Mapping | Sequence[float] | None) -> bool:
+    """True when ``stat`` has an interval and it does not contain 0 (no interval: no
+    verdict)."""
+    return _interval(stat) is not None and not inside_noise(stat)
 
 
 NOISE_MARK = " (inside the noise)"

@@ -11,10 +11,13 @@ from scipy.stats import t as student_t
 from envsched_gnn.eval.stats import (
     NOISE_MARK,
     between_group_share,
+    env_bootstrap,
+    excludes_zero,
     format_ci,
     inside_noise,
     mean_ci,
     paired_difference,
+    percentile_ci,
     spearman,
     verdict,
 )
@@ -105,3 +108,55 @@ def test_the_between_group_share_is_undefined_without_variance_and_checks_its_in
     assert math.isnan(equal["eta2"]) and math.isnan(equal["p_value"])
     with pytest.raises(ValueError, match="3 values but 2 labels"):
         between_group_share([1.0, 2.0, 3.0], ["a", "b"])
+
+
+def test_the_percentile_interval_skips_undefined_draws():
+    draws = [float(x) for x in range(101)] + [math.nan, math.inf]
+    assert percentile_ci(draws) == [2.5, 97.5]
+    assert all(math.isnan(v) for v in percentile_ci([math.nan, math.nan]))
+
+
+def _bootstrap_rows(env_of_rows, keep=None, count=200):
+    seen = []
+
+    def score(rows, rng):
+        seen.append([r.tolist() for r in rows])
+        return np.array([len(rows[0])], np.float64)
+
+    draws = env_bootstrap(env_of_rows, count, np.random.default_rng(0), score, keep)
+    assert draws.shape == (count, 1)
+    return seen
+
+
+def _drawn(rows: list[int]) -> tuple[str, ...]:
+    """The environments drawn, read from set 0's rows (a: rows 0 and 1, b: row 2)."""
+    envs, k = [], 0
+    while k < len(rows):
+        envs.append("a" if rows[k] == 0 else "b")
+        k += 2 if rows[k] == 0 else 1
+    return tuple(envs)
+
+
+def test_an_environment_bootstrap_draws_whole_environments_alike_in_every_set():
+    seen = _bootstrap_rows([np.array(["a", "a", "b"]), np.array(["b", "a"])])
+    second = {"a": [1], "b": [0]}
+    for rows in seen:
+        drawn = _drawn(rows[0])
+        assert len(drawn) == 2  # two environments, drawn with replacement
+        assert rows[0] == [r for e in drawn for r in {"a": [0, 1], "b": [2]}[e]]
+        assert rows[1] == [r for e in drawn for r in second[e]]
+    assert {_drawn(rows[0]) for rows in seen} == {("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")}
+
+
+def test_an_environment_bootstrap_draws_only_kept_rows_and_their_environments():
+    keep = [np.array([True, True, False]), np.array([False, True])]
+    seen = _bootstrap_rows([np.array(["a", "a", "b"]), np.array(["b", "a"])], keep, count=20)
+    assert all(rows == [[0, 1], [1]] for rows in seen)  # b has no kept row: never drawn
+
+
+def test_the_noise_rule_takes_a_percentile_interval_too():
+    assert inside_noise([-0.1, 0.2]) and not excludes_zero([-0.1, 0.2])
+    assert excludes_zero([0.05, 0.2]) and not inside_noise([0.05, 0.2])
+    assert not inside_noise([math.nan, math.nan]) and not excludes_zero([math.nan, math.nan])
+    assert excludes_zero({"mean": 0.3, "ci95": 0.1})
+    assert not excludes_zero({"mean": 0.3, "ci95": None})
