@@ -57,9 +57,7 @@ def pool_graph(
 
     graph = build_graph(pool)
     if tasks is not None:
-        from envsched_gnn.training.grpo.train import train_subgraph
-
-        graph = train_subgraph(graph, tasks)
+        graph = graph.subgraph(tasks)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_graph(out / "graph.json", graph)
