@@ -5,16 +5,9 @@ of a policy, replays of references) on a pool whose graph is given or built."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-
-def fail(message: str) -> int:
-    """Print ``error: message`` to stderr; the exit status of a refused command (2)."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def source_error(args: argparse.Namespace) -> str | None:
