@@ -18,6 +18,8 @@ import importlib
 import os
 import sys
 
+from envsched_gnn.config_cli import RUN_ERROR, fail
+
 GROUPS = {
     "pool": "generate, check and import pools of executable environments",
     "graph": "build, export and grow the dual-relation task graph in the store",
@@ -143,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except (SandboxUnavailable, StoreError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(error, RUN_ERROR)
 
 
 if __name__ == "__main__":

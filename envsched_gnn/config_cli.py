@@ -24,6 +24,8 @@ this flag turns it off)"), and a ``bool | None`` the pair ``--name`` / ``--no-na
 one value per repeated option, or, given a function in ``parsers``, one text that it turns into
 the whole list: ``"a,b"`` -> ``["a", "b"]``); ``Literal[...]`` gives ``choices``.
 A field without a default is a required option (or a positional, when named in ``positional``).
+
+:func:`fail` is how every command refuses or gives up: ``error: ...`` on stderr, an exit status.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import ast
 import dataclasses
 import inspect
 import re
+import sys
 import textwrap
 import types
 import typing
@@ -42,6 +45,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+USAGE_ERROR = 2
+"""Exit status of a command refused for its arguments (as ``argparse`` exits)."""
+RUN_ERROR = 1
+"""Exit status of a command that failed while it ran (a store, a sandbox, a file on disk)."""
 _SCALARS = (str, int, float, Path)
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
@@ -267,3 +274,9 @@ def _as_field_value(value: Any, hint: Any) -> Any:
     if isinstance(value, list) and typing.get_origin(hint) is tuple:
         return tuple(value)
     return value
+
+
+def fail(message: object, status: int = USAGE_ERROR) -> int:
+    """Print ``error: message`` to stderr; returns ``status``, the command's exit status."""
+    print(f"error: {message}", file=sys.stderr)
+    return status

@@ -1,7 +1,9 @@
-"""Writing a file atomically: readers see the old file or the new one, never a torn one."""
+"""JSON for files: written atomically (readers see the old file or the new one, never a torn
+one), and hashed in its canonical form (what keys a file by the inputs it was made from)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -9,6 +11,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+
+def canonical_sha256(value: Any) -> str:
+    """SHA-256 (hex) of ``value`` as canonical JSON: sorted keys, no spaces, UTF-8 as is."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def write_json_atomically(

@@ -54,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     from envsched_gnn.json_files import write_json_atomically
     from envsched_gnn.scheduler.registry import make_scheduler
-    from envsched_gnn.training.grpo.train import train_subgraph
     from envsched_gnn.training.policy import PolicyConfig, build_default_policy, load_policy
 
     torch.set_num_threads(args.threads)
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rewards = RoundRewards()
     scheduler = make_scheduler(
-        args.scheduler, train_subgraph(graph, train_ids), batch_size=args.batch_size, seed=args.seed
+        args.scheduler, graph.subgraph(train_ids), batch_size=args.batch_size, seed=args.seed
     )
     config = GRPOConfig(
         output_dir=str(out / "trl"),

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, field_docs
+from envsched_gnn.config_cli import add_config_flags, config_from_args, fail, field_docs
 
 
 @dataclass
@@ -219,3 +219,9 @@ def test_a_repeatable_tuple_collects_one_value_per_option():
     args = parser.parse_args(["--half", "2", "--half", "4"])
     assert config_from_args(_Config, args).halves == (2.0, 4.0)
     assert "--half H" in parser.format_usage()
+
+
+def test_fail_names_the_error_on_stderr_and_gives_the_exit_status(capsys):
+    assert fail("--step must be >= 0, got -1") == 2
+    assert fail(ValueError("no such file"), 1) == 1
+    assert capsys.readouterr() == ("", "error: --step must be >= 0, got -1\nerror: no such file\n")

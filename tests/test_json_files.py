@@ -1,4 +1,5 @@
-"""Atomic JSON writes: the content, the file mode, and a failed write that changes nothing."""
+"""Atomic JSON writes (the content, the file mode, a failed write that changes nothing) and
+the canonical-JSON hash."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.json_files import canonical_sha256, write_json_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,3 +67,12 @@ def test_non_finite_floats_as_null_on_request(tmp_path):
     assert path.read_text() == '{"nan": null, "rows": [[1.5, null], null], "n": 2}\n'
     write_json_atomically(path, {"nan": float("nan")}, indent=None)
     assert path.read_text() == '{"nan": NaN}\n'
+
+
+def test_the_canonical_hash_is_of_sorted_compact_utf8_json():
+    """Pinned: finished ablation runs and packaged policies are keyed by these values."""
+    value = {"b": [1, "\u00e9"], "a": None}
+    # SHA-256 of the UTF-8 bytes of {"a":null,"b":[1,"é"]}
+    digest = "f8f17faab95c024891d173fa43442b0e52007736a1f36715ac721ab22deeefc5"
+    assert canonical_sha256(value) == digest
+    assert canonical_sha256(dict(reversed(value.items()))) == digest

@@ -138,6 +138,23 @@ def _pool(args: BenchGRPOArgs):
     )
 
 
+def token_log_probs(
+    logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """Log-probability of each next token under ``softmax(logits / T)``, the distribution the
+    rollouts sampled from (so that the ratio is 1 before the first update): the plain update's,
+    every row whole and the head at every position.
+
+    Shapes: logits (N, T, V), input_ids (N, T) -> (N, T-1); entry t is
+    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``; float32, or float64 for float64 logits.
+    """
+    logits = logits[:, :-1]
+    if logits.dtype != torch.float64:
+        logits = logits.float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+
 def _timed_update(
     model: torch.nn.Module,
     items: list[UpdateItem],
@@ -148,7 +165,7 @@ def _timed_update(
     """Seconds of one update (forward, backward, clip, AdamW step) on a copy of ``model``,
     and the sequence tokens it processed."""
     from envsched_gnn.training.grpo.batch import policy_log_probs
-    from envsched_gnn.training.grpo.objective import policy_loss, token_log_probs
+    from envsched_gnn.training.grpo.objective import policy_loss
 
     policy = copy.deepcopy(model).train()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)

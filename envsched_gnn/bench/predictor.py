@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.config_cli import add_config_flags, fail
 from envsched_gnn.graph.hetero import add_adjacency
 
 ENV_SIZE = 50
@@ -224,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
     for name in ("tasks", "edges_per_task", "repeats", "steps"):
         values = getattr(args, name)
         if any(v < 1 for v in (values if isinstance(values, list) else [values])):
-            return _fail(f"--{name.replace('_', '-')} must be >= 1, got {values}")
+            return fail(f"--{name.replace('_', '-')} must be >= 1, got {values}")
     print(
         f"{'tasks':>10} {'edges':>12} {'obs':>10} {'cold_ms':>10} {'median_ms':>10} {'min_ms':>10} "
         f"{'peak_MB':>10} {'B/(N+E)':>8}   (threads: {torch.get_num_threads()})"
@@ -243,13 +243,6 @@ def _run(args: argparse.Namespace) -> int:
         print(_format(row), flush=True)
     print(json.dumps({"benchmark": "predictor", "seed": args.seed, "results": rows}))
     return 0
-
-
-def _fail(message: str) -> int:
-    import sys
-
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def register(groups: dict) -> None:

@@ -35,6 +35,7 @@ from envsched_gnn.envs.episode import EpisodeScore, ToolFault, succeeded
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.pool_io import load_pool
 from envsched_gnn.envs.pool_parse import PoolError
+from envsched_gnn.envs.replay import Replayed, replay
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.state_diff import ObservedEffect, state_effects
@@ -173,76 +174,49 @@ def _run(
     *,
     faults: int,
 ) -> tuple[list[EpisodeScore], set[str]]:
-    """Fresh episodes, their calls, their scores, and the ids of the tasks whose instantiation
-    failed; a failed instantiation is an error, and so is a call of the first ``faults`` runs
-    (the reference solutions) that the runtime failed. With ``effects``, the calls go one
-    position at a time with a state snapshot after each."""
-    episode_ids = [f"check-{index}" for index in range(len(runs))]
-    try:
-        resets = runtime.reset(
-            [(e, task.task_id) for e, (task, _) in zip(episode_ids, runs, strict=True)]
-        )
-        failed = {
-            task.task_id: result["error"]
-            for (task, _), result in zip(runs, resets, strict=True)
-            if not result["success"]
-        }
+    """Replays ``runs`` (:func:`~envsched_gnn.envs.replay.replay`); returns their scores and
+    the ids of the tasks whose instantiation failed. A failed instantiation is an error, and so
+    is a call of the first ``faults`` runs (the reference solutions) that the runtime failed.
+    With ``effects``, the calls go one position at a time with a state snapshot after each."""
+    state = None if effects is None else runtime.state
+    replayed = replay(runtime, [(task.task_id, plan) for task, plan in runs], state)
+    failed = {
+        task.task_id: run.reset["error"]
+        for (task, _), run in zip(runs, replayed, strict=True)
+        if not run.reset["success"]
+    }
+    errors.extend(
+        f"task {task_id!r}: instantiation failed: {error}" for task_id, error in failed.items()
+    )
+    for index, ((task, plan), run) in enumerate(zip(runs, replayed, strict=True)):
+        if effects is not None:
+            _record_effects(task, plan, run, effects)
+        if index >= faults or task.task_id in failed:
+            continue
         errors.extend(
-            f"task {task_id!r}: instantiation failed: {error}" for task_id, error in failed.items()
+            f"task {task.task_id!r}: reference call {number} ({plan[number].name}) "
+            f"failed in the runtime: {result['error']}"
+            for number, result in enumerate(run.results)
+            if isinstance(result, ToolFault)
         )
-        if effects is None:
-            calls = [
-                (run, number, e, call)
-                for run, (e, (_, plan)) in enumerate(zip(episode_ids, runs, strict=True))
-                for number, call in enumerate(plan)
-            ]
-            outcomes = runtime.call([(e, call) for _, _, e, call in calls])
-            results = {
-                (run, number): r for (run, number, _, _), r in zip(calls, outcomes, strict=True)
-            }
-        else:
-            results = _call_recording_effects(runtime, episode_ids, runs, effects)
-        for (run, number), result in results.items():
-            task, plan = runs[run]
-            if run < faults and isinstance(result, ToolFault) and task.task_id not in failed:
-                errors.append(
-                    f"task {task.task_id!r}: reference call {number} ({plan[number].name}) "
-                    f"failed in the runtime: {result['error']}"
-                )
-        return runtime.score(episode_ids), set(failed)
-    finally:
-        runtime.release(episode_ids)
+    return [run.score for run in replayed], set(failed)
 
 
-def _call_recording_effects(
-    runtime: EnvRuntime,
-    episode_ids: list[str],
-    runs: list[tuple[Task, Sequence[ToolCall]]],
+def _record_effects(
+    task: Task,
+    plan: Sequence[ToolCall],
+    run: Replayed,
     effects: dict[str, dict[str, ObservedEffect]],
-) -> dict[tuple[int, int], Any]:
-    """Call position k of every run, snapshot, call position k + 1, ...; each successful call
-    whose states before and after were readable adds its kinds of change to its tool. Returns
-    every call's result by (run, position)."""
-    live = [
-        (run, e, task, list(calls))
-        for run, (e, (task, calls)) in enumerate(zip(episode_ids, runs, strict=True))
-        if calls
-    ]
-    ids = [e for _, e, _, _ in live]
-    states = dict(zip(ids, runtime.state(ids), strict=True))
-    outcomes: dict[tuple[int, int], Any] = {}
-    for k in range(max((len(calls) for *_, calls in live), default=0)):
-        active = [(run, e, task, calls[k]) for run, e, task, calls in live if len(calls) > k]
-        results = runtime.call([(e, call) for _, e, _, call in active])
-        after = runtime.state([e for _, e, _, _ in active])
-        for (run, e, task, call), result, now in zip(active, results, after, strict=True):
-            outcomes[(run, k)] = result
-            before = states[e]
-            if succeeded(result) and before["success"] and now["success"]:
-                effect = effects.setdefault(task.env_id, {}).setdefault(call.name, ObservedEffect())
-                effect.add(state_effects(before["data"], now["data"]))
-            states[e] = now
-    return outcomes
+) -> None:
+    """Adds to its tool the kinds of change of each successful call of ``run`` whose states
+    before and after were readable."""
+    if not run.states:  # its reset failed, or it has no call
+        return
+    steps = zip(plan, run.results, run.states[:-1], run.states[1:], strict=True)
+    for call, result, before, now in steps:
+        if succeeded(result) and before["success"] and now["success"]:
+            effect = effects.setdefault(task.env_id, {}).setdefault(call.name, ObservedEffect())
+            effect.add(state_effects(before["data"], now["data"]))
 
 
 def _reference_error(task: Task, score: EpisodeScore) -> str:

@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
 from envsched_gnn.envs.bfcl import CATEGORIES
 from envsched_gnn.envs.check import CheckConfig
 from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -153,8 +153,7 @@ def _import_envscaler(args: argparse.Namespace) -> int:
     try:
         pool = import_envscaler(args.sources, args.out)
     except (EnvScalerImportError, PoolError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(error, RUN_ERROR)
     print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))
     return 0
 
@@ -166,7 +165,6 @@ def _import_bfcl(args: argparse.Namespace) -> int:
     try:
         pool = import_bfcl(args.source, args.out, args.category)
     except BfclImportError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(error, RUN_ERROR)
     print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))
     return 0

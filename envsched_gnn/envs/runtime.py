@@ -32,7 +32,6 @@ or the runtime's, not a verdict of the checks. Tool results are any JSON value
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import warnings
@@ -43,6 +42,7 @@ from typing import Any
 from envsched_gnn.envs.dispatch import SCORER, TOOLS, Dispatcher, Op
 from envsched_gnn.envs.episode import EpisodeScore, RuntimeEpisode, ScoreRun, failed_score, fault
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
+from envsched_gnn.envs.replay import replay
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.slots import Slots
 
@@ -61,7 +61,6 @@ class EnvRuntime:
         self._slots = Slots(self.config)
         self._episodes: dict[str, RuntimeEpisode] = {}
         self._dispatcher = Dispatcher(pool, self.config, self._slots, self._episodes)
-        self._replay_ids = itertools.count()
         self._reported: set[str] = set()
         self._finalizer = weakref.finalize(self, self._slots.close)
 
@@ -215,25 +214,9 @@ class EnvRuntime:
         self._slots.trim(self._load())
 
     def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
-        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score."""
-        episode_ids = [f"replay-{next(self._replay_ids)}" for _ in runs]
-        try:
-            self.reset(
-                [
-                    (episode_id, task_id)
-                    for episode_id, (task_id, _) in zip(episode_ids, runs, strict=True)
-                ]
-            )
-            self.call(
-                [
-                    (episode_id, call)
-                    for episode_id, (_, calls) in zip(episode_ids, runs, strict=True)
-                    for call in calls
-                ]
-            )
-            return self.score(episode_ids)
-        finally:
-            self.release(episode_ids)
+        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
+        (:func:`~envsched_gnn.envs.replay.replay`)."""
+        return [run.score for run in replay(self, runs)]
 
     # -- placement: one environment per worker ---------------------------------------------
 

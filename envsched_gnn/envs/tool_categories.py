@@ -61,8 +61,6 @@ CATEGORIES = (
     COMPUTATION,
     OTHER,
 )
-READ_CATEGORIES = frozenset({LOOKUP, LIST, RESOLVE, ELIGIBILITY, PRECONDITION, VALIDATE})
-CHANGE_CATEGORIES = frozenset({CREATE, UPDATE, TRANSITION, DELETE, RELATION})
 
 
 def _lexicon(*groups: tuple[str, str]) -> dict[str, str]:

@@ -8,11 +8,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.cold_start import ColdStartConfig
-from envsched_gnn.eval.sources import fail, pool_graph, read_source, source_error
+from envsched_gnn.eval.sources import pool_graph, read_source, source_error
 
 
 @dataclass

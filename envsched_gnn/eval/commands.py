@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.graph_signal import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
-from envsched_gnn.eval.sources import fail, pool_graph, read_source, source_error
+from envsched_gnn.eval.sources import pool_graph, read_source, source_error
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
@@ -240,8 +239,7 @@ def _ablate(args: argparse.Namespace) -> int:
     try:
         results = run_ablation(load_pool(args.pool), config, args.out)
     except RunMismatch as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(error, RUN_ERROR)
     print(render_table(results, config))
     print(render_margins(results, config))
     print(render_rollouts_to_final(results, config))

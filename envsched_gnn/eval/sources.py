@@ -5,16 +5,9 @@ of a policy, replays of references) on a pool whose graph is given or built."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-
-def fail(message: str) -> int:
-    """Print ``error: message`` to stderr; the exit status of a refused command (2)."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def source_error(args: argparse.Namespace) -> str | None:
@@ -57,9 +50,7 @@ def pool_graph(
 
     graph = build_graph(pool)
     if tasks is not None:
-        from envsched_gnn.training.grpo.train import train_subgraph
-
-        graph = train_subgraph(graph, tasks)
+        graph = graph.subgraph(tasks)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_graph(out / "graph.json", graph)

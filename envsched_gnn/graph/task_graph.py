@@ -117,6 +117,20 @@ class TaskGraph:
             for s, d, w in zip(e.src.tolist(), e.dst.tolist(), e.sim.tolist(), strict=True):
                 yield self.task_ids[s], self.task_ids[d], relation, w
 
+    def subgraph(self, task_ids: Iterable[str]) -> TaskGraph:
+        """The graph induced by ``task_ids``: those tasks in this graph's order and the edges
+        between them (the train split, so that held-out tasks are never chosen). A task id
+        that is not a node raises :class:`GraphError`."""
+        keep = set(task_ids)
+        missing = keep - set(self.task_ids)
+        if missing:
+            raise GraphError(
+                f"task(s) {sorted(missing)[:5]} of the pool are not nodes of the graph"
+            )
+        tasks = [(t, e) for t, e in zip(self.task_ids, self.env_ids, strict=True) if t in keep]
+        rows = [row for row in self.edge_rows() if row[0] in keep and row[1] in keep]
+        return TaskGraph.from_edge_rows(tasks, rows)
+
     def to_json(self) -> dict:
         return {
             "tasks": [

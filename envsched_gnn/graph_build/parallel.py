@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.workers import process_context
+
 RAY_LOCAL = "local"
 """``--ray local``: start (or join) a Ray instance on this machine; else a cluster address."""
 PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -43,11 +45,9 @@ def ordered_map(
         for args in items:
             yield args, fn(*args)
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    context = multiprocessing.get_context("spawn")  # no fork after torch's threads
-    with ProcessPoolExecutor(workers, mp_context=context) as executor:
+    with ProcessPoolExecutor(workers, mp_context=process_context()) as executor:
         yield from _windowed(lambda args: executor.submit(fn, *args), items, window or 4 * workers)
 
 

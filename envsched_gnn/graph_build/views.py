@@ -156,7 +156,6 @@ VIEWS: tuple[tuple[str, Callable[[Task], str], dict], ...] = (
     ("initial_context", initial_context_text, {"analyzer": "word", "token_pattern": CODE_TOKENS}),
     ("operation", operation_text, {"analyzer": "word", "ngram_range": (1, 2)}),
 )
-VIEW_NAMES = tuple(name for name, _, _ in VIEWS)
 
 
 def view_cosines(texts: Sequence[str], options: dict) -> np.ndarray:

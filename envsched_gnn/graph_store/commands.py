@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
 from envsched_gnn.graph_build.builder import GraphConfig
 
 
@@ -83,11 +82,6 @@ def _print_stats(graph, seconds: float, what: str) -> None:
     )
 
 
-def _fail(error: Exception) -> int:
-    print(f"error: {error}", file=sys.stderr)
-    return 1
-
-
 def build_command(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_stream import PoolStream
     from envsched_gnn.graph_store.connect import open_store
@@ -109,7 +103,7 @@ def build_command(args: argparse.Namespace) -> int:
             built = build_into_store(store, pool, config)
         _print_stats(built.graph, time.perf_counter() - started, "graph built")
     except (StoreError, ValueError, OSError, MemoryLimitExceeded) as error:
-        return _fail(error)
+        return fail(error, RUN_ERROR)
     return 0
 
 
@@ -125,7 +119,7 @@ def export_command(args: argparse.Namespace) -> int:
         write_graph(args.out, graph)
         _print_stats(graph, time.perf_counter() - started, f"exported {args.out}")
     except (StoreError, ValueError, OSError) as error:
-        return _fail(error)
+        return fail(error, RUN_ERROR)
     return 0
 
 
@@ -149,5 +143,5 @@ def add_env_command(args: argparse.Namespace) -> int:
         print(f"added environment(s): {', '.join(added) or 'none (all present)'}")
         _print_stats(graph, time.perf_counter() - started, "graph grown")
     except (StoreError, ValueError, OSError) as error:
-        return _fail(error)
+        return fail(error, RUN_ERROR)
     return 0

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, fail
 from envsched_gnn.graph_store.query_output import FORMATS
 
 
@@ -90,11 +90,6 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     load.set_defaults(func=import_history_command)
 
 
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 1
-
-
 def parse_parameters(items: list[str]) -> dict[str, Any]:
     """``["NAME=VALUE", ...]`` as a dict; VALUE as JSON when it parses, else as text."""
     parameters: dict[str, Any] = {}
@@ -123,9 +118,9 @@ def query_command(args: argparse.Namespace) -> int:
         with open_store(args.store) as store:
             result = store.run_statement(args.cypher, parameters, write=args.write)
     except Neo4jError as error:
-        return _fail(f"the store refused the statement: {error.code}: {error.message}")
+        return fail(f"the store refused the statement: {error.code}: {error.message}", RUN_ERROR)
     except (StoreError, ValueError, OSError) as error:
-        return _fail(str(error))
+        return fail(str(error), RUN_ERROR)
     print(render(result.keys, plain_rows(result.keys, result.records), args.format))
     if result.updates:
         changes = ", ".join(f"{name} {value}" for name, value in result.updates.items())
@@ -143,7 +138,7 @@ def export_history_command(args: argparse.Namespace) -> int:
             observations = store.read_observations()
         write_history(args.out, observations)
     except (StoreError, ValueError, OSError) as error:
-        return _fail(str(error))
+        return fail(str(error), RUN_ERROR)
     steps = sorted({o.step for o in observations})
     span = f" at steps {steps[0]}..{steps[-1]}" if steps else ""
     tasks = len({o.task_id for o in observations})
@@ -161,7 +156,7 @@ def import_history_command(args: argparse.Namespace) -> int:
         with open_store(args.store) as store:
             new = store.write_observations(observations)
     except (StoreError, ValueError, OSError) as error:
-        return _fail(f"{args.history}: {error}; nothing written")
+        return fail(f"{args.history}: {error}; nothing written", RUN_ERROR)
     print(
         f"{new} new observations written from {args.history} "
         f"({len(observations) - new} already stored with the same rewards)"

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import ObservationConfig, add_small_groups_option
 
@@ -96,11 +96,6 @@ def register(groups: dict) -> None:
     e.set_defaults(func=_explain)
 
 
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
 def _load_files(graph_path: Path, history_path: Path, config):
     from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.observations import ObservationLog, read_history
@@ -119,13 +114,13 @@ def _predict(args: argparse.Namespace) -> int:
     from envsched_gnn.models.analytic import AnalyticPredictor
 
     if args.step < 0:
-        return _fail(f"--step must be >= 0, got {args.step}")
+        return fail(f"--step must be >= 0, got {args.step}")
     try:
         graph, log = _load_files(
             args.graph, args.history, config_from_args(ObservationConfig, args)
         )
     except (OSError, ValueError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     prediction = AnalyticPredictor().predict(to_hetero_data(graph), log, args.step)
     write_json_atomically(args.out, prediction.to_json(graph.task_ids), indent=None)
     print(f"wrote predictions for {graph.num_tasks} tasks at step {args.step} to {args.out}")
@@ -137,14 +132,14 @@ def _explain(args: argparse.Namespace) -> int:
     from envsched_gnn.models.explain_table import render
 
     if args.step < 0:
-        return _fail(f"--step must be >= 0, got {args.step}")
+        return fail(f"--step must be >= 0, got {args.step}")
     from_files = args.graph is not None or args.history is not None
     if from_files == (args.store is not None):
-        return _fail("give either --graph and --history, or --store")
+        return fail("give either --graph and --history, or --store")
     if from_files and (args.graph is None or args.history is None):
-        return _fail("--graph and --history go together")
+        return fail("--graph and --history go together")
     if args.store_evidence and args.store is None:
-        return _fail("--store-evidence needs --store")
+        return fail("--store-evidence needs --store")
     try:
         if from_files:
             graph, log = _load_files(
@@ -154,7 +149,7 @@ def _explain(args: argparse.Namespace) -> int:
         else:
             evidence = _explain_from_store(args)
     except (OSError, ValueError, StoreError) as error:
-        return _fail(str(error))
+        return fail(str(error))
     print(json.dumps(evidence, indent=2) if args.json else render(evidence))
     try:
         if args.png is not None:
@@ -166,7 +161,7 @@ def _explain(args: argparse.Namespace) -> int:
 
             print(f"wrote {write_html(evidence, args.html)}", file=sys.stderr)
     except OSError as error:
-        return _fail(str(error))
+        return fail(str(error))
     return 0
 
 

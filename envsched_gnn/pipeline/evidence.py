@@ -24,9 +24,8 @@ def write_top_evidence(
     from envsched_gnn.graph.hetero import to_hetero_data
     from envsched_gnn.models.analytic import AnalyticPredictor
     from envsched_gnn.models.evidence_picture import write_png
-    from envsched_gnn.training.grpo.train import train_subgraph
 
-    graph = train_subgraph(graph, [task.task_id for task in pool.split("train")])
+    graph = graph.subgraph([task.task_id for task in pool.split("train")])
     log = ObservationLog(graph.task_ids)
     log.extend(observations)
     data, predictor = to_hetero_data(graph), AnalyticPredictor()

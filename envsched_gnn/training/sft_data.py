@@ -1,7 +1,7 @@
 """SFT examples: reference solutions executed in the runtime and rendered in the agent format.
 
-Each task's ``reference_solution`` is run call by call in a fresh episode (all tasks of a
-chunk in parallel, one batched ``runtime.call`` per step), so the rendered trajectory holds
+Each task's ``reference_solution`` is replayed in a fresh episode (all tasks of a chunk in
+parallel, :func:`~envsched_gnn.envs.replay.replay`), so the rendered trajectory holds
 the tool responses the environment really gives. Trajectories whose final state does not
 pass all checks are dropped: the policy imitates only solutions that score 1.
 """
@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from envsched_gnn.envs.pool import Pool, Task
+from envsched_gnn.envs.replay import EpisodeRuntime, replay
 from envsched_gnn.training.agent_format import (
     AgentConfig,
     ChatFormat,
@@ -35,35 +36,21 @@ class ReferenceRun:
 
 
 def run_references(
-    runtime: Any, tasks: Sequence[Task], chunk: int = 512, keep_empty: bool = False
+    runtime: EpisodeRuntime, tasks: Sequence[Task], chunk: int = 512, keep_empty: bool = False
 ) -> list[ReferenceRun]:
-    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``).
+    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``),
+    ``chunk`` tasks at a time (:func:`~envsched_gnn.envs.replay.replay`).
 
     Tasks without a reference are left out, unless ``keep_empty``: then they are scored as
     episodes of no call, and the runs are the tasks' in order."""
     runs: list[ReferenceRun] = []
     for start in range(0, len(tasks), chunk):
         part = [t for t in tasks[start : start + chunk] if keep_empty or t.reference_solution]
-        ids = [f"sft-{start + i}" for i in range(len(part))]
-        resets = runtime.reset(list(zip(ids, [t.task_id for t in part], strict=True)))
-        alive = [bool(r.get("success", False)) for r in resets]
-        results: list[list[Any]] = [[] for _ in part]
-        steps = max((len(t.reference_solution or ()) for t in part), default=0)
-        for step in range(steps):
-            todo = [
-                i
-                for i, task in enumerate(part)
-                if alive[i] and step < len(task.reference_solution or ())
-            ]
-            answers = runtime.call([(ids[i], part[i].reference_solution[step]) for i in todo])
-            for i, answer in zip(todo, answers, strict=True):
-                results[i].append(answer)
-        live_ids = [ids[i] for i in range(len(part)) if alive[i]]
-        scores = iter(runtime.score(live_ids)) if live_ids else iter(())
-        runtime.release(ids)
-        for i, task in enumerate(part):
-            reward = next(scores).reward if alive[i] else 0.0
-            runs.append(ReferenceRun(task, results[i], float(reward)))
+        replayed = replay(runtime, [(t.task_id, t.reference_solution or []) for t in part])
+        runs += [
+            ReferenceRun(task, run.results, float(run.score.reward))
+            for task, run in zip(part, replayed, strict=True)
+        ]
     return runs
 
 

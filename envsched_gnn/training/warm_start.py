@@ -25,7 +25,7 @@ from pathlib import Path
 
 from envsched_gnn.config_cli import non_default_fields
 from envsched_gnn.envs.pool import Pool, Task
-from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.json_files import canonical_sha256, write_json_atomically
 from envsched_gnn.training.sft_config import SFTConfig
 
 MANIFEST = "manifest.json"
@@ -48,8 +48,7 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
         "sft_tasks": [_sft_view(t) for t in tasks],
         "config": recipe,
     }
-    text = json.dumps(inputs, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return canonical_sha256(inputs)
 
 
 def _sft_view(task: Task) -> dict:

@@ -55,3 +55,13 @@ def test_duplicate_tasks_and_missing_fields(tmp_path):
     path.write_text(json.dumps({"tasks": [{"id": "a"}], "edges": []}))
     with pytest.raises(GraphError, match="g.json: .*missing or malformed field 'env'"):
         read_graph(path)
+
+
+def test_a_subgraph_keeps_its_tasks_in_order_and_the_edges_between_them():
+    rows = [("a", "b", "within", 0.5), ("c", "a", "cross", 0.25), ("b", "c", "cross", 0.75)]
+    graph = TaskGraph.from_edge_rows(TASKS, rows)
+    sub = graph.subgraph(["c", "a"])
+    assert (sub.task_ids, sub.env_ids) == (["a", "c"], ["e1", "e2"])
+    assert list(sub.edge_rows()) == [("c", "a", "cross", 0.25)]
+    with pytest.raises(GraphError, match=r"task\(s\) \['zz'\] .*not nodes of the graph"):
+        graph.subgraph(["a", "zz"])

@@ -12,7 +12,7 @@ from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph_build.builder import GraphConfig, build
 from envsched_gnn.graph_build.embeddings import exact_cosines, fixed_point
 from envsched_gnn.graph_build.views import (
-    VIEW_NAMES,
+    VIEWS,
     check_structure_text,
     source_structure_text,
     verifier_structure_text,
@@ -124,7 +124,7 @@ def test_code_structure_view_ignores_literal_values() -> None:
 def test_within_similarity_is_a_mean_of_six_views() -> None:
     tasks = handmade_pool().tasks_of("library")
     sims = within_similarity(tasks)
-    assert len(VIEW_NAMES) == 6
+    assert len(VIEWS) == 6
     assert np.allclose(sims, sims.T) and np.allclose(np.diag(sims), 1.0)
     assert np.all(sims[~np.eye(3, dtype=bool)] < 1.0)
 

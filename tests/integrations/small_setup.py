@@ -10,7 +10,6 @@ from envsched_gnn.envs.generator import generate_pool
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.graph_build.builder import GraphConfig, build_graph
-from envsched_gnn.training.grpo.train import train_subgraph
 from envsched_gnn.training.policy import build_default_policy
 from tests.training.tiny_policy import TINY, _scratch
 
@@ -27,7 +26,7 @@ def small_graph() -> TaskGraph:
     """The real dual-relation graph (TF-IDF views, MiniLM embeddings) of the train split."""
     pool = small_pool()
     graph = build_graph(pool, GraphConfig(show_progress=False))
-    return train_subgraph(graph, [task.task_id for task in pool.split("train")])
+    return graph.subgraph([task.task_id for task in pool.split("train")])
 
 
 @functools.cache

@@ -17,7 +17,6 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
 from envsched_gnn.scheduler.registry import make_scheduler
-from envsched_gnn.training.grpo.train import train_subgraph
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
 pytestmark = pytest.mark.slow
@@ -107,8 +106,8 @@ def test_restarted_scheduler_actor_continues_from_its_checkpoint(cluster, tmp_pa
 def test_scheduler_actor_grows_live_and_a_restart_comes_back_on_the_grown_graph(cluster, tmp_path):
     full = small_graph()
     old_envs = sorted(set(full.env_ids))[:2]
-    old = train_subgraph(
-        full, [t for t, e in zip(full.task_ids, full.env_ids, strict=True) if e in old_envs]
+    old = full.subgraph(
+        [t for t, e in zip(full.task_ids, full.env_ids, strict=True) if e in old_envs]
     )
     actor = EnvSchedActor.options(max_restarts=-1, max_task_retries=-1).remote(
         "envsched", old, batch_size=B, seed=0, checkpoint_path=str(tmp_path / "s.json")

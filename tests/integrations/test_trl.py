@@ -21,7 +21,6 @@ from envsched_gnn.integrations.trl import (
     pool_dataset,
 )
 from envsched_gnn.scheduler.registry import make_scheduler
-from envsched_gnn.training.grpo.train import train_subgraph
 from envsched_gnn.training.policy import load_policy
 from tests.integrations.small_setup import small_graph, small_policy_dir, small_pool
 
@@ -74,8 +73,8 @@ def make_trainer(out, runtime, steps, *, callbacks=(), store=None, seed=0, envs=
     rewards = RoundRewards()
     graph, dataset = small_graph(), pool_dataset(small_pool())
     if envs is not None:
-        graph = train_subgraph(
-            graph, [t for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if e in envs]
+        graph = graph.subgraph(
+            [t for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if e in envs]
         )
         dataset = dataset.filter(lambda row: row["env_id"] in envs)
     scheduler = make_scheduler("envsched", graph, batch_size=B, seed=seed)

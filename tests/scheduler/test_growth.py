@@ -11,7 +11,6 @@ import pytest
 from envsched_gnn.bench.scheduler import synthetic_graph
 from envsched_gnn.scheduler.base import SchedulerError
 from envsched_gnn.scheduler.registry import SCHEDULERS, make_scheduler
-from envsched_gnn.training.grpo.train import train_subgraph
 from tests.scheduler.test_envsched import rewards_for
 
 B = 8
@@ -24,7 +23,7 @@ def graphs():
     full = synthetic_graph(120, tasks_per_env=20, k_in=4, k_cross=6, seed=3)
     old_ids = [t for t, e in zip(full.task_ids, full.env_ids, strict=True) if int(e[1:]) < OLD_ENVS]
     rates = np.random.default_rng(0).random(full.num_tasks)
-    return train_subgraph(full, old_ids), full, rates
+    return full.subgraph(old_ids), full, rates
 
 
 def drive(scheduler, steps, rates, index):
@@ -115,7 +114,7 @@ def test_a_graph_that_lacks_observed_tasks_is_refused_naming_them_and_loses_noth
     assert len(smaller.log) == 0
 
     # renaming an observed task is dropping it
-    renamed = train_subgraph(full, full.task_ids)
+    renamed = full.subgraph(full.task_ids)
     renamed.task_ids[full.index[used[0]]] = "renamed"
     renamed = type(full)(renamed.task_ids, renamed.env_ids, renamed.edges)
     with pytest.raises(SchedulerError, match=repr(used[0])):

@@ -17,7 +17,7 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.graph.task_graph import write_graph
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.grpo.module import CHECKPOINT_KEY
-from envsched_gnn.training.grpo.train import RESULT_FILE, train_subgraph
+from envsched_gnn.training.grpo.train import RESULT_FILE
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.rng import step_seed
 from envsched_gnn.training.rollout import EpisodeSpec, RolloutEngine
@@ -62,7 +62,7 @@ def test_two_processes_share_batches_split_rollouts_gather_rewards(tmp_path):
 
     # one scheduler chose the batches: replaying it on the gathered rewards reproduces them
     scheduler = make_scheduler(
-        "envsched", train_subgraph(handmade_graph(), [t.task_id for t in POOL.split("train")]),
+        "envsched", handmade_graph().subgraph([t.task_id for t in POOL.split("train")]),
         batch_size=2, seed=3,
     )  # fmt: skip
     for step, (batch, rewards) in enumerate(zip(result["batches"], result["rewards"], strict=True)):

@@ -15,7 +15,6 @@ from envsched_gnn.training.grpo.objective import (
     kl_penalty,
     loss_denominator,
     policy_loss,
-    token_log_probs,
 )
 
 
@@ -101,12 +100,3 @@ def test_kl_penalty_k3():
     expected = [0.0, 2.0 - math.log(2.0) - 1.0, 0.5 + math.log(2.0) - 1.0]
     assert kl.tolist() == pytest.approx(expected)
     assert torch.all(kl >= 0)
-
-
-def test_token_log_probs_picks_next_token():
-    logits = torch.log(torch.tensor([[[0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3]]]))
-    ids = torch.tensor([[0, 1, 2]])
-    assert token_log_probs(logits, ids)[0].tolist() == pytest.approx([math.log(0.2), math.log(0.8)])
-    tempered = torch.log_softmax(logits[0, :2] / 2.0, dim=-1)
-    expected = [tempered[0, 1].item(), tempered[1, 2].item()]
-    assert token_log_probs(logits, ids, temperature=2.0)[0].tolist() == pytest.approx(expected)

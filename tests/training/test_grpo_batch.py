@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from envsched_gnn.bench.grpo import token_log_probs
 from envsched_gnn.training.grpo.batch import (
     UpdateItem,
     collate,
@@ -13,7 +14,7 @@ from envsched_gnn.training.grpo.batch import (
     policy_log_probs,
     split_groups,
 )
-from envsched_gnn.training.grpo.objective import policy_loss, token_log_probs
+from envsched_gnn.training.grpo.objective import policy_loss
 from envsched_gnn.training.shared_prefix import shared_prefix_length
 from tests.training.small_lm import float64_norms, group, small_model
 

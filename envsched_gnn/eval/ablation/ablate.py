@@ -98,7 +98,7 @@ from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, 
 from envsched_gnn.scheduler.groups import PendingGroups
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.registry import make_scheduler
-from envsched_gnn.training.workers import map_in_workers
+from envsched_gnn.workers import map_in_workers
 
 # -- graphs --------------------------------------------------------------------------------
 
@@ -371,14 +371,14 @@ def simulate_jobs(
     log: Callable[[str], None],
     finished: FinishedRuns,
 ) -> tuple[list[dict], dict]:
-    """Every job with the learner simulator (``config.workers`` forked processes), less
+    """Every job with the learner simulator (``config.workers`` spawned processes), less
     those ``finished`` holds; each run is saved there as soon as it ends."""
     done, todo = finished.split(jobs)
     world = build_world(pool, config.simulator)
     context = JobContext(pool, world, graphs, config)
     runs: list[dict] = list(done.values())
     run_start = time.perf_counter()
-    results = map_in_workers(run_job, todo, context, config.workers, "fork")
+    results = map_in_workers(run_job, todo, context, config.workers)
     for n, (job, result) in enumerate(zip(todo, results, strict=True), 1):
         runs.append(finished.save(job, result))
         _progress(log, n, len(todo), result, run_start)

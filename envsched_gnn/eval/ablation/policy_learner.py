@@ -49,13 +49,9 @@ from envsched_gnn.eval.ablation.config import (
     eval_every_for,
     job_graph,
 )
-from envsched_gnn.eval.ablation.runs import (
-    FinishedRuns,
-    canonical_sha256,
-    folder_fingerprint,
-)
+from envsched_gnn.eval.ablation.runs import FinishedRuns, folder_fingerprint
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.json_files import canonical_sha256, write_json_atomically
 from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.sft_config import SFTConfig

@@ -43,7 +43,7 @@ from envsched_gnn.envs.pool_io import environment_to_dict, task_to_dict
 from envsched_gnn.eval.ablation.config import DEFAULT_K, AblationConfig, Job, grid_name
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.json_files import canonical_sha256, write_json_atomically
 
 RUNS_DIR = "per_seed"
 SELECTION_FIELDS = ("seeds", "schedulers", "controls", "k_grid", "oracle_graph", "score_steps")
@@ -52,12 +52,6 @@ SELECTION_FIELDS = ("seeds", "schedulers", "controls", "k_grid", "oracle_graph",
 
 class RunMismatch(ValueError):
     """A finished run on disk whose identity differs from the run planned in its place."""
-
-
-def canonical_sha256(value: Any) -> str:
-    """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces)."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def pool_fingerprint(pool: Pool) -> str:

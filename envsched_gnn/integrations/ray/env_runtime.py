@@ -21,7 +21,6 @@ its calls, so the rebuilt episode is the one that was lost. An actor that dies m
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Pool, ToolCall
+from envsched_gnn.envs.replay import replay
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 
@@ -116,7 +116,6 @@ class RayEnvRuntime:
         self._actors: list[Any] = []
         self._pool_ref: Any = None  # held: a restarted actor gets its pool from this object
         self._episodes: dict[str, _Episode] = {}
-        self._replay_ids = itertools.count()
 
     def __enter__(self) -> RayEnvRuntime:
         self.start()
@@ -230,15 +229,9 @@ class RayEnvRuntime:
         self._dispatch("release", work, None, lambda item, result: result, _error)
 
     def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
-        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score."""
-        episode_ids = [f"replay-{next(self._replay_ids)}" for _ in runs]
-        try:
-            self.reset([(e, task_id) for e, (task_id, _) in zip(episode_ids, runs, strict=True)])
-            pairs = zip(episode_ids, runs, strict=True)
-            self.call([(e, call) for e, (_, calls) in pairs for call in calls])
-            return self.score(episode_ids)
-        finally:
-            self.release(episode_ids)
+        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
+        (:func:`~envsched_gnn.envs.replay.replay`)."""
+        return [run.score for run in replay(self, runs)]
 
     # -- dispatch and recovery ----------------------------------------------------------------
     def _dispatch(

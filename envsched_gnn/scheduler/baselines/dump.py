@@ -19,9 +19,10 @@ tau = 0.1 (``temperature``), eps = 1e-6 (``compute_grpo_outcome_advantage``).
 Simplifies: the tasks of a batch are distinct (the project's interface), so a slot draws its
 environment from p restricted to environments with tasks not yet in the batch, then one of
 those tasks uniformly (DUMP draws prompts uniformly with replacement). A group whose K rewards
-are all equal has advantage exactly 0, as in ``training.grpo.group_advantages``. Observations
-of one step enter the windows in pool order, so a restore (which replays the log in step
-order) rebuilds the same windows.
+are all equal has advantage exactly 0, as in
+:func:`~envsched_gnn.training.grpo.objective.group_advantages`. Observations of one step enter
+the windows in pool order, so a restore (which replays the log in step order) rebuilds the
+same windows.
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ def absolute_advantages(
 ) -> np.ndarray:
     """|A(k)| of one group: ``|r_k - mean(r)| / (std(r) + eps)`` (sample std), or undivided.
 
-    The scheduler's copy of ``training.grpo.group_advantages`` (it cannot import the layer
-    above it); a test holds the two equal. ``(K,) -> (K,)``; all-equal groups give 0.
+    The scheduler's copy of :func:`~envsched_gnn.training.grpo.objective.group_advantages` (it
+    cannot import the layer above it); a test holds the two equal. ``(K,) -> (K,)``; all-equal
+    groups give 0.
     """
     r = np.asarray(rewards, np.float64)
     if r.size < 2 or np.all(r == r[0]):

@@ -158,17 +158,3 @@ def clipped_tokens(logp: Tensor, old_logp: Tensor, clip: float = 0.2) -> Tensor:
     """
     ratio = torch.exp(logp - old_logp)
     return ((ratio < 1.0 - clip) | (ratio > 1.0 + clip)).sum()
-
-
-def token_log_probs(logits: Tensor, input_ids: Tensor, temperature: float = 1.0) -> Tensor:
-    """Log-probability of each next token under ``softmax(logits / T)``, the distribution the
-    rollouts sampled from (so that the ratio is 1 before the first update).
-
-    Shapes: logits (N, T, V), input_ids (N, T) -> (N, T-1); entry t is
-    ``log pi(input_ids[:, t+1] | input_ids[:, :t+1])``; float32, or float64 for float64 logits.
-    """
-    logits = logits[:, :-1]
-    if logits.dtype != torch.float64:
-        logits = logits.float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return torch.gather(logp, -1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)

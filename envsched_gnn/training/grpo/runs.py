@@ -1,5 +1,5 @@
 """Several GRPO runs from one starting policy, in spawned processes when the cores allow
-(:mod:`~envsched_gnn.training.workers` says why). Each run is
+(:mod:`~envsched_gnn.workers` says why). Each run is
 :func:`~envsched_gnn.training.grpo.train.train_grpo`, unchanged, on its own config and graph;
 results come back in the order of the runs, each as soon as it and those before it are done.
 The starting policy's step-0 evaluation, which every run would make alike, is made once
@@ -22,7 +22,7 @@ from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
 from envsched_gnn.training.grpo.train import GRPOResult
 from envsched_gnn.training.held_out import policy_evaluator
 from envsched_gnn.training.policy_engine import on_gpu, open_engine
-from envsched_gnn.training.workers import map_in_workers
+from envsched_gnn.workers import map_in_workers
 
 
 @dataclass
@@ -79,8 +79,8 @@ def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
 def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> Iterator[GRPOResult]:
     """Train every run from ``start``, yielding the results in the order of ``runs`` as they
     finish; ``workers`` > 1 runs them in that many spawned processes, each with one torch
-    thread (:func:`~envsched_gnn.training.workers.map_in_workers`)."""
-    return map_in_workers(_train, runs, start, workers, "spawn")
+    thread (:func:`~envsched_gnn.workers.map_in_workers`)."""
+    return map_in_workers(_train, runs, start, workers)
 
 
 def _train(run: GRPORun, shared: SharedStart) -> GRPOResult:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,17 +57,6 @@ class GRPOResult:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def train_subgraph(graph: TaskGraph, task_ids: Iterable[str]) -> TaskGraph:
-    """The graph induced by ``task_ids`` (the train split: held-out tasks are never chosen)."""
-    keep = set(task_ids)
-    missing = keep - set(graph.task_ids)
-    if missing:
-        raise ValueError(f"task(s) {sorted(missing)[:5]} of the pool are not nodes of the graph")
-    tasks = [(t, e) for t, e in zip(graph.task_ids, graph.env_ids, strict=True) if t in keep]
-    rows = [row for row in graph.edge_rows() if row[0] in keep and row[1] in keep]
-    return TaskGraph.from_edge_rows(tasks, rows)
 
 
 def train_grpo(
@@ -118,7 +107,7 @@ def train_grpo(
     train_ids = [task.task_id for task in pool.split("train")]
     scheduler = make_scheduler(
         config.scheduler,
-        train_subgraph(graph, train_ids),
+        graph.subgraph(train_ids),
         batch_size=config.batch_size,
         seed=config.seed,
     )

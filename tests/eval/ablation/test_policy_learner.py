@@ -19,9 +19,7 @@ def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
     config = AblationConfig(steps=6, batch_size=2)
     graph = handmade_graph()  # 4 train tasks: DAPO's generation batch is min(4, 2 B) = 4
     train = [t.task_id for t in POOL.split("train")]
-    from envsched_gnn.training.grpo.train import train_subgraph
-
-    graph = train_subgraph(graph, train)
+    graph = graph.subgraph(train)
     assert steps_within_budget("random", graph, config) == 6
     assert steps_within_budget("dapo", graph, config) == 3
 
@@ -33,10 +31,8 @@ def test_dapo_at_equal_rollouts_counts_dropped_groups_and_stops_at_the_budget(tm
     (zero-variance, trimmed or pending) counts, its run stops at S B K rollouts as random's
     does, a step short of B groups with spread makes no update, and the last step trains
     what is pending."""
-    from envsched_gnn.training.grpo.train import train_subgraph
-
     config = AblationConfig(steps=4, batch_size=3)
-    graph = train_subgraph(handmade_graph(), [t.task_id for t in POOL.split("train")])
+    graph = handmade_graph().subgraph([t.task_id for t in POOL.split("train")])
     budget = 4 * 3 * 4
     runs = {}
     for name in ("random", "dapo"):

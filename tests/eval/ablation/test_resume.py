@@ -131,6 +131,7 @@ def test_a_changed_option_is_refused_and_a_selection_change_reuses(tmp_path, mon
         ablate.run_ablation(pool, changed_world, out, log=lambda _: None)
     assert calls == [] and {p: p.read_text() for p in finished_files(out)} == before
 
+    monkeypatch.undo()  # spawned workers get the module's run_job, not a test's closure
     lines: list[str] = []
     more = replace(small, seeds=3, schedulers=("random", "dump"), workers=2, score_steps=(3,))
     ablate.run_ablation(pool, more, out, log=lines.append)

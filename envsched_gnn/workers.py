@@ -1,4 +1,6 @@
-"""Jobs in worker processes that share one context, their results in the jobs' order.
+"""Worker processes: the one start-method rule, and jobs that share one context run in them.
+
+Every process pool of the package starts its processes from :func:`process_context`.
 
 On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (a rollout is
 a sequence of small decode steps), so two jobs side by side, one thread each, finish sooner
@@ -11,23 +13,32 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
+from multiprocessing.context import BaseContext
 from typing import Any
 
 _WORKER: tuple[Callable, Any] | None = None
 """This worker process's function and shared context (None in the parent)."""
 
 
-def map_in_workers(
-    fn: Callable, jobs: Iterable, shared: Any, workers: int, start_method: str = "spawn"
-) -> Iterator:
+def process_context() -> BaseContext:
+    """The multiprocessing context every worker process is started from: ``spawn``.
+
+    Never ``fork``: the parent may have run torch already (a graph build, a policy), and a
+    child forked after torch has started its thread pools inherits their locks without the
+    threads that hold them, so it can hang. A spawned child starts a fresh interpreter; what
+    it runs must be picklable (a module-level function and its arguments)."""
+    return get_context("spawn")
+
+
+def map_in_workers(fn: Callable, jobs: Iterable, shared: Any, workers: int) -> Iterator:
     """``fn(job, shared)`` of every job, each yielded as soon as it and those before it are
-    done; ``workers`` > 1 runs them in that many processes (``start_method``: ``fork`` or
-    ``spawn``, which needs ``fn`` at module level), each with one torch thread."""
+    done; ``workers`` > 1 runs them in that many processes (:func:`process_context`, so
+    ``fn`` must be at module level), each with one torch thread."""
     if workers <= 1:
         for job in jobs:
             yield fn(job, shared)
         return
-    context = get_context(start_method)
+    context = process_context()
     with ProcessPoolExecutor(workers, context, _init_worker, (fn, shared)) as executor:
         yield from executor.map(_run, jobs)
 
