@@ -158,10 +158,14 @@ def import_history_command(args: argparse.Namespace) -> int:
 
     try:
         observations = read_history(args.history)
+    except (ValueError, OSError) as error:  # the message names the file (and the line)
+        return _fail(f"{error}; nothing written")
+    try:
         with open_store(args.store) as store:
             new = store.write_observations(observations)
     except (StoreError, ValueError, OSError) as error:
-        return _fail(f"{args.history}: {error}; nothing written")
+        # the store writes all or nothing, and its refusals say "nothing written" themselves
+        return _fail(f"{args.history}: {error}")
     print(
         f"{new} new observations written from {args.history} "
         f"({len(observations) - new} already stored with the same rewards)"

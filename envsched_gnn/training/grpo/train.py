@@ -103,11 +103,14 @@ def train_grpo(
     A checkpoint of a run on fewer tasks resumes on a grown ``graph`` (``graph add-env``):
     the scheduler keeps its observations and history, and the new tasks join unobserved.
     """
+    from envsched_gnn.scheduler.base import known_env_ids
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.grpo.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
     from envsched_gnn.training.policy import load_policy, save_agent_config
 
+    train_graph = train_subgraph(graph, [task.task_id for task in pool.split("train")])
+    known_env_ids(train_graph, retire_envs)  # a wrong name fails before anything loads
     launch = launch or LaunchConfig()
     agent_config = agent_config or AgentConfig()
     out = Path(out_dir)
@@ -115,12 +118,8 @@ def train_grpo(
     L.seed_everything(config.seed, workers=True, verbose=False)
     model, tokenizer = load_policy(policy_dir)
     model.train()
-    train_ids = [task.task_id for task in pool.split("train")]
     scheduler = make_scheduler(
-        config.scheduler,
-        train_subgraph(graph, train_ids),
-        batch_size=config.batch_size,
-        seed=config.seed,
+        config.scheduler, train_graph, batch_size=config.batch_size, seed=config.seed
     )
     evaluator = None
     if config.eval_every:
