@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.loggers import Logger
 
 from envsched_gnn.training.policy_engine import on_gpu
 
 
 def lightning_trainer(
-    out: Path, seed: int, accelerator: str, logger: Any, **settings: Any
+    out: Path, seed: int, accelerator: str, logger: Logger | list[Logger], **settings: Any
 ) -> L.Trainer:
     """Seeds everything with ``seed`` (data-loader workers too), then a ``Trainer`` on
     ``accelerator`` in ``bf16-mixed`` precision on a GPU (else ``32-true``), writing under

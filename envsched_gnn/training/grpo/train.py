@@ -31,6 +31,8 @@ from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
 from envsched_gnn.training.lightning_trainer import lightning_trainer
 
 if TYPE_CHECKING:
+    from lightning.pytorch.loggers import Logger
+
     from envsched_gnn.training.grpo.module import GRPOModule
 
 RESULT_FILE = "grpo_result.json"
@@ -327,10 +329,11 @@ class StepPrinter(L.pytorch.callbacks.Callback):
         )
 
 
-def _loggers(out: Path) -> list[Any]:
+def _loggers(out: Path) -> list[Logger]:
+    """CSV logs in ``out/logs``, and TensorBoard's beside them when it is installed."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    loggers: list[Any] = [CSVLogger(out, name="logs", version="", flush_logs_every_n_steps=1)]
+    loggers: list[Logger] = [CSVLogger(out, name="logs", version="", flush_logs_every_n_steps=1)]
     with contextlib.suppress(ModuleNotFoundError):  # TensorBoard only when installed
         loggers.append(TensorBoardLogger(out, name="logs", version="tensorboard"))
     return loggers
