@@ -141,10 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     _export_sandbox_options(args)
     from envsched_gnn.envs.sandbox import SandboxUnavailable
     from envsched_gnn.graph_store.errors import StoreError
+    from envsched_gnn.scheduler.base import SchedulerError
 
     try:
         return int(func(args) or 0)
-    except (SandboxUnavailable, StoreError) as error:
+    # a scheduler refuses what the user asked (an unknown environment to retire, a checkpoint
+    # of tasks the graph lost): the message says what and why, a traceback adds nothing
+    except (SandboxUnavailable, StoreError, SchedulerError) as error:
         return fail(error, RUN_ERROR)
 
 

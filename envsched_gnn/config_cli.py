@@ -26,6 +26,10 @@ the whole list: ``"a,b"`` -> ``["a", "b"]``); ``Literal[...]`` gives ``choices``
 A field without a default is a required option (or a positional, when named in ``positional``).
 
 :func:`fail` is how every command refuses or gives up: ``error: ...`` on stderr, an exit status.
+
+:func:`check_bounds` is the one way a config's ``__post_init__`` checks its fields' bounds, and
+:func:`config_error` the one message of a field out of bounds, ``"GRPOConfig.clip = 1.5,
+expected a number in (0, 1)"``, which the checks across fields that a config writes itself use too.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import math
+import numbers
 import re
 import sys
 import textwrap
@@ -193,6 +199,55 @@ def config_from_args(
     if base is not None:
         return dataclasses.replace(base, **values)
     return cls(**values)
+
+
+def config_error(config: object, name: str, value: Any, expected: str) -> ValueError:
+    """The error of field ``name`` of ``config`` holding ``value`` where ``expected`` was
+    (``"GRPOConfig.clip = 1.5, expected a number in (0, 1)"``), for the caller to raise."""
+    return ValueError(f"{type(config).__name__}.{name} = {value!r}, expected {expected}")
+
+
+def check_bounds(
+    config: object,
+    *,
+    integers: Iterable[str] = (),
+    finite: Iterable[str] = (),
+    positive: Iterable[str] = (),
+    non_negative: Iterable[str] = (),
+    at_least: Mapping[str, float] | None = None,
+    unit: Iterable[str] = (),
+    open_unit: Iterable[str] = (),
+    within: Mapping[str, tuple[float, float]] | None = None,
+) -> None:
+    """Raises :func:`config_error` for the first field of ``config`` out of its bounds, in
+    the order of the keywords: ``integers`` must be ``int`` (not ``bool``), ``finite`` finite;
+    ``positive`` > 0, ``non_negative`` >= 0, ``at_least`` (field -> low) >= low, ``unit`` in
+    [0, 1], ``open_unit`` in (0, 1), ``within`` (field -> (low, high)) in [low, high]. Every
+    field named must be a real number (not a ``bool``); NaN lies within no bound."""
+    checks: list[tuple[str, Callable[[Any], bool], str]] = [
+        *((name, lambda v: isinstance(v, int), "an integer") for name in integers),
+        *((name, math.isfinite, "a finite number") for name in finite),
+        *((name, lambda v: v > 0, "a number > 0") for name in positive),
+        *((name, lambda v: v >= 0, "a number >= 0") for name in non_negative),
+        *(
+            (name, lambda v, low=low: v >= low, f"a number >= {low:g}")
+            for name, low in (at_least or {}).items()
+        ),
+        *((name, lambda v: 0 <= v <= 1, "a number in [0, 1]") for name in unit),
+        *((name, lambda v: 0 < v < 1, "a number in (0, 1)") for name in open_unit),
+        *(
+            (
+                name,
+                lambda v, low=low, high=high: low <= v <= high,
+                f"a number in [{low:g}, {high:g}]",
+            )
+            for name, (low, high) in (within or {}).items()
+        ),
+    ]
+    for name, holds, expected in checks:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not holds(value):
+            raise config_error(config, name, value, expected)
 
 
 def _field_default(field: dataclasses.Field, defaults: Mapping[str, Any]) -> Any:

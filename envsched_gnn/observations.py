@@ -26,7 +26,7 @@ from typing import TextIO
 
 import numpy as np
 
-from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.config_cli import add_config_flags, check_bounds, config_error
 from envsched_gnn.json_files import write_text_atomically
 
 DISPERSION_FLOOR = 0.01
@@ -179,16 +179,8 @@ class ObservationConfig:
 
     def __post_init__(self) -> None:
         if self.small_groups not in SMALL_GROUPS:
-            raise ValueError(
-                f"ObservationConfig.small_groups is {self.small_groups!r}, expected one of "
-                f"{SMALL_GROUPS}"
-            )
-        if isinstance(self.min_rewards, bool) or not isinstance(self.min_rewards, int):
-            raise ValueError(
-                f"ObservationConfig.min_rewards must be an integer, got {self.min_rewards!r}"
-            )
-        if self.min_rewards < 2:
-            raise ValueError(f"ObservationConfig.min_rewards must be >= 2, got {self.min_rewards}")
+            raise config_error(self, "small_groups", self.small_groups, f"one of {SMALL_GROUPS}")
+        check_bounds(self, integers=("min_rewards",), at_least={"min_rewards": 2})
 
 
 class ObservationLog:

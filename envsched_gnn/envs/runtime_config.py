@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from envsched_gnn.config_cli import check_bounds, config_error
+
 TRUST_POOL_VARIABLE = "ENVSCHED_TRUST_POOL"
 """``1`` makes ``RuntimeConfig.trust_pool`` default to True (what ``--trust-pool`` sets)."""
 PACKAGES_VARIABLE = "ENVSCHED_SANDBOX_PACKAGES"
@@ -40,14 +42,12 @@ class SandboxConfig:
     name to them; repeatable)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s", "scratch_mb"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SandboxConfig.{name} must be a positive integer, got {value!r}")
+        names = ("max_processes", "max_open_files", "max_file_mb", "cpu_limit_s", "scratch_mb")
+        check_bounds(self, integers=names, at_least=dict.fromkeys(names, 1))
         self.packages = tuple(self.packages)
-        for name in self.packages:
+        for index, name in enumerate(self.packages):
             if not name.isidentifier():
-                raise ValueError(f"SandboxConfig.packages: {name!r} is not a top-level package")
+                raise config_error(self, f"packages[{index}]", name, "a top-level package name")
 
 
 def default_packages() -> tuple[str, ...]:
@@ -87,13 +87,8 @@ class RuntimeConfig:
     (:class:`SandboxUnavailable`). Default False."""
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"RuntimeConfig.workers must be >= 1, got {self.workers}")
-        if not self.call_timeout_s > 0:
-            raise ValueError(f"RuntimeConfig.call_timeout_s must be > 0, got {self.call_timeout_s}")
-        if self.memory_limit_mb < 64:
-            raise ValueError(
-                f"RuntimeConfig.memory_limit_mb must be >= 64, got {self.memory_limit_mb}"
-            )
-        if self.max_sandboxes < 1:
-            raise ValueError(f"RuntimeConfig.max_sandboxes must be >= 1, got {self.max_sandboxes}")
+        check_bounds(
+            self,
+            positive=("call_timeout_s",),
+            at_least={"workers": 1, "memory_limit_mb": 64, "max_sandboxes": 1},
+        )

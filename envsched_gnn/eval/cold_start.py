@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.eval.controls import relabelled_graph
 from envsched_gnn.eval.graph_signal import score_sample
 from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
@@ -74,12 +75,9 @@ class ColdStartConfig:
     """The analytic predictor's settings (spec defaults)."""
 
     def __post_init__(self) -> None:
-        if self.folds < 2:
-            raise ValueError(f"ColdStartConfig.folds must be >= 2, got {self.folds}")
-        if self.join_step < 1:
-            raise ValueError(f"ColdStartConfig.join_step must be >= 1, got {self.join_step}")
-        if self.control_draws < 1 or self.bootstrap < 1:
-            raise ValueError("ColdStartConfig.control_draws and bootstrap must be >= 1")
+        check_bounds(
+            self, at_least={"folds": 2, "join_step": 1, "control_draws": 1, "bootstrap": 1}
+        )
 
 
 @dataclass

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
@@ -70,14 +71,7 @@ class GraphSignalConfig:
     """h_long, lambda_g and the relation weights of the prior (spec defaults)."""
 
     def __post_init__(self) -> None:
-        if self.permutations < 200:
-            raise ValueError(
-                f"GraphSignalConfig.permutations must be >= 200, got {self.permutations}"
-            )
-        if self.bootstrap < 1:
-            raise ValueError(f"GraphSignalConfig.bootstrap must be >= 1, got {self.bootstrap}")
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"GraphSignalConfig.alpha must be in (0, 1), got {self.alpha}")
+        check_bounds(self, at_least={"permutations": 200, "bootstrap": 1}, open_unit=("alpha",))
 
 
 @dataclass

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.graph_build.embeddings import exact_cosines
 from envsched_gnn.graph_build.neighbours import top_shared_neighbours
 
@@ -52,10 +53,8 @@ class HnswConfig:
     """Distinct embeddings retrieved per distinct embedding."""
 
     def __post_init__(self) -> None:
-        for name in ("m", "ef_construction", "ef_search", "candidates"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"HnswConfig.{name} must be a positive integer, got {value!r}")
+        names = ("m", "ef_construction", "ef_search", "candidates")
+        check_bounds(self, integers=names, at_least=dict.fromkeys(names, 1))
 
 
 def embedding_groups(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

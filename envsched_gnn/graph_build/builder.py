@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
 from envsched_gnn.envs.pool import Pool, PoolSource, Task
 from envsched_gnn.graph.task_graph import TaskGraph
@@ -80,11 +81,8 @@ class GraphConfig:
     deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
 
     def __post_init__(self) -> None:
-        names = ("k_within", "k_cross", "block", "within_workers", "embed_workers")
-        for name in (*names, "ann_threshold"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"GraphConfig.{name} must be a positive integer, got {value!r}")
+        names = ("k_within", "k_cross", "block", "within_workers", "embed_workers", "ann_threshold")
+        check_bounds(self, integers=names, at_least=dict.fromkeys(names, 1))
 
 
 @dataclass

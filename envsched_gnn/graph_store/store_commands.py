@@ -153,10 +153,14 @@ def import_history_command(args: argparse.Namespace) -> int:
 
     try:
         observations = read_history(args.history)
+    except (ValueError, OSError) as error:  # the message names the file (and the line)
+        return fail(f"{error}; nothing written", RUN_ERROR)
+    try:
         with open_store(args.store) as store:
             new = store.write_observations(observations)
     except (StoreError, ValueError, OSError) as error:
-        return fail(f"{args.history}: {error}; nothing written", RUN_ERROR)
+        # the store writes all or nothing, and its refusals say "nothing written" themselves
+        return fail(f"{args.history}: {error}", RUN_ERROR)
     print(
         f"{new} new observations written from {args.history} "
         f"({len(observations) - new} already stored with the same rewards)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.graph.task_graph import RELATIONS
 
 Y_NAMES = ("v", "m", "d")
@@ -63,51 +64,43 @@ class PredictorConfig:
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
-            raise ValueError(
-                f"PredictorConfig.target must be one of {TARGETS}, got {self.target!r}"
-            )
-        for name in ("half_life_long", "half_life_short", "lambda_g", "lambda_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(
-                    f"PredictorConfig.{name} must be a finite number > 0, got {value!r}"
-                )
-        for name in ("weight_variance_rank", "weight_reconstructed_rank", "eta"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(
-                    f"PredictorConfig.{name} must be a finite number >= 0, got {value!r}"
-                )
+            raise config_error(self, "target", self.target, f"one of {TARGETS}")
+        positive = ("half_life_long", "half_life_short", "lambda_g", "lambda_s")
+        non_negative = ("weight_variance_rank", "weight_reconstructed_rank", "eta")
+        check_bounds(
+            self,
+            finite=(*positive, *non_negative),
+            positive=positive,
+            non_negative=non_negative,
+            within={
+                "default_v": (0.0, 0.25),
+                "default_m": (0.0, 1.0),
+                "default_d": (0.0, 1.0),
+                "default_z": (0.0, 1.0),
+            },
+        )
         total = self.weight_variance_rank + self.weight_reconstructed_rank
         if not math.isclose(total, 1.0, abs_tol=1e-12):
-            raise ValueError(
-                "PredictorConfig.weight_variance_rank + weight_reconstructed_rank must be 1, "
-                f"got {self.weight_variance_rank!r} + {self.weight_reconstructed_rank!r}"
+            raise config_error(
+                self,
+                "weight_variance_rank",
+                self.weight_variance_rank,
+                f"1 - weight_reconstructed_rank (= {self.weight_reconstructed_rank!r}): the "
+                "two weights sum to 1",
             )
         if set(self.relation_weights) != set(RELATIONS):
-            raise ValueError(
-                f"PredictorConfig.relation_weights must have exactly the keys {RELATIONS}, "
-                f"got {sorted(self.relation_weights)}"
+            raise config_error(
+                self, "relation_weights", self.relation_weights, f"exactly the keys {RELATIONS}"
             )
         for relation, value in self.relation_weights.items():
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(
-                    f"PredictorConfig.relation_weights[{relation!r}] must be a finite number >= 0, "
-                    f"got {value!r}"
+                raise config_error(
+                    self, f"relation_weights[{relation!r}]", value, "a finite number >= 0"
                 )
         if not math.isclose(sum(self.relation_weights.values()), 1.0, abs_tol=1e-12):
-            raise ValueError(
-                f"PredictorConfig.relation_weights must sum to 1, got {self.relation_weights!r}"
+            raise config_error(
+                self, "relation_weights", self.relation_weights, "weights that sum to 1"
             )
-        for name, upper in (
-            ("default_v", 0.25),
-            ("default_m", 1.0),
-            ("default_d", 1.0),
-            ("default_z", 1.0),
-        ):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0.0 <= value <= upper):
-                raise ValueError(f"PredictorConfig.{name} must be in [0, {upper}], got {value!r}")
 
     @property
     def half_lives(self) -> tuple[float, float]:

@@ -24,10 +24,19 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS, Preset
+
+if TYPE_CHECKING:
+    from envsched_gnn.envs.pool import Pool
+    from envsched_gnn.graph.task_graph import TaskGraph
+    from envsched_gnn.graph_store.store import GraphStore
+    from envsched_gnn.training.grpo.config import GRPOConfig
+    from envsched_gnn.training.grpo.runs import SharedStart
+    from envsched_gnn.training.grpo.train import GRPOResult
+    from envsched_gnn.training.sft_config import SFTConfig
 
 DEFAULT_STORE = ".envsched/store"
 
@@ -83,29 +92,10 @@ class Progress:
 def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str, Any]:
     """Run the main job; returns the results written to ``results.json``. ``preset``
     replaces the sizes of ``options.preset`` (custom sizes, tests)."""
-    from envsched_gnn.envs.generator import write_pool_files
-    from envsched_gnn.envs.runtime_config import RuntimeConfig
-    from envsched_gnn.eval.report import summarize, write_report
-    from envsched_gnn.graph_build.builder import GraphConfig, build, graph_stats
+    from envsched_gnn.eval.report import write_report
     from envsched_gnn.graph_store.connect import open_store
-    from envsched_gnn.observations import observations_from_rewards as to_observations
-    from envsched_gnn.pipeline.evidence import write_top_evidence
-    from envsched_gnn.training.grpo.config import LaunchConfig
-    from envsched_gnn.training.grpo.runs import (
-        GRPORun,
-        SharedStart,
-        evaluate_start,
-        parallel_workers,
-        train_runs,
-    )
-    from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start
 
-    if preset is None:
-        if options.preset not in PRESETS:
-            raise ValueError(
-                f"unknown preset {options.preset!r}, expected one of {sorted(PRESETS)}"
-            )
-        preset = PRESETS[options.preset]
+    preset = _resolve_preset(options, preset)
     steps = options.steps if options.steps is not None else preset.grpo.steps
     run_name = f"{datetime.now():%Y%m%d-%H%M%S}-{options.preset}-seed{options.seed}"
     out = Path(options.out) if options.out else Path("reports") / run_name
@@ -113,114 +103,27 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     progress = Progress()
     progress(f"run {out.name}: preset {options.preset}, seed {options.seed}, report in {out}")
 
-    tick = time.perf_counter()
-    base_pool, pool = preset_pools(preset, options.seed)
-    write_pool_files(pool, out / "pool")
-    progress(
-        f"pool: {len(pool.envs)} environments, {len(pool.split('train'))} train and "
-        f"{len(pool.split('test'))} held-out tasks ({progress.lap('pool_s', tick):.1f} s)"
-    )
-    agent = preset.agent
-    runtime = RuntimeConfig()
-    launch = LaunchConfig(accelerator=options.accelerator, print_steps=True)
+    base_pool, pool = _write_pools(preset, options, out, progress)
     with open_store(options.store) as store:
-        tick = time.perf_counter()
-        _prepare_store(store, options)
-        store.write_pool(pool)
-        built = build(pool, GraphConfig(show_progress=False))
-        store.write_graph(built.graph)
-        graph = store.read_graph()
-        stats = graph_stats(graph)
-        progress(
-            f"graph in store {options.store}: {stats['within_edges']} within edges (mean sim "
-            f"{stats['within_mean_sim']:.3f}), {stats['cross_edges']} cross edges (mean sim "
-            f"{stats['cross_mean_sim']:.3f}) ({progress.lap('graph_s', tick):.1f} s)"
-        )
-
-        tick = time.perf_counter()
-        sft = demo_sft_config(preset, options.seed, options.accelerator, agent)
-        policy_dir, warm = warm_start(base_pool, options.model, sft, out / "sft", progress)
-        progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
-        start_sft, started = None, None
-        if preset.start is not None and options.model is None:
-            tick = time.perf_counter()
-            start_sft = demo_start_config(preset, options.seed, options.accelerator, agent)
-            policy_dir, started = warm_start(
-                pool, policy_dir, start_sft, out / "start", progress, PACKAGED_DEMO_START,
-                warm["fingerprint"],
-            )  # fmt: skip
-            progress(
-                f"start (sometimes right, {_profile_words(start_sft.competence)}) in "
-                f"{policy_dir} ({progress.lap('start_s', tick):.1f} s)"
-            )
-
+        graph, stats = _build_graph(store, options, pool, progress)
+        policy = _warm_start(preset, options, base_pool, pool, out, progress)
         configs = {
             name: preset.grpo_config(name, steps, options.seed, options.lr)
             for name in options.schedulers
         }
-        tick = time.perf_counter()
-        first = configs[options.schedulers[0]]
-        start = SharedStart(pool, policy_dir, agent, runtime, launch)
-        start.initial_eval = initial = evaluate_start(start, first)
-        progress(
-            f"held-out mean reward of the SFT policy: {initial['mean_reward']:.3f} "
-            f"({initial['tasks']} tasks x {initial['k']}) "
-            f"({progress.lap('initial_eval_s', tick):.1f} s)"
+        start, initial = _evaluate_start(
+            preset, options, pool, policy.policy_dir, configs, progress
         )
-
-        tick = time.perf_counter()
-        workers = parallel_workers(options.workers, len(configs), options.accelerator)
-        progress(
-            f"GRPO with {', '.join(configs)}: {steps} steps x {first.batch_size} tasks x "
-            f"{first.group_size} rollouts each, {workers} at a time ..."
+        trained = _train(start, configs, graph, options, steps, out, progress)
+        results, evidence = _record_results(
+            store, pool, graph, configs, trained, steps, out, progress
         )
-        runs = [GRPORun(config, out / "grpo" / name, graph) for name, config in configs.items()]
-        trained = list(train_runs(start, runs, workers))
-        progress.lap("grpo_s", tick)
-        results: dict[str, Any] = {}
-        for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
-            observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
-            if index == 0:
-                store.write_observations(observations)
-                evidence = write_top_evidence(pool, graph, observations, steps - 1, out)
-            results[name] = {
-                "eval": result.evals,
-                "steps": result.steps,
-                "batches": result.batches,
-                "rewards": result.rewards,
-                "rollouts": result.rollouts,
-                "wall_s": result.wall_s,
-                "config": asdict(configs[name]),
-                "store": {"written": index == 0, "observations": len(observations)},
-            }
-            row = summarize(results[name])
-            progress(
-                f"{name}: held-out {row['heldout_start']:.3f} -> {row['heldout_end']:.3f}, "
-                f"mean batch reward variance {row['batch/mean_reward_variance']:.4f}, "
-                f"envs/batch {row['batch/envs_covered']:.1f}, {result.rollouts} rollouts "
-                f"({result.wall_s:.1f} s)"
-            )
 
     progress.marks["total_s"] = round(time.perf_counter() - progress.start, 1)
     report = {
         "run": out.name,
-        "config": {
-            "preset": options.preset,
-            "preset_sizes": asdict(preset),
-            "options": asdict(options),
-            "steps": steps,
-            "agent": asdict(agent),
-            "sft": {k: v for k, v in asdict(sft).items() if k not in ("agent", "policy")},
-            "warm_start": {k: v for k, v in warm.items() if k != "sft"},
-            "start": None
-            if started is None
-            else {
-                "sft": {k: v for k, v in asdict(start_sft).items() if k not in ("agent", "policy")},
-                **{k: v for k, v in started.items() if k != "sft"},
-            },
-            "model": options.model or "built-in",
-        },
-        "notes": _notes(options, preset, steps, pool, initial, start_sft),
+        "config": _report_config(options, preset, steps, policy),
+        "notes": _notes(options, preset, steps, pool, initial, policy.start_sft),
         "graph": stats,
         "timings": progress.marks,
         "schedulers": results,
@@ -229,6 +132,215 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
     paths = write_report(report, out)
     progress(f"report: {', '.join(str(p) for p in paths)}")
     return report
+
+
+@dataclass
+class _Policy:
+    """The policy GRPO starts from, and how the warm start made it."""
+
+    policy_dir: Path
+    sft: SFTConfig
+    """The SFT warm start's config."""
+    warm: dict[str, Any]
+    """The warm start's summary."""
+    start_sft: SFTConfig | None
+    """The sometimes-right start's config (None: no such start)."""
+    started: dict[str, Any] | None
+    """The sometimes-right start's summary (None: no such start)."""
+
+
+def _resolve_preset(options: RunOptions, preset: Preset | None) -> Preset:
+    """``preset`` when given, else the sizes of ``options.preset`` (an unknown name refused)."""
+    if preset is not None:
+        return preset
+    if options.preset not in PRESETS:
+        raise ValueError(f"unknown preset {options.preset!r}, expected one of {sorted(PRESETS)}")
+    return PRESETS[options.preset]
+
+
+def _write_pools(
+    preset: Preset, options: RunOptions, out: Path, progress: Progress
+) -> tuple[Pool, Pool]:
+    """Step 1: the preset's pools (the base one and the one trained on), the latter in ``pool/``."""
+    from envsched_gnn.envs.generator import write_pool_files
+
+    tick = time.perf_counter()
+    base_pool, pool = preset_pools(preset, options.seed)
+    write_pool_files(pool, out / "pool")
+    progress(
+        f"pool: {len(pool.envs)} environments, {len(pool.split('train'))} train and "
+        f"{len(pool.split('test'))} held-out tasks ({progress.lap('pool_s', tick):.1f} s)"
+    )
+    return base_pool, pool
+
+
+def _build_graph(
+    store: GraphStore, options: RunOptions, pool: Pool, progress: Progress
+) -> tuple[TaskGraph, dict[str, Any]]:
+    """Step 2: the pool and its graph written to the store, and the graph read back with its
+    statistics."""
+    from envsched_gnn.graph_build.builder import GraphConfig, build, graph_stats
+
+    tick = time.perf_counter()
+    _prepare_store(store, options)
+    store.write_pool(pool)
+    built = build(pool, GraphConfig(show_progress=False))
+    store.write_graph(built.graph)
+    graph = store.read_graph()
+    stats = graph_stats(graph)
+    progress(
+        f"graph in store {options.store}: {stats['within_edges']} within edges (mean sim "
+        f"{stats['within_mean_sim']:.3f}), {stats['cross_edges']} cross edges (mean sim "
+        f"{stats['cross_mean_sim']:.3f}) ({progress.lap('graph_s', tick):.1f} s)"
+    )
+    return graph, stats
+
+
+def _warm_start(
+    preset: Preset,
+    options: RunOptions,
+    base_pool: Pool,
+    pool: Pool,
+    out: Path,
+    progress: Progress,
+) -> _Policy:
+    """Step 3: the SFT warm start, then the sometimes-right start when the preset has one."""
+    from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start
+
+    tick = time.perf_counter()
+    sft = demo_sft_config(preset, options.seed, options.accelerator, preset.agent)
+    policy_dir, warm = warm_start(base_pool, options.model, sft, out / "sft", progress)
+    progress(f"SFT policy in {policy_dir} ({progress.lap('sft_s', tick):.1f} s)")
+    if preset.start is None or options.model is not None:
+        return _Policy(policy_dir, sft, warm, None, None)
+    tick = time.perf_counter()
+    start_sft = demo_start_config(preset, options.seed, options.accelerator, preset.agent)
+    policy_dir, started = warm_start(
+        pool, policy_dir, start_sft, out / "start", progress, PACKAGED_DEMO_START,
+        warm["fingerprint"],
+    )  # fmt: skip
+    progress(
+        f"start (sometimes right, {_profile_words(start_sft.competence)}) in "
+        f"{policy_dir} ({progress.lap('start_s', tick):.1f} s)"
+    )
+    return _Policy(policy_dir, sft, warm, start_sft, started)
+
+
+def _evaluate_start(
+    preset: Preset,
+    options: RunOptions,
+    pool: Pool,
+    policy_dir: Path,
+    configs: dict[str, GRPOConfig],
+    progress: Progress,
+) -> tuple[SharedStart, dict[str, Any]]:
+    """Step 4: what every GRPO run shares, with the start's held-out evaluation made once."""
+    from envsched_gnn.envs.runtime_config import RuntimeConfig
+    from envsched_gnn.training.grpo.config import LaunchConfig
+    from envsched_gnn.training.grpo.runs import SharedStart, evaluate_start
+
+    tick = time.perf_counter()
+    launch = LaunchConfig(accelerator=options.accelerator, print_steps=True)
+    start = SharedStart(pool, policy_dir, preset.agent, RuntimeConfig(), launch)
+    start.initial_eval = initial = evaluate_start(start, configs[options.schedulers[0]])
+    progress(
+        f"held-out mean reward of the SFT policy: {initial['mean_reward']:.3f} "
+        f"({initial['tasks']} tasks x {initial['k']}) "
+        f"({progress.lap('initial_eval_s', tick):.1f} s)"
+    )
+    return start, initial
+
+
+def _train(
+    start: SharedStart,
+    configs: dict[str, GRPOConfig],
+    graph: TaskGraph,
+    options: RunOptions,
+    steps: int,
+    out: Path,
+    progress: Progress,
+) -> list[GRPOResult]:
+    """Step 5: GRPO from the same start once per scheduler, at equal rollouts."""
+    from envsched_gnn.training.grpo.runs import GRPORun, parallel_workers, train_runs
+
+    tick = time.perf_counter()
+    first = configs[options.schedulers[0]]
+    workers = parallel_workers(options.workers, len(configs), options.accelerator)
+    progress(
+        f"GRPO with {', '.join(configs)}: {steps} steps x {first.batch_size} tasks x "
+        f"{first.group_size} rollouts each, {workers} at a time ..."
+    )
+    runs = [GRPORun(config, out / "grpo" / name, graph) for name, config in configs.items()]
+    trained = list(train_runs(start, runs, workers))
+    progress.lap("grpo_s", tick)
+    return trained
+
+
+def _record_results(
+    store: GraphStore,
+    pool: Pool,
+    graph: TaskGraph,
+    configs: dict[str, GRPOConfig],
+    trained: list[GRPOResult],
+    steps: int,
+    out: Path,
+    progress: Progress,
+) -> tuple[dict[str, Any], dict]:
+    """Each scheduler's results, with a line each; the first one's observations go to the
+    store and give the top evidence (returned second)."""
+    from envsched_gnn.eval.report import summarize
+    from envsched_gnn.observations import observations_from_rewards as to_observations
+    from envsched_gnn.pipeline.evidence import write_top_evidence
+
+    results: dict[str, Any] = {}
+    for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
+        observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
+        if index == 0:
+            store.write_observations(observations)
+            evidence = write_top_evidence(pool, graph, observations, steps - 1, out)
+        results[name] = {
+            "eval": result.evals,
+            "steps": result.steps,
+            "batches": result.batches,
+            "rewards": result.rewards,
+            "rollouts": result.rollouts,
+            "wall_s": result.wall_s,
+            "config": asdict(configs[name]),
+            "store": {"written": index == 0, "observations": len(observations)},
+        }
+        row = summarize(results[name])
+        progress(
+            f"{name}: held-out {row['heldout_start']:.3f} -> {row['heldout_end']:.3f}, "
+            f"mean batch reward variance {row['batch/mean_reward_variance']:.4f}, "
+            f"envs/batch {row['batch/envs_covered']:.1f}, {result.rollouts} rollouts "
+            f"({result.wall_s:.1f} s)"
+        )
+    return results, evidence
+
+
+def _report_config(
+    options: RunOptions, preset: Preset, steps: int, policy: _Policy
+) -> dict[str, Any]:
+    """The report's ``config``: what was asked, the sizes, and how the start was made."""
+    started = policy.started
+    return {
+        "preset": options.preset,
+        "preset_sizes": asdict(preset),
+        "options": asdict(options),
+        "steps": steps,
+        "agent": asdict(preset.agent),
+        "sft": {k: v for k, v in asdict(policy.sft).items() if k not in ("agent", "policy")},
+        "warm_start": {k: v for k, v in policy.warm.items() if k != "sft"},
+        "start": None
+        if started is None
+        else {
+            "sft": {
+                k: v for k, v in asdict(policy.start_sft).items() if k not in ("agent", "policy")
+            },
+            **{k: v for k, v in started.items() if k != "sft"},
+        },
+        "model": options.model or "built-in",
+    }
 
 
 def _prepare_store(store: Any, options: RunOptions) -> None:

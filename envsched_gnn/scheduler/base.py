@@ -217,11 +217,7 @@ class BaseScheduler:
 
     def retire(self, env_ids: Iterable[str]) -> None:
         """Stop selecting the tasks of ``env_ids``; their observations stay evidence."""
-        env_ids = _env_set(env_ids)
-        unknown = sorted(env_ids - set(self.env_names))
-        if unknown:
-            raise SchedulerError(f"unknown environment(s) {unknown}: not in the scheduler's graph")
-        self._set_retired(self.retired | env_ids)
+        self._set_retired(self.retired | known_env_ids(self.graph, env_ids))
 
     def reinstate(self, env_ids: Iterable[str]) -> None:
         """Select the tasks of retired environments ``env_ids`` again."""
@@ -360,6 +356,17 @@ def _check_covers(graph: TaskGraph, state: dict) -> None:
             f"selected: {shown}{more}. A scheduler continues on the same task ids plus new ones "
             "(graph add-env); to stop selecting an environment, retire it. Nothing was changed"
         )
+
+
+def known_env_ids(graph: TaskGraph, env_ids: Iterable[str] | str) -> frozenset[str]:
+    """``env_ids`` as a set, refused with a :class:`SchedulerError` naming those ``graph``
+    has no task of (what :meth:`BaseScheduler.retire` accepts, checkable before a run loads
+    anything)."""
+    env_ids = _env_set(env_ids)
+    unknown = sorted(env_ids - set(graph.env_ids))
+    if unknown:
+        raise SchedulerError(f"unknown environment(s) {unknown}: not in the scheduler's graph")
+    return env_ids
 
 
 def _env_set(env_ids: Iterable[str] | str) -> frozenset[str]:

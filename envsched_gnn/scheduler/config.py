@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envsched_gnn.config_cli import check_bounds, config_error
+
 QUOTAS = ("consecutive", "window", "per_step")
 
 
@@ -40,32 +42,26 @@ class SelectorConfig:
     """Lazy greedy: candidates first moved into the heap per stage (more are pulled on need)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.rho <= 1.0:
-            raise ValueError(f"SelectorConfig.rho = {self.rho!r}, expected a number in [0, 1]")
-        if self.lambda_sim < 0.0:
-            raise ValueError(f"SelectorConfig.lambda_sim = {self.lambda_sim!r}, expected >= 0")
-        if self.exposure_scale <= 0.0:
-            raise ValueError(
-                f"SelectorConfig.exposure_scale = {self.exposure_scale!r}, expected > 0"
-            )
-        for name in ("per_step_env_quota", "window_env_quota", "window_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SelectorConfig.{name} = {getattr(self, name)!r}, expected >= 1")
-        if self.consecutive_cap < 1:
-            raise ValueError(
-                f"SelectorConfig.consecutive_cap = {self.consecutive_cap!r}, expected >= 1"
-            )
+        names = (
+            "per_step_env_quota", "window_env_quota", "window_steps", "consecutive_cap",
+            "initial_candidates",
+        )  # fmt: skip
+        check_bounds(
+            self,
+            positive=("exposure_scale",),
+            non_negative=("lambda_sim",),
+            at_least=dict.fromkeys(names, 1),
+            unit=("rho",),
+        )
         if sorted(self.relaxation_order) != sorted(QUOTAS):
-            raise ValueError(
-                f"SelectorConfig.relaxation_order = {self.relaxation_order!r}, expected an "
-                f"ordering of {QUOTAS}"
+            raise config_error(
+                self, "relaxation_order", self.relaxation_order, f"an ordering of {QUOTAS}"
             )
         unknown = set(self.penalty_relations) - {"within", "cross"}
         if unknown:
-            raise ValueError(
-                f"SelectorConfig.penalty_relations has unknown relation(s) {sorted(unknown)}"
-            )
-        if self.initial_candidates < 1:
-            raise ValueError(
-                f"SelectorConfig.initial_candidates = {self.initial_candidates!r}, expected >= 1"
+            raise config_error(
+                self,
+                "penalty_relations",
+                self.penalty_relations,
+                f"relations of ('within', 'cross'), not {sorted(unknown)}",
             )

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.envs.pool import Environment, Task, ToolCall
 
 TOOL_CALL_OPEN = "<tool_call>"
@@ -93,16 +94,14 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         if self.tool_format not in TOOL_FORMATS:
-            raise ValueError(
-                f"AgentConfig.tool_format must be one of {TOOL_FORMATS}, got {self.tool_format!r}"
-            )
-        for name in ("max_turns", "max_new_tokens", "max_prompt_tokens", "max_calls_per_turn"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"AgentConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if not self.temperature > 0:
-            raise ValueError(f"AgentConfig.temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"AgentConfig.top_p must be in (0, 1], got {self.top_p}")
+            raise config_error(self, "tool_format", self.tool_format, f"one of {TOOL_FORMATS}")
+        names = ("max_turns", "max_new_tokens", "max_prompt_tokens", "max_calls_per_turn")
+        check_bounds(
+            self,
+            positive=("temperature", "top_p"),
+            at_least=dict.fromkeys(names, 1),
+            unit=("top_p",),
+        )
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.envs.generator.mistakes import MISTAKE_KINDS
 from envsched_gnn.envs.pool import Task
 
@@ -39,16 +40,11 @@ class CompetenceProfile:
 
     def __post_init__(self) -> None:
         if self.by not in PROFILE_UNITS:
-            raise ValueError(f"competence by={self.by!r}, expected one of {PROFILE_UNITS}")
-        if not 0.0 < self.mean < 1.0:
-            raise ValueError(f"competence mean={self.mean}: must be in (0, 1)")
-        if self.concentration <= 0.0:
-            raise ValueError(f"competence concentration={self.concentration}: must be > 0")
+            raise config_error(self, "by", self.by, f"one of {PROFILE_UNITS}")
+        check_bounds(self, positive=("concentration",), open_unit=("mean",))
         unknown = sorted(set(self.kinds) - set(MISTAKE_KINDS))
         if unknown or not self.kinds:
-            raise ValueError(
-                f"competence kinds {unknown or '()'}: expected some of {MISTAKE_KINDS}"
-            )
+            raise config_error(self, "kinds", self.kinds, f"some of {MISTAKE_KINDS}")
 
 
 def draw_rates(profile: CompetenceProfile, tasks: Sequence[Task]) -> dict[str, float]:

@@ -137,23 +137,6 @@ def heldout_evaluator(
     return evaluate
 
 
-def policy_evaluator(
-    pool: Pool,
-    eval_tasks: int,
-    eval_samples: int,
-    pool_samples: int,
-    seed: int,
-    pool_eval_tasks: int = 0,
-) -> Callable[[Any, int], dict[str, Any]]:
-    """:func:`heldout_evaluator` over the pool's held-out tasks (all, or a seeded subset of
-    ``eval_tasks``) and, with ``pool_samples``, the train tasks (all, or a seeded subset of
-    ``pool_eval_tasks``)."""
-    pool_tasks = heldout_tasks(pool, pool_eval_tasks, seed, "train") if pool_samples else []
-    return heldout_evaluator(
-        heldout_tasks(pool, eval_tasks, seed), eval_samples, seed, pool_tasks, pool_samples
-    )
-
-
 def _evaluation(engine: Any, tasks: Sequence[str], k: int, seed: int) -> dict[str, Any]:
     rolled = rollout_groups(engine, list(tasks), k, seed)
     summary = summarize_groups(rolled.rewards)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from envsched_gnn.config_cli import config_error
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import (
@@ -76,14 +77,18 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
-            raise ValueError(
-                f"PolicyConfig.hidden_size {self.hidden_size} is not divisible by "
-                f"num_heads {self.num_heads}"
+            raise config_error(
+                self,
+                "hidden_size",
+                self.hidden_size,
+                f"a multiple of num_heads (= {self.num_heads})",
             )
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"PolicyConfig.num_heads {self.num_heads} is not divisible by "
-                f"num_kv_heads {self.num_kv_heads}"
+            raise config_error(
+                self,
+                "num_heads",
+                self.num_heads,
+                f"a multiple of num_kv_heads (= {self.num_kv_heads})",
             )
 
 

@@ -29,6 +29,7 @@ from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import ChatFormat, RenderedEpisode
 from envsched_gnn.training.competence import COMPETENCE_FILE, mixture_examples
+from envsched_gnn.training.lightning_trainer import lightning_trainer
 from envsched_gnn.training.policy import (
     build_default_policy,
     load_policy,
@@ -200,7 +201,25 @@ def run_sft(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    L.seed_everything(config.seed, workers=True, verbose=False)
+    trainer = lightning_trainer(
+        out,
+        config.seed,
+        config.accelerator,
+        L.pytorch.loggers.CSVLogger(out, name="sft_logs"),
+        devices=1,
+        max_steps=config.max_steps,
+        max_time=timedelta(minutes=config.minutes) if config.minutes > 0 else None,
+        gradient_clip_val=config.gradient_clip,
+        callbacks=[
+            L.pytorch.callbacks.TQDMProgressBar(refresh_rate=10),
+            L.pytorch.callbacks.ModelCheckpoint(
+                dirpath=out / "checkpoints",
+                every_n_train_steps=config.checkpoint_every_steps,
+                save_last=True,
+            ),
+        ],
+        log_every_n_steps=config.log_every_steps,
+    )
     if model_dir is None:
         model_dir = build_default_policy(pool, config.policy, out / "init", config.agent)
     model, tokenizer = load_policy(model_dir)
@@ -214,30 +233,8 @@ def run_sft(
         )
     data = SFTDataModule(dataset, config.batch_size, int(tokenizer.pad_token_id), config.seed)
     module = SFTModule(model, config)
-    cuda = on_gpu(config.accelerator)
-    trainer = L.Trainer(
-        accelerator=config.accelerator,
-        devices=1,
-        precision="bf16-mixed" if cuda else "32-true",
-        max_epochs=-1,
-        max_steps=config.max_steps,
-        max_time=timedelta(minutes=config.minutes) if config.minutes > 0 else None,
-        gradient_clip_val=config.gradient_clip,
-        logger=L.pytorch.loggers.CSVLogger(out, name="sft_logs"),
-        callbacks=[
-            L.pytorch.callbacks.TQDMProgressBar(refresh_rate=10),
-            L.pytorch.callbacks.ModelCheckpoint(
-                dirpath=out / "checkpoints",
-                every_n_train_steps=config.checkpoint_every_steps,
-                save_last=True,
-            ),
-        ],
-        log_every_n_steps=config.log_every_steps,
-        enable_model_summary=False,
-        default_root_dir=out,
-    )
     threads = torch.get_num_threads()
-    if config.threads > 0 and not cuda:
+    if config.threads > 0 and not on_gpu(config.accelerator):
         torch.set_num_threads(config.threads)
     start = time.perf_counter()
     try:

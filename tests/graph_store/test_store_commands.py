@@ -180,5 +180,20 @@ def test_observations_round_trip_through_history_jsonl(cli_store, tmp_path, caps
     store.write_graph(TaskGraph.from_edge_rows(HAND_TASKS, HAND_EDGES))
     store.write_observations([first])
     assert main(["store", "import-history", str(bad), "--store", uri]) == 1
-    assert "refusing different rewards" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "refusing different rewards" in err and err.count("nothing written") == 1
+    assert err.count(str(bad)) == 1
     assert store.read_observations() == [first]
+
+
+def test_a_truncated_line_names_the_file_and_line_once(tmp_path, capsys):
+    """Read before the store opens: no store is needed to refuse the file."""
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"task_id": "a0", "step": 0, "rewards": [1.0]}\n{"task_id": "a1", "st')
+
+    assert main(["store", "import-history", str(path), "--store", str(tmp_path / "no-store")]) == 1
+
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:2: not valid JSON")
+    assert err.count(str(path)) == 1 and err.count("nothing written") == 1
+    assert not (tmp_path / "no-store").exists()

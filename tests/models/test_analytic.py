@@ -292,5 +292,9 @@ def test_empty_graph_and_bad_inputs():
         AnalyticPredictor().predict(to_hetero_data(graph), ObservationLog(["x"]), 1)
     with pytest.raises(ValueError, match="step"):
         AnalyticPredictor().predict(to_hetero_data(graph), ObservationLog(graph.task_ids), -1)
-    with pytest.raises(ValueError, match="relation_weights must sum to 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"PredictorConfig\.relation_weights = \{'within': 0\.5, 'cross': 0\.6\}, "
+        r"expected weights that sum to 1",
+    ):
         PredictorConfig(relation_weights={"within": 0.5, "cross": 0.6})

@@ -80,9 +80,11 @@ def test_z_is_whether_the_rewards_differ():
 
 
 def test_bad_targets_and_the_evidence_view_are_refused():
-    with pytest.raises(ValueError, match="target must be one of"):
+    with pytest.raises(ValueError, match=r"PredictorConfig\.target = 'mean', expected one of"):
         PredictorConfig(target="mean")
-    with pytest.raises(ValueError, match=r"default_z must be in \[0, 1.0\]"):
+    with pytest.raises(
+        ValueError, match=r"PredictorConfig\.default_z = 1\.5, expected a number in \[0, 1\]"
+    ):
         PredictorConfig(target="spread", default_z=1.5)
     graph = TaskGraph.from_edge_rows(TASKS, EDGES)
     log = ObservationLog(graph.task_ids)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS, PREDICTOR_CONTROLS, control_graph
 from envsched_gnn.eval.simulator.config import SimulatorConfig
@@ -110,12 +111,14 @@ class PolicyLearnerConfig:
     """Worker processes of the environment runtime."""
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"--policy-workers = {self.workers}, expected >= 1")
-        if self.sft_steps < 0:
-            raise ValueError(f"--sft-steps = {self.sft_steps}, expected >= 0")
+        check_bounds(self, non_negative=("sft_steps",), at_least={"workers": 1})
         if self.sft_steps == 0 and self.model is None:
-            raise ValueError("--sft-steps 0 needs --model (the policy to start from as is)")
+            raise config_error(
+                self,
+                "sft_steps",
+                self.sft_steps,
+                "> 0 without model (the policy to start from as is)",
+            )
 
 
 @dataclass
@@ -156,30 +159,30 @@ class AblationConfig:
 
     def __post_init__(self) -> None:
         if self.learner not in ("sim", "policy"):
-            raise ValueError(f"--learner {self.learner!r}, expected 'sim' or 'policy'")
-        for name in ("seeds", "steps", "batch_size", "workers", "evaluations"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} = {getattr(self, name)}, expected >= 1"
-                )
+            raise config_error(self, "learner", self.learner, "'sim' or 'policy'")
+        names = ("seeds", "steps", "batch_size", "workers", "evaluations")
+        check_bounds(self, at_least=dict.fromkeys(names, 1))
         if self.score_steps is None:
             self.score_steps = score_steps_for(self.steps, self.evaluations)
         unknown_controls = [c for c in self.controls if c not in CONTROLS]
         if unknown_controls:
-            raise ValueError(
-                f"--controls: unknown {unknown_controls}, expected names of {CONTROLS}"
+            raise config_error(
+                self, "controls", self.controls, f"names of {CONTROLS}, not {unknown_controls}"
             )
         self.controls = tuple(c for c in CONTROLS if c in self.controls)
         predictor_only = [c for c in self.controls if c in PREDICTOR_CONTROLS]
         if self.learner == "policy" and predictor_only:
-            raise ValueError(
-                f"--controls {' '.join(predictor_only)} needs --learner sim (GRPO training reads "
-                "one graph for the predictor and the penalty)"
+            raise config_error(
+                self,
+                "controls",
+                self.controls,
+                f"none of {predictor_only} with learner 'policy' (GRPO training reads one "
+                "graph for the predictor and the penalty): they need learner 'sim'",
             )
         unknown = [name for name in self.schedulers if name not in SCHEDULERS]
         if unknown or not self.schedulers:
-            raise ValueError(
-                f"--schedulers: unknown {unknown}, expected names of {sorted(SCHEDULERS)}"
+            raise config_error(
+                self, "schedulers", self.schedulers, f"names of {sorted(SCHEDULERS)}, not {unknown}"
             )
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envsched_gnn.config_cli import check_bounds, config_error
+
 WORLDS = ("structure", "independent")
 
 
@@ -63,8 +65,5 @@ class SimulatorConfig:
 
     def __post_init__(self) -> None:
         if self.world not in WORLDS:
-            raise ValueError(f"simulator world {self.world!r}, expected one of {WORLDS}")
-        if not 0.0 <= self.kappa <= 1.0:
-            raise ValueError(f"--kappa = {self.kappa}, expected a value in [0, 1]")
-        if not 0.0 <= self.wrong_action <= 1.0:
-            raise ValueError(f"wrong_action = {self.wrong_action}, expected a value in [0, 1]")
+            raise config_error(self, "world", self.world, f"one of {WORLDS}")
+        check_bounds(self, unit=("kappa", "wrong_action"))

@@ -30,6 +30,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Pool, ToolCall
 from envsched_gnn.envs.replay import replay
@@ -90,8 +91,7 @@ class RayRuntimeConfig:
     """Rebuilds of one actor within one request before its episodes are given up."""
 
     def __post_init__(self) -> None:
-        if self.actors < 1:
-            raise ValueError(f"RayRuntimeConfig.actors must be >= 1, got {self.actors}")
+        check_bounds(self, at_least={"actors": 1})
 
 
 @dataclass

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import validate_rewards
 from envsched_gnn.scheduler.base import BaseScheduler
 from envsched_gnn.scheduler.groups import GroupKey, GroupSelection
@@ -56,13 +57,7 @@ class DapoConfig:
     where fewer than one group in 20 has spread; >= 1."""
 
     def __post_init__(self) -> None:
-        if not self.oversample >= 1.0:
-            raise ValueError(f"DapoConfig.oversample = {self.oversample!r}, expected >= 1")
-        if self.max_generation_batches < 1:
-            raise ValueError(
-                f"DapoConfig.max_generation_batches = {self.max_generation_batches!r}, "
-                "expected >= 1"
-            )
+        check_bounds(self, at_least={"oversample": 1, "max_generation_batches": 1})
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import Observation
 from envsched_gnn.scheduler.base import BaseScheduler
 
@@ -48,10 +49,7 @@ class DpsConfig:
     """Forgetting of a task's own transition counts per new transition, in [0, 1]."""
 
     def __post_init__(self) -> None:
-        if self.kappa <= 0:
-            raise ValueError(f"DpsConfig.kappa = {self.kappa!r}, expected > 0")
-        if not 0.0 <= self.decay <= 1.0:
-            raise ValueError(f"DpsConfig.decay = {self.decay!r}, expected in [0, 1]")
+        check_bounds(self, positive=("kappa",), unit=("decay",))
 
 
 class DpsScheduler(BaseScheduler):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import Observation
 from envsched_gnn.scheduler.base import BaseScheduler
 
@@ -56,16 +57,12 @@ class DumpConfig:
     """Added to the group std before dividing (> 0)."""
 
     def __post_init__(self) -> None:
-        if self.exploration_weight < 0:
-            raise ValueError(
-                f"DumpConfig.exploration_weight = {self.exploration_weight!r}, expected >= 0"
-            )
-        if self.window_size < 1:
-            raise ValueError(f"DumpConfig.window_size = {self.window_size!r}, expected >= 1")
-        if self.temperature <= 0:
-            raise ValueError(f"DumpConfig.temperature = {self.temperature!r}, expected > 0")
-        if self.eps <= 0:
-            raise ValueError(f"DumpConfig.eps = {self.eps!r}, expected > 0")
+        check_bounds(
+            self,
+            positive=("temperature", "eps"),
+            non_negative=("exploration_weight",),
+            at_least={"window_size": 1},
+        )
 
 
 def absolute_advantages(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.observations import Observation
 from envsched_gnn.scheduler.base import BaseScheduler
 
@@ -43,10 +44,9 @@ class GresoConfig:
     """Floor of the exploration probabilities (> 0: every task can come back)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.p_min <= self.p_init <= 1.0:
-            raise ValueError("GresoConfig: expected 0 < p_min <= p_init <= 1")
-        if self.step_p < 0:
-            raise ValueError(f"GresoConfig.step_p = {self.step_p!r}, expected >= 0")
+        check_bounds(self, positive=("p_min",), non_negative=("step_p",), unit=("p_init",))
+        if self.p_min > self.p_init:
+            raise config_error(self, "p_min", self.p_min, f"<= p_init (= {self.p_init!r})")
 
 
 class GresoScheduler(BaseScheduler):

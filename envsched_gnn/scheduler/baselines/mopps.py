@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import Observation
 from envsched_gnn.scheduler.base import BaseScheduler
 
@@ -40,12 +41,7 @@ class MoppsConfig:
     """beta_0 of the Beta prior (> 0)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.target <= 1.0:
-            raise ValueError(f"MoppsConfig.target = {self.target!r}, expected in [0, 1]")
-        if not 0.0 <= self.decay <= 1.0:
-            raise ValueError(f"MoppsConfig.decay = {self.decay!r}, expected in [0, 1]")
-        if self.prior_alpha <= 0 or self.prior_beta <= 0:
-            raise ValueError("MoppsConfig.prior_alpha and prior_beta must be > 0")
+        check_bounds(self, positive=("prior_alpha", "prior_beta"), unit=("target", "decay"))
 
 
 class MoppsScheduler(BaseScheduler):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS
 
 
@@ -72,47 +73,40 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(
-                f"GRPOConfig.advantage_estimator: unknown {self.advantage_estimator!r}; "
-                f"expected one of {sorted(ADVANTAGE_ESTIMATORS)}"
+            raise config_error(
+                self,
+                "advantage_estimator",
+                self.advantage_estimator,
+                f"one of {sorted(ADVANTAGE_ESTIMATORS)}",
             )
         if self.loss_aggregation not in LOSS_AGGREGATIONS:
-            raise ValueError(
-                f"GRPOConfig.loss_aggregation: unknown {self.loss_aggregation!r}; "
-                f"expected one of {list(LOSS_AGGREGATIONS)}"
+            raise config_error(
+                self, "loss_aggregation", self.loss_aggregation, f"one of {list(LOSS_AGGREGATIONS)}"
             )
-        for name in (
-            "batch_size",
-            "steps",
-            "ppo_epochs",
-            "mini_batches",
-            "micro_batch_size",
-            "micro_batch_tokens",
-            "eval_samples",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GRPOConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ValueError(f"GRPOConfig.group_size must be >= 2, got {self.group_size}")
-        if not 0.0 < self.clip < 1.0:
-            raise ValueError(f"GRPOConfig.clip must lie in (0, 1), got {self.clip}")
-        evals = (self.eval_every, self.eval_tasks, self.pool_eval_samples, self.pool_eval_tasks)
-        if min(self.kl_coef, *evals) < 0:
-            raise ValueError(
-                "GRPOConfig.kl_coef, eval_every, eval_tasks, pool_eval_samples and "
-                "pool_eval_tasks must be >= 0"
-            )
-        if not 0.0 <= self.negative_advantage_scale <= 1.0:
-            raise ValueError(
-                "GRPOConfig.negative_advantage_scale must lie in [0, 1], got "
-                f"{self.negative_advantage_scale}"
-            )
-        if self.lr_warmup_steps < 0:
-            raise ValueError(f"GRPOConfig.lr_warmup_steps must be >= 0, got {self.lr_warmup_steps}")
+        at_least_one = (
+            "batch_size", "steps", "ppo_epochs", "mini_batches", "micro_batch_size",
+            "micro_batch_tokens", "eval_samples",
+        )  # fmt: skip
+        check_bounds(
+            self,
+            non_negative=(
+                "kl_coef",
+                "eval_every",
+                "eval_tasks",
+                "pool_eval_samples",
+                "pool_eval_tasks",
+                "lr_warmup_steps",
+            ),  # fmt: skip
+            at_least={**dict.fromkeys(at_least_one, 1), "group_size": 2},
+            unit=("negative_advantage_scale",),
+            open_unit=("clip",),
+        )
         if self.mini_batches > self.batch_size:
-            raise ValueError(
-                f"GRPOConfig.mini_batches ({self.mini_batches}) must be <= batch_size "
-                f"({self.batch_size}): a mini-batch holds at least one group"
+            raise config_error(
+                self,
+                "mini_batches",
+                self.mini_batches,
+                f"<= batch_size (= {self.batch_size}): a mini-batch holds at least one group",
             )
 
     @property

@@ -19,8 +19,7 @@ from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.grpo.train import GRPOResult
-from envsched_gnn.training.held_out import policy_evaluator
+from envsched_gnn.training.grpo.train import GRPOResult, policy_evaluator
 from envsched_gnn.training.policy_engine import on_gpu, open_engine
 from envsched_gnn.workers import map_in_workers
 
@@ -55,11 +54,7 @@ class SharedStart:
 def evaluate_start(start: SharedStart, config: GRPOConfig) -> dict[str, Any]:
     """The step-0 evaluation each run of ``config``'s evaluation settings would make, made
     once: seeded by ``start.eval_seed`` (else ``config.seed``), as ``train_grpo`` seeds it."""
-    seed = config.seed if start.eval_seed is None else start.eval_seed
-    evaluate = policy_evaluator(
-        start.pool, config.eval_tasks, config.eval_samples, config.pool_eval_samples, seed,
-        config.pool_eval_tasks,
-    )  # fmt: skip
+    evaluate = policy_evaluator(start.pool, config, start.eval_seed)
     with open_engine(
         start.policy_dir, start.pool, start.agent, start.runtime, start.launch.accelerator
     ) as engine:

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 
@@ -27,8 +27,13 @@ from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, observations_from_rewards, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.held_out import policy_evaluator
-from envsched_gnn.training.policy_engine import on_gpu
+from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
+from envsched_gnn.training.lightning_trainer import lightning_trainer
+
+if TYPE_CHECKING:
+    from lightning.pytorch.loggers import Logger
+
+    from envsched_gnn.training.grpo.module import GRPOModule
 
 RESULT_FILE = "grpo_result.json"
 HISTORY_FILE = "history.jsonl"
@@ -92,50 +97,61 @@ def train_grpo(
     A checkpoint of a run on fewer tasks resumes on a grown ``graph`` (``graph add-env``):
     the scheduler keeps its observations and history, and the new tasks join unobserved.
     """
-    from envsched_gnn.scheduler.registry import make_scheduler
-    from envsched_gnn.training.grpo.module import GRPOModule
-    from envsched_gnn.training.observation_sink import ObservationSink
-    from envsched_gnn.training.policy import load_policy, save_agent_config
+    from envsched_gnn.scheduler.base import known_env_ids
 
+    train_graph = graph.subgraph([task.task_id for task in pool.split("train")])
+    known_env_ids(train_graph, retire_envs)  # a wrong name fails before anything loads
     launch = launch or LaunchConfig()
     agent_config = agent_config or AgentConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    L.seed_everything(config.seed, workers=True, verbose=False)
-    model, tokenizer = load_policy(policy_dir)
-    model.train()
-    train_ids = [task.task_id for task in pool.split("train")]
-    scheduler = make_scheduler(
-        config.scheduler,
-        graph.subgraph(train_ids),
-        batch_size=config.batch_size,
-        seed=config.seed,
-    )
-    evaluator = None
-    if config.eval_every:
-        seed = config.seed if eval_seed is None else eval_seed
-        evaluator = policy_evaluator(
-            pool,
-            config.eval_tasks,
-            config.eval_samples,
-            config.pool_eval_samples,
-            seed,
-            config.pool_eval_tasks,
-        )
-    sink = ObservationSink(write_observations) if write_observations is not None else None
-    module = GRPOModule(
-        model,
-        tokenizer,
+    trainer = _trainer(config, launch, out, stop_after, retire_envs)
+    module = _module(
         pool,
-        scheduler,
+        train_graph,
+        policy_dir,
         config,
-        agent_config=agent_config,
-        runtime_config=runtime_config,
-        sink=sink,
-        evaluator=evaluator,
+        agent_config,
+        runtime_config,
+        write_observations,
+        policy_evaluator(pool, config, eval_seed) if config.eval_every else None,
     )
     if initial_eval is not None:
         module.eval_results.append({"step": 0, "rollouts": 0, **initial_eval})
+    wall_s = _fit(trainer, module, resume, out)
+    unwritten: list[Observation] = []
+    if module.sink is not None:
+        unwritten = module.sink.close(timeout=config.store_flush_timeout_s)
+    result = _result(config, trainer, module, wall_s, len(unwritten))
+    if trainer.is_global_zero:
+        _write_run(out, module, agent_config, result, unwritten)
+    return result
+
+
+def policy_evaluator(
+    pool: Pool, config: GRPOConfig, eval_seed: int | None = None
+) -> Callable[[Any, int], dict[str, Any]]:
+    """The run's held-out evaluation (:func:`~envsched_gnn.training.held_out.heldout_evaluator`)
+    over the pool's held-out tasks (all, or a seeded subset of ``config.eval_tasks``) x
+    ``config.eval_samples`` and, with ``config.pool_eval_samples``, over the train tasks (all,
+    or a seeded subset of ``config.pool_eval_tasks``); seeded by ``eval_seed``, else
+    ``config.seed``."""
+    seed = config.seed if eval_seed is None else eval_seed
+    samples = config.pool_eval_samples
+    pool_tasks = heldout_tasks(pool, config.pool_eval_tasks, seed, "train") if samples else []
+    return heldout_evaluator(
+        heldout_tasks(pool, config.eval_tasks, seed), config.eval_samples, seed, pool_tasks, samples
+    )
+
+
+def _trainer(
+    config: GRPOConfig,
+    launch: LaunchConfig,
+    out: Path,
+    stop_after: int | None,
+    retire_envs: Sequence[str],
+) -> L.Trainer:
+    """The seeded Lightning trainer of the run, with its checkpoints, step lines and retirements."""
     # Lightning counts optimiser steps; a GRPO step takes ppo_epochs x mini_batches of them
     # (a step without an update too: GRPOUpdate.idle)
     per_step = config.optimizer_steps_per_step
@@ -155,24 +171,60 @@ def train_grpo(
         callbacks.append(StepPrinter())
     if retire_envs:
         callbacks.append(RetireEnvironments(retire_envs))
-    trainer = L.Trainer(
-        accelerator=launch.accelerator,
+    return lightning_trainer(
+        out,
+        config.seed,
+        launch.accelerator,
+        _loggers(out),
         devices=launch.devices,
         strategy=launch.strategy,
-        precision="bf16-mixed" if on_gpu(launch.accelerator) else "32-true",
         # one optimiser step per GRPO step: the step count ends the run (a resumed run starts a
         # new epoch of the stream, at the checkpoint's step)
-        max_epochs=-1,
         max_steps=per_step
         * (min(stop_after, config.steps) if stop_after is not None else config.steps),
-        logger=_loggers(out),
         callbacks=callbacks,
         log_every_n_steps=1,
         enable_progress_bar=launch.progress_bar,
-        enable_model_summary=False,
         num_sanity_val_steps=0,
-        default_root_dir=out,
     )
+
+
+def _module(
+    pool: Pool,
+    train_graph: TaskGraph,
+    policy_dir: str | Path,
+    config: GRPOConfig,
+    agent_config: AgentConfig,
+    runtime_config: RuntimeConfig | None,
+    write_observations: Callable[[Sequence[Observation]], object] | None,
+    evaluator: Callable[[Any, int], dict[str, Any]] | None,
+) -> GRPOModule:
+    """The ``GRPOModule``: the loaded policy, the scheduler on the train graph, the sink."""
+    from envsched_gnn.scheduler.registry import make_scheduler
+    from envsched_gnn.training.grpo.module import GRPOModule
+    from envsched_gnn.training.observation_sink import ObservationSink
+    from envsched_gnn.training.policy import load_policy
+
+    model, tokenizer = load_policy(policy_dir)
+    model.train()
+    scheduler = make_scheduler(
+        config.scheduler, train_graph, batch_size=config.batch_size, seed=config.seed
+    )
+    return GRPOModule(
+        model,
+        tokenizer,
+        pool,
+        scheduler,
+        config,
+        agent_config=agent_config,
+        runtime_config=runtime_config,
+        sink=ObservationSink(write_observations) if write_observations is not None else None,
+        evaluator=evaluator,
+    )
+
+
+def _fit(trainer: L.Trainer, module: GRPOModule, resume: str | Path | None, out: Path) -> float:
+    """Trains (from ``resume`` when given) and saves ``last.ckpt``; returns the wall seconds."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
@@ -181,11 +233,15 @@ def train_grpo(
     # the whole state (optimiser, schedulers, loops): a resumed run continues exactly; said
     # explicitly, since Lightning logs "`weights_only` was not set" for a save without it
     trainer.save_checkpoint(out / "checkpoints" / "last.ckpt", weights_only=False)
-    wall_s = time.perf_counter() - start
-    unwritten: list[Observation] = []
-    if sink is not None:
-        unwritten = sink.close(timeout=config.store_flush_timeout_s)
-    result = GRPOResult(
+    return time.perf_counter() - start
+
+
+def _result(
+    config: GRPOConfig, trainer: L.Trainer, module: GRPOModule, wall_s: float, unwritten: int
+) -> GRPOResult:
+    """What the run measured, read from the trained module and its trainer."""
+    sink = module.sink
+    return GRPOResult(
         scheduler=config.scheduler,
         config=config.to_dict(),
         steps=module.step_metrics,
@@ -197,27 +253,37 @@ def train_grpo(
         rank=trainer.global_rank,
         local_rollouts=module.local_rollouts_total,
         wall_s=wall_s,
-        unwritten_observations=len(unwritten),
+        unwritten_observations=unwritten,
         rejected_observations=len(sink.rejected) if sink is not None else 0,
         picks=module.picks,
     )
-    if trainer.is_global_zero:
-        if unwritten:
-            # the store did not come back in time: keep them as history.jsonl, to load later
-            write_history(out / "unwritten_observations.jsonl", unwritten)
-        module.policy.save_pretrained(out / "policy")
-        tokenizer.save_pretrained(out / "policy")
-        save_agent_config(out / "policy", agent_config)
-        write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
-        write_history(
-            out / HISTORY_FILE,
-            [
-                o
-                for s, groups in enumerate(result.rewards)
-                for o in observations_from_rewards(s, groups)
-            ],
-        )
-    return result
+
+
+def _write_run(
+    out: Path,
+    module: GRPOModule,
+    agent_config: AgentConfig,
+    result: GRPOResult,
+    unwritten: Sequence[Observation],
+) -> None:
+    """Rank 0's files: the trained policy, the result, the history and unwritten observations."""
+    from envsched_gnn.training.policy import save_agent_config
+
+    if unwritten:
+        # the store did not come back in time: keep them as history.jsonl, to load later
+        write_history(out / "unwritten_observations.jsonl", unwritten)
+    module.policy.save_pretrained(out / "policy")
+    module.tokenizer.save_pretrained(out / "policy")
+    save_agent_config(out / "policy", agent_config)
+    write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
+    write_history(
+        out / HISTORY_FILE,
+        [
+            o
+            for s, groups in enumerate(result.rewards)
+            for o in observations_from_rewards(s, groups)
+        ],
+    )
 
 
 class RetireEnvironments(L.pytorch.callbacks.Callback):
@@ -252,10 +318,11 @@ class StepPrinter(L.pytorch.callbacks.Callback):
         )
 
 
-def _loggers(out: Path) -> list[Any]:
+def _loggers(out: Path) -> list[Logger]:
+    """CSV logs in ``out/logs``, and TensorBoard's beside them when it is installed."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    loggers: list[Any] = [CSVLogger(out, name="logs", version="", flush_logs_every_n_steps=1)]
+    loggers: list[Logger] = [CSVLogger(out, name="logs", version="", flush_logs_every_n_steps=1)]
     with contextlib.suppress(ModuleNotFoundError):  # TensorBoard only when installed
         loggers.append(TensorBoardLogger(out, name="logs", version="tensorboard"))
     return loggers

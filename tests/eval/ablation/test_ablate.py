@@ -107,17 +107,28 @@ def test_truncation_equals_a_build_at_the_smaller_sizes(tmp_path):
 
 
 def test_bad_options_are_clear_errors(tmp_path):
-    with pytest.raises(ValueError, match="--learner"):
+    with pytest.raises(
+        ValueError, match=r"AblationConfig\.learner = 'gpt', expected 'sim' or 'policy'"
+    ):
         AblationConfig(learner="gpt")
-    with pytest.raises(ValueError, match="--seeds"):
+    with pytest.raises(ValueError, match=r"AblationConfig\.seeds = 0, expected a number >= 1"):
         AblationConfig(seeds=0)
-    with pytest.raises(ValueError, match=r"--schedulers: unknown \['rando'\]"):
+    with pytest.raises(
+        ValueError, match=r"AblationConfig\.schedulers = \('envsched', 'rando'\), .*not \['rando'\]"
+    ):
         AblationConfig(schedulers=("envsched", "rando"))
-    with pytest.raises(ValueError, match="permuted_predictor needs --learner sim"):
+    with pytest.raises(
+        ValueError,
+        match=r"AblationConfig\.controls = \('permuted_predictor',\), .*need learner 'sim'",
+    ):
         AblationConfig(learner="policy", controls=("permuted_predictor",))
-    with pytest.raises(ValueError, match=r"--controls: unknown \['permute'\]"):
+    with pytest.raises(
+        ValueError, match=r"AblationConfig\.controls = \('permute',\), .*not \['permute'\]"
+    ):
         AblationConfig(controls=("permute",))
-    with pytest.raises(ValueError, match="--sft-steps 0 needs --model"):
+    with pytest.raises(
+        ValueError, match=r"PolicyLearnerConfig\.sft_steps = 0, expected > 0 without model"
+    ):
         PolicyLearnerConfig(sft_steps=0)
     assert run_names(AblationConfig(k_grid=())) == list(AblationConfig().schedulers)
     config = AblationConfig(

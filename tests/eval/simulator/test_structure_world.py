@@ -173,9 +173,11 @@ def test_default_world_is_structure_and_falls_back_to_abstracts():
     assert w.kind == "structure" and w.info["tasks_structured_by_abstract"] == len(pool.tasks)
     assert w.info["tasks_with_hidden_structure"] == 0
     assert LearnerSimulator(pool, world=w).score() > 0.0
-    with pytest.raises(ValueError, match="--kappa"):
+    with pytest.raises(
+        ValueError, match=r"SimulatorConfig\.kappa = 1\.5, expected a number in \[0, 1\]"
+    ):
         SimulatorConfig(kappa=1.5)
-    with pytest.raises(ValueError, match="world 'flat'"):
+    with pytest.raises(ValueError, match=r"SimulatorConfig\.world = 'flat', expected one of"):
         SimulatorConfig(world="flat")
 
 

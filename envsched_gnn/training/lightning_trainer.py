@@ -1,0 +1,35 @@
+"""The Lightning trainer that SFT and GRPO share: seeded, bf16 on a GPU, logging in the run
+folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.loggers import Logger
+
+from envsched_gnn.training.policy_engine import on_gpu
+
+
+def lightning_trainer(
+    out: Path, seed: int, accelerator: str, logger: Logger | list[Logger], **settings: Any
+) -> L.Trainer:
+    """Seeds everything with ``seed`` (data-loader workers too), then a ``Trainer`` on
+    ``accelerator`` in ``bf16-mixed`` precision on a GPU (else ``32-true``), writing under
+    ``out`` to ``logger`` (one Lightning logger or a list), without a model summary and with
+    no epoch limit (a step or time budget in ``settings`` ends the run). ``settings`` are the
+    run's own ``Trainer`` arguments.
+
+    Called before the policy loads or is built, so that its initial weights follow ``seed``.
+    """
+    L.seed_everything(seed, workers=True, verbose=False)
+    return L.Trainer(
+        accelerator=accelerator,
+        precision="bf16-mixed" if on_gpu(accelerator) else "32-true",
+        max_epochs=-1,
+        logger=logger,
+        enable_model_summary=False,
+        default_root_dir=out,
+        **settings,
+    )
