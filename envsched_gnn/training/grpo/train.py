@@ -103,6 +103,7 @@ def train_grpo(
     A checkpoint of a run on fewer tasks resumes on a grown ``graph`` (``graph add-env``):
     the scheduler keeps its observations and history, and the new tasks join unobserved.
     """
+    from envsched_gnn.envs.abstract import operation_patterns
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.grpo.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
@@ -121,6 +122,7 @@ def train_grpo(
         train_subgraph(graph, train_ids),
         batch_size=config.batch_size,
         seed=config.seed,
+        operations=operation_patterns(pool.tasks),
     )
     evaluator = None
     if config.eval_every:
