@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from envsched_gnn.envs.pool import Environment, Task, ToolCall
 from envsched_gnn.envs.tool_categories import (
@@ -249,3 +249,28 @@ def operation_categories(abstract: str) -> list[str]:
             raise ValueError(f"abstract clause {clause!r} is not 'step N: <category> ...'")
         categories.append(match.group(2))
     return categories
+
+
+PATTERN_SEPARATOR = " > "
+"""Joins the categories of an operation pattern."""
+
+NO_ABSTRACT = "(no abstract)"
+"""The operation pattern of a task whose abstract is missing or not in this module's
+``step N: <category>`` format."""
+
+
+def operation_pattern(abstract: str | None) -> str:
+    """The category sequence of ``abstract`` joined by " > " (e.g. "identifier resolution >
+    update"): what tasks of any environment that run the same steps share;
+    :data:`NO_ABSTRACT` without a parsable abstract."""
+    if not abstract:
+        return NO_ABSTRACT
+    try:
+        return PATTERN_SEPARATOR.join(operation_categories(abstract)) or NO_ABSTRACT
+    except ValueError:
+        return NO_ABSTRACT
+
+
+def operation_patterns(tasks: Iterable[Task]) -> dict[str, str]:
+    """``{task_id: operation_pattern(task.abstract)}``."""
+    return {task.task_id: operation_pattern(task.abstract) for task in tasks}

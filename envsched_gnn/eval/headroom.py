@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from envsched_gnn.envs.abstract import operation_categories
+from envsched_gnn.envs.abstract import PATTERN_SEPARATOR, operation_pattern
 from envsched_gnn.eval.stats import between_group_share, mean_ci
 
 GROUPINGS = ("split", "env", "checks", "calls", "operation")
@@ -41,10 +41,6 @@ operation kind (category) its abstract holds (a task with several kinds is in ea
 PARTITIONS = ("env", "calls", "pattern")
 """What :func:`variance_table` splits the variance by: the environment, the call count, and the
 operation pattern (the abstract's category sequence)."""
-
-NO_ABSTRACT = "(no abstract)"
-"""The operation kind and pattern of a task whose abstract is missing or not in the
-generator's ``step N: <category>`` format."""
 
 
 def group_headroom(rewards: Sequence[float]) -> dict[str, float]:
@@ -101,14 +97,6 @@ def headroom_table(
     return table
 
 
-def task_categories(task: Any) -> tuple[str, ...]:
-    """The category sequence of ``task``'s abstract; (:data:`NO_ABSTRACT`,) without one."""
-    try:
-        return tuple(operation_categories(task.abstract)) if task.abstract else (NO_ABSTRACT,)
-    except ValueError:
-        return (NO_ABSTRACT,)
-
-
 def pool_groupings(pool: Any) -> dict[str, Callable[[str], Any]]:
     """The :data:`GROUPINGS` of a pool's tasks."""
     return {
@@ -116,7 +104,9 @@ def pool_groupings(pool: Any) -> dict[str, Callable[[str], Any]]:
         "env": lambda t: pool.task(t).env_id,
         "checks": lambda t: len(pool.task(t).checklist_with_func),
         "calls": lambda t: len(pool.task(t).reference_solution or ()),
-        "operation": lambda t: tuple(sorted(set(task_categories(pool.task(t))))),
+        "operation": lambda t: tuple(
+            sorted(set(operation_pattern(pool.task(t).abstract).split(PATTERN_SEPARATOR)))
+        ),
     }
 
 
@@ -125,7 +115,7 @@ def pool_partitions(pool: Any) -> dict[str, Callable[[str], Any]]:
     return {
         "env": lambda t: pool.task(t).env_id,
         "calls": lambda t: len(pool.task(t).reference_solution or ()),
-        "pattern": lambda t: " > ".join(task_categories(pool.task(t))),
+        "pattern": lambda t: operation_pattern(pool.task(t).abstract),
     }
 
 

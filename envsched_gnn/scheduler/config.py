@@ -36,6 +36,10 @@ class SelectorConfig:
     """Quotas dropped, in this order, while they leave fewer than B fillable slots."""
     penalty_relations: tuple[str, ...] = ("within", "cross")
     """Edge relations whose similarities enter the penalty (graph ablations keep one)."""
+    operation_coverage: bool = False
+    """**[beyond the paper]** Spread the coverage stage over operation patterns as well as
+    environments: the coverage score times (1 + C_o / n_o + b_o)^(-1/2) of the task's pattern
+    o (the scheduler then needs every task's pattern)."""
     lazy: bool = True
     """Lazy greedy (heap of upper bounds); False runs the naive loop, same batch, slower."""
     initial_candidates: int = 256

@@ -10,6 +10,7 @@ with the same batches.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -37,6 +38,9 @@ class EnvSchedScheduler(BaseScheduler):
         penalty_graph: the graph whose similarities the similarity penalty reads, with the
             same nodes as ``graph`` (default ``graph``); a control graph for the predictor
             alone (``eval ablate --controls permuted_predictor``) keeps the real one here.
+        operations: ``{task_id: operation pattern}`` covering the graph's tasks (and those a
+            grown graph adds), e.g. :func:`~envsched_gnn.envs.abstract.operation_patterns`;
+            required when ``config.operation_coverage``, ignored otherwise.
     """
 
     name = "envsched"
@@ -51,6 +55,7 @@ class EnvSchedScheduler(BaseScheduler):
         predictor=None,
         name: str | None = None,
         penalty_graph: TaskGraph | None = None,
+        operations: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(graph, batch_size=batch_size, seed=seed)
         if penalty_graph is not None and penalty_graph.task_ids != graph.task_ids:
@@ -64,6 +69,7 @@ class EnvSchedScheduler(BaseScheduler):
             predictor = AnalyticPredictor()
         self.predictor = predictor
         self._penalty_graph = penalty_graph
+        self._operations = operations
         self._graph_changed()
         self.last_prediction = None
         self._updated_step: int | None = None
@@ -74,7 +80,31 @@ class EnvSchedScheduler(BaseScheduler):
             self._penalty_graph if self._penalty_graph is not None else self.graph,
             self.config.penalty_relations,
         )
-        self.selector = GreedySelector(self.env, self.neighbours, self.config)
+        self.selector = GreedySelector(
+            self.env, self.neighbours, self.config, self._operation_codes()
+        )
+
+    def _operation_codes(self) -> np.ndarray | None:
+        """Each task's operation-pattern index (first-seen order), when the selector reads
+        them; a :class:`SchedulerError` naming the tasks ``operations`` lacks."""
+        if not self.config.operation_coverage:
+            return None
+        if self._operations is None:
+            raise SchedulerError(
+                f"scheduler {self.name!r} spreads its coverage stage over operation patterns: "
+                "it needs operations={task_id: pattern} (envs.abstract.operation_patterns)"
+            )
+        missing = [t for t in self.graph.task_ids if t not in self._operations]
+        if missing:
+            raise SchedulerError(
+                f"scheduler {self.name!r}: no operation pattern for {len(missing)} task(s), "
+                f"e.g. {missing[:3]}"
+            )
+        codes: dict[str, int] = {}
+        patterns = (self._operations[t] for t in self.graph.task_ids)
+        return np.fromiter(
+            (codes.setdefault(p, len(codes)) for p in patterns), np.int64, self.graph.num_tasks
+        )
 
     def grow(self, graph: TaskGraph) -> None:
         if self._penalty_graph is not None:

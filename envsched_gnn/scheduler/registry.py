@@ -4,7 +4,9 @@ Names: ``envsched`` (spec defaults), ``within_only`` / ``cross_only`` (the graph
 the predictor's prior uses one relation and so does the similarity penalty), ``rho0``
 (pure exploitation) and ``rho1`` (pure coverage), ``envsched_spread`` (EnvSched ranking by the
 predicted probability of any reward spread, P(v > 0), instead of the variance: beyond the
-paper, ``PredictorConfig.target = "spread"``), ``random``, ``dapo``, ``mopps``,
+paper, ``PredictorConfig.target = "spread"``), ``envsched_ops`` (EnvSched whose coverage stage
+spreads batches over operation patterns as well as environments: beyond the paper,
+``SelectorConfig.operation_coverage``), ``random``, ``dapo``, ``mopps``,
 ``greso``, ``dps``, ``dump``, and ``learned`` (EnvSched with the learned propagation of
 ``models.learned`` in place of the analytic predictor). Other packages add theirs with
 :func:`register_scheduler`.
@@ -12,7 +14,7 @@ paper, ``PredictorConfig.target = "spread"``), ``random``, ``dapo``, ``mopps``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 
 from envsched_gnn.graph.task_graph import TaskGraph
@@ -27,7 +29,9 @@ from envsched_gnn.scheduler.config import SelectorConfig
 
 SchedulerFactory = Callable[..., Scheduler]
 """``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``; the EnvSched
-family also takes ``predictor`` and ``penalty_graph`` (see ``EnvSchedScheduler``)."""
+family also takes ``predictor``, ``penalty_graph`` and ``operations`` (see
+``EnvSchedScheduler``). A factory whose attribute ``reads_operations`` is true is given the
+caller's ``operations``; the others never see them."""
 
 SCHEDULERS: dict[str, SchedulerFactory] = {}
 
@@ -46,15 +50,22 @@ def make_scheduler(
     batch_size: int = 64,
     seed: int = 0,
     config=None,
+    operations: Mapping[str, str] | None = None,
     **overrides,
 ) -> Scheduler:
-    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass."""
+    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass.
+
+    ``operations`` (``{task_id: operation pattern}``, from the pool's abstracts) reaches the
+    schedulers that read it (``envsched_ops``); the others ignore it, so a caller that has
+    the pool may always pass it."""
     try:
         factory = SCHEDULERS[name]
     except KeyError:
         raise ValueError(
             f"unknown scheduler {name!r}, expected one of {sorted(SCHEDULERS)}"
         ) from None
+    if operations is not None and getattr(factory, "reads_operations", False):
+        overrides["operations"] = operations
     return factory(graph, batch_size=batch_size, seed=seed, config=config, **overrides)
 
 
@@ -85,6 +96,7 @@ def _envsched(
         config=None,
         predictor=None,
         penalty_graph=None,
+        operations=None,
         **overrides,
     ):
         from envsched_gnn.scheduler.envsched import EnvSchedScheduler
@@ -105,8 +117,10 @@ def _envsched(
             predictor=predictor,
             name=name,
             penalty_graph=penalty_graph,
+            operations=operations,
         )
 
+    factory.reads_operations = True
     return factory
 
 
@@ -141,6 +155,7 @@ register_scheduler("cross_only", _envsched("cross_only", ("cross",), {"within": 
 register_scheduler("rho0", _envsched("rho0", BOTH, None, rho=0.0))
 register_scheduler("rho1", _envsched("rho1", BOTH, None, rho=1.0))
 register_scheduler("envsched_spread", _envsched("envsched_spread", BOTH, None, target="spread"))
+register_scheduler("envsched_ops", _envsched("envsched_ops", BOTH, None, operation_coverage=True))
 register_scheduler("learned", _learned)
 register_scheduler("random", _baseline(UniformScheduler, None))
 register_scheduler("dapo", _baseline(DapoScheduler, DapoConfig()))

@@ -7,6 +7,14 @@ of its environment e (n_e tasks), b_e the tasks of e already in the batch being 
     coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
     greedy gain          g_i = stage score - lambda_sim * max_{j in batch} sim(i, j)
 
+**[beyond the paper]** With ``SelectorConfig.operation_coverage`` the coverage score spreads
+the batch over operation patterns too (the category sequence of a task's abstract, shared
+across environments), with C_o, n_o and b_o of task i's pattern o as C_e, n_e and b_e are of
+its environment:
+
+    coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
+                               * (1 + C_o / n_o + b_o)^(-1/2)
+
 The first round(rho * B) slots (half up) take the eligible task of largest gain under the
 coverage score, the others under the exploitation score. Ties are broken by larger q,
 then by a seeded uniform random number (smaller first), then by smaller node index.
@@ -21,7 +29,7 @@ until B slots fit, and the dropped ones are reported. A pool of fewer than B tas
 error.
 
 Exact lazy greedy: within a stage, gains only fall as the batch fills (the penalty is a
-running max; b_e only grows, so coverage scores only fall) and eligibility only shrinks,
+running max; b_e and b_o only grow, so coverage scores only fall) and eligibility only shrinks,
 so a heap of stale gains holds upper bounds: the top, once re-evaluated and still on top,
 is the true argmax. The heap is seeded with the best ``initial_candidates`` by upper bound
 (NumPy ``argpartition``); the rest wait in a reserve whose best key is bounded by the
@@ -76,16 +84,32 @@ class GreedySelector:
         env: environment index of each task, int64 (N,).
         neighbours: the symmetric similarity structure of the graph.
         config: selector configuration (spec defaults).
+        operation: operation-pattern index of each task, int64 (N,); required when
+            ``config.operation_coverage``, ignored otherwise.
     """
 
     def __init__(
-        self, env: np.ndarray, neighbours: SimilarityNeighbours, config: SelectorConfig
+        self,
+        env: np.ndarray,
+        neighbours: SimilarityNeighbours,
+        config: SelectorConfig,
+        operation: np.ndarray | None = None,
     ) -> None:
         self.env = np.asarray(env, dtype=np.int64)
         self.num_envs = int(self.env.max()) + 1 if self.env.size else 0
         self.env_sizes = np.bincount(self.env, minlength=self.num_envs)
         self.neighbours = neighbours
         self.config = config
+        self.operation = None
+        if config.operation_coverage:
+            if operation is None or np.shape(operation) != self.env.shape:
+                raise SelectionError(
+                    "operation_coverage needs the operation pattern of every task: got "
+                    f"{None if operation is None else np.shape(operation)}, expected "
+                    f"{self.env.shape}"
+                )
+            self.operation = np.asarray(operation, dtype=np.int64)
+            self.operation_sizes = np.bincount(self.operation)
 
     def select(
         self,
@@ -198,6 +222,13 @@ class _BatchBuilder:
         self.env_norm = env_totals / np.maximum(selector.env_sizes, 1)
         self.in_env = np.zeros(selector.num_envs, np.int64)
         self.env_cov = env_factor(self.env_norm, self.in_env)
+        self.op = selector.operation
+        if self.op is not None:
+            sizes = selector.operation_sizes
+            op_totals = np.bincount(self.op[seen], weights=c, minlength=sizes.shape[0])
+            self.op_norm = op_totals / np.maximum(sizes, 1)
+            self.in_op = np.zeros(sizes.shape[0], np.int64)
+            self.op_cov = env_factor(self.op_norm, self.in_op)
         self.task_cov = np.ones(q.shape[0])
         self.task_cov[seen] = 1.0 / np.sqrt(1.0 + c)
         self.exploit = q.copy()
@@ -207,10 +238,16 @@ class _BatchBuilder:
         self.room = room.copy()
         self.batch: list[int] = []
 
+    def coverage(self, idx: np.ndarray, env_cov: np.ndarray | float) -> np.ndarray:
+        """s_i of the tasks ``idx`` given their environments' factors ``env_cov``; every
+        coverage score is computed here, so that each takes the same float64 operations."""
+        score = self.task_cov[idx] * env_cov
+        return score if self.op is None else score * self.op_cov[self.op[idx]]
+
     def gains(self, stage: str, idx: np.ndarray) -> np.ndarray:
         """g_i for the tasks ``idx`` under the current batch."""
         if stage == COVERAGE:
-            score = self.task_cov[idx] * self.env_cov[self.env[idx]]
+            score = self.coverage(idx, self.env_cov[self.env[idx]])
         else:
             score = self.exploit[idx]
         return score - self.lam * self.penalty[idx]
@@ -218,7 +255,7 @@ class _BatchBuilder:
     def gain(self, stage: str, i: int) -> float:
         """g_i of one task; the same float64 operations as :meth:`gains`."""
         if stage == COVERAGE:
-            score = float(self.task_cov[i]) * float(self.env_cov[self.env[i]])
+            score = float(self.coverage(np.array([i]), self.env_cov[self.env[i : i + 1]])[0])
         else:
             score = float(self.exploit[i])
         return score - self.lam * float(self.penalty[i])
@@ -237,6 +274,10 @@ class _BatchBuilder:
         self.room[e] -= 1
         self.in_env[e] += 1
         self.env_cov[e] = env_factor(self.env_norm[e : e + 1], self.in_env[e : e + 1])[0]
+        if self.op is not None:
+            o = int(self.op[i])
+            self.in_op[o] += 1
+            self.op_cov[o] = env_factor(self.op_norm[o : o + 1], self.in_op[o : o + 1])[0]
         self.neighbours.raise_penalty(self.penalty, i)
 
     def fill_naive(self, stage: str, slots: int) -> None:
@@ -317,7 +358,7 @@ class _BatchBuilder:
         if not idx.shape[0]:
             return None
         # the gains of ``gains`` (same float64 operations); the first largest wins the ties
-        gain = self.task_cov[idx] * self.env_cov[e] - self.lam * self.penalty[idx]
+        gain = self.coverage(idx, self.env_cov[e]) - self.lam * self.penalty[idx]
         b = int(np.argmax(gain))
         j = int(idx[b])
         return (-float(gain[b]), -float(self.q[j]), float(self.tie[j]), j)

@@ -55,8 +55,12 @@ def dense_sim(graph: TaskGraph, relations=("within", "cross")) -> dict[tuple[int
     return sim
 
 
-def reference_select(graph, q, counts, window_counts, blocked, batch_size, tie, config, relaxed=()):
-    """Spec 5 greedy with plain loops: returns the batch (node indices, in order)."""
+def reference_select(
+    graph, q, counts, window_counts, blocked, batch_size, tie, config, relaxed=(), operation=None
+):
+    """Spec 5 greedy with plain loops: returns the batch (node indices, in order); with
+    ``operation`` (each task's pattern index) the coverage score also has the operation
+    factor (1 + C_o / n_o + b_o)^(-1/2)."""
     _, env = graph.env_index()
     env = env.tolist()
     num_envs = max(env) + 1
@@ -64,6 +68,12 @@ def reference_select(graph, q, counts, window_counts, blocked, batch_size, tie, 
     c_e = [0] * num_envs
     for i, c in enumerate(counts):
         c_e[env[i]] += int(c)
+    ops = list(operation) if operation is not None else [0] * len(env)
+    n_o = [ops.count(o) for o in range(max(ops) + 1)]
+    c_o = [0] * len(n_o)
+    for i, c in enumerate(counts):
+        c_o[ops[i]] += int(c)
+    b_o = [0] * len(n_o)
     sim = dense_sim(graph, config.penalty_relations)
     n_cov = min(batch_size, math.floor(config.rho * batch_size + 0.5))
     batch: list[int] = []
@@ -84,6 +94,9 @@ def reference_select(graph, q, counts, window_counts, blocked, batch_size, tie, 
                 score = (1.0 / math.sqrt(1.0 + counts[i])) * (
                     1.0 / math.sqrt(1.0 + c_e[e] / n_e[e] + b[e])
                 )
+                if operation is not None:
+                    o = ops[i]
+                    score *= 1.0 / math.sqrt(1.0 + c_o[o] / n_o[o] + b_o[o])
             else:
                 score = q[i] * (1.0 / math.sqrt(1.0 + counts[i] / config.exposure_scale))
             penalty = max((sim.get((i, j), 0.0) for j in batch), default=0.0)
@@ -93,6 +106,7 @@ def reference_select(graph, q, counts, window_counts, blocked, batch_size, tie, 
                 best, best_key = i, key
         batch.append(best)
         b[env[best]] += 1
+        b_o[ops[best]] += 1
     return batch
 
 

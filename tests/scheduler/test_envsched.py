@@ -71,6 +71,8 @@ def test_state_dict_round_trip_continues_identically(pool):
 
 OWN_SCHEDULERS = (
     "envsched",
+    "envsched_spread",
+    "envsched_ops",
     "within_only",
     "cross_only",
     "rho0",
@@ -99,11 +101,12 @@ def test_every_registered_scheduler_resumes_identically(name):
             out.append((batch, scheduler.last_batch.relaxed))
         return out
 
-    first = make_scheduler(name, graph, batch_size=16, seed=1)
+    operations = {t: f"pattern {i % 5}" for i, t in enumerate(graph.task_ids)}
+    first = make_scheduler(name, graph, batch_size=16, seed=1, operations=operations)
     run(first, range(4))
     state = json.loads(json.dumps(first.state_dict()))
     expected = run(first, range(4, 8))
-    restored = make_scheduler(name, graph, batch_size=16, seed=1)
+    restored = make_scheduler(name, graph, batch_size=16, seed=1, operations=operations)
     restored.load_state_dict(state)
     assert run(restored, range(4, 8)) == expected
 
@@ -150,3 +153,18 @@ def test_ablations_are_configured():
         make_scheduler("envsched", graph, rhoo=0.3)
     with pytest.raises(ValueError, match="unknown scheduler 'nope'"):
         make_scheduler("nope", graph)
+
+
+def test_the_operation_coverage_option_reads_the_pools_patterns():
+    graph = synthetic_graph(200, seed=0)
+    operations = {t: f"pattern {i % 4}" for i, t in enumerate(graph.task_ids)}
+    ops = make_scheduler("envsched_ops", graph, batch_size=8, operations=operations)
+    assert ops.config.operation_coverage and ops.name == "envsched_ops"
+    assert ops.selector.operation.tolist() == [i % 4 for i in range(graph.num_tasks)]
+    # the schedulers that do not read patterns never see them
+    assert make_scheduler("random", graph, batch_size=8, operations=operations).name == "random"
+    assert make_scheduler("envsched", graph, operations=operations).selector.operation is None
+    with pytest.raises(SchedulerError, match="needs operations="):
+        make_scheduler("envsched_ops", graph, batch_size=8)
+    with pytest.raises(SchedulerError, match="no operation pattern for 1 task"):
+        make_scheduler("envsched_ops", graph, operations=dict(list(operations.items())[1:]))

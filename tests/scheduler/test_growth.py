@@ -17,6 +17,11 @@ B = 8
 OLD_ENVS = 4
 
 
+def operations(graph) -> dict[str, str]:
+    """Three operation patterns, by position in the graph (for ``envsched_ops``)."""
+    return {t: f"pattern {i % 3}" for i, t in enumerate(graph.task_ids)}
+
+
 @pytest.fixture(scope="module")
 def graphs():
     """A 6-environment graph and the graph of its first 4 environments (the pool before)."""
@@ -45,7 +50,7 @@ def observed(scheduler) -> set:
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_every_registered_scheduler_grows_mid_run_and_keeps_its_history(graphs, name):
     old, full, rates = graphs
-    scheduler = make_scheduler(name, old, batch_size=B, seed=1)
+    scheduler = make_scheduler(name, old, batch_size=B, seed=1, operations=operations(full))
     before = drive(scheduler, range(3), rates, full.index)
     kept, history = observed(scheduler), scheduler.state_dict()["history"]
     assert len(kept) >= 3 * B
@@ -60,7 +65,7 @@ def test_every_registered_scheduler_grows_mid_run_and_keeps_its_history(graphs, 
     assert counts[new].sum() == 0 and counts.sum() == sum(len(set(b)) for b in before)
     # a scheduler built on the grown graph and loaded with the old run's state (a resumed
     # run after graph add-env) is the same scheduler
-    resumed = make_scheduler(name, full, batch_size=B, seed=1)
+    resumed = make_scheduler(name, full, batch_size=B, seed=1, operations=operations(full))
     old_state = json.loads(json.dumps(make_state(name, old, rates, full.index)))
     resumed.load_state_dict(old_state)
     after = drive(scheduler, range(3, 9), rates, full.index)
@@ -70,7 +75,7 @@ def test_every_registered_scheduler_grows_mid_run_and_keeps_its_history(graphs, 
 
 
 def make_state(name, graph, rates, index) -> dict:
-    scheduler = make_scheduler(name, graph, batch_size=B, seed=1)
+    scheduler = make_scheduler(name, graph, batch_size=B, seed=1, operations=operations(graph))
     drive(scheduler, range(3), rates, index)
     return scheduler.state_dict()
 
@@ -134,7 +139,7 @@ def test_dropping_tasks_no_state_mentions_loses_nothing_and_is_accepted(graphs):
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_retired_environments_are_not_selected_and_their_observations_stay(graphs, name):
     _, full, rates = graphs
-    scheduler = make_scheduler(name, full, batch_size=B, seed=2)
+    scheduler = make_scheduler(name, full, batch_size=B, seed=2, operations=operations(full))
     drive(scheduler, range(3), rates, full.index)
     retired_tasks = {t for t, e in zip(full.task_ids, full.env_ids, strict=True) if e == "e0"}
     kept = observed(scheduler)
@@ -146,7 +151,7 @@ def test_retired_environments_are_not_selected_and_their_observations_stay(graph
     assert kept <= observed(scheduler)  # the evidence stays
     state = json.loads(json.dumps(scheduler.state_dict()))
     assert state["retired"] == ["e0"]
-    resumed = make_scheduler(name, full, batch_size=B, seed=2)
+    resumed = make_scheduler(name, full, batch_size=B, seed=2, operations=operations(full))
     resumed.load_state_dict(state)
     assert resumed.retired == {"e0"}
 

@@ -17,10 +17,11 @@ from envsched_gnn.scheduler.selector import (
 from tests.scheduler.scheduler_checks import grid_graph, reference_select
 
 
-def make_selector(graph, **config):
+def make_selector(graph, operation=None, **config):
     _, env = graph.env_index()
     cfg = SelectorConfig(**config)
-    return GreedySelector(env, SimilarityNeighbours(graph, cfg.penalty_relations), cfg), env
+    neighbours = SimilarityNeighbours(graph, cfg.penalty_relations)
+    return GreedySelector(env, neighbours, cfg, operation), env
 
 
 def random_case(seed: int, ties: bool):
@@ -52,6 +53,61 @@ def test_lazy_equals_naive_equals_reference(ties):
         cfg = SelectorConfig(rho=rho)
         expected = reference_select(graph, q, counts, window, blocked, b, tie, cfg, relaxed)
         assert indices == expected, seed
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_operation_coverage_lazy_equals_naive_equals_reference(ties):
+    for seed in range(60):
+        graph, q, counts, window, blocked, tie, b, rho = random_case(seed, ties)
+        operation = np.random.default_rng(seed + 100).integers(0, 4, graph.num_tasks)
+        batches = {}
+        for lazy, initial in ((False, 256), (True, 1), (True, 3), (True, 256)):
+            selector, _ = make_selector(
+                graph, operation, rho=rho, lazy=lazy, initial_candidates=initial,
+                operation_coverage=True,
+            )  # fmt: skip
+            sel = selector.select(q, counts, window, blocked, b, tie)
+            batches[(lazy, initial)] = (sel.indices.tolist(), sel.relaxed)
+        assert len({str(v) for v in batches.values()}) == 1, (seed, batches)
+        indices, relaxed = batches[(False, 256)]
+        cfg = SelectorConfig(rho=rho)
+        expected = reference_select(
+            graph, q, counts, window, blocked, b, tie, cfg, relaxed, operation.tolist()
+        )
+        assert indices == expected, seed
+
+
+def test_operation_coverage_spreads_the_coverage_stage_over_patterns():
+    """Every environment holds the same 6 patterns and q favours pattern 0 everywhere: the
+    environment factor alone fills the coverage slots with pattern 0; the operation factor
+    spreads them over all 6, still one environment each."""
+    from envsched_gnn.bench.scheduler import synthetic_graph
+
+    graph = synthetic_graph(2550, seed=0)
+    n = graph.num_tasks
+    _, env = graph.env_index()
+    rank = np.zeros(n, np.int64)
+    for e in np.unique(env):
+        members = np.flatnonzero(env == e)
+        rank[members] = np.arange(members.shape[0])
+    operation = rank % 6
+    q = np.where(operation == 0, 0.9, 0.1) + 1e-3 * np.random.default_rng(0).random(n)
+    args = (q, np.zeros(n, int), np.zeros(51, int), np.zeros(n, bool), 12, np.zeros(n))
+    plain, _ = make_selector(graph, lambda_sim=0.0)
+    spread, _ = make_selector(graph, operation, lambda_sim=0.0, operation_coverage=True)
+    by_env = plain.select(*args).indices[:6]
+    by_both = spread.select(*args).indices[:6]
+    assert set(operation[by_env].tolist()) == {0}
+    assert sorted(operation[by_both].tolist()) == [0, 1, 2, 3, 4, 5]
+    assert len(set(env[by_both].tolist())) == 6
+
+
+def test_operation_coverage_needs_every_tasks_pattern():
+    graph = grid_graph(3, 4, seed=0)
+    with pytest.raises(SelectionError, match="operation pattern of every task"):
+        make_selector(graph, None, operation_coverage=True)
+    with pytest.raises(SelectionError, match=r"got \(5,\), expected \(12,\)"):
+        make_selector(graph, np.zeros(5, int), operation_coverage=True)
 
 
 def test_lazy_equals_naive_on_a_larger_pool():

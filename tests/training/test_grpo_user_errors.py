@@ -13,7 +13,7 @@ from envsched_gnn.cli import main
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.pool_io import save_pool
 from envsched_gnn.graph.task_graph import write_graph
-from envsched_gnn.training.grpo.train import RESULT_FILE, train_subgraph
+from envsched_gnn.training.grpo.train import RESULT_FILE
 from tests.training.grpo_setup import POOL, handmade_graph
 from tests.training.tiny_policy import untrained_policy_dir
 
@@ -27,7 +27,7 @@ SMALL_RUN = [
 def _inputs(folder, pool: Pool) -> list[str]:
     """``--pool`` and ``--graph`` of ``pool`` and its tasks' part of the hand-made graph."""
     save_pool(pool, folder / "pool")
-    graph = train_subgraph(handmade_graph(), [task.task_id for task in pool.tasks])
+    graph = handmade_graph().subgraph([task.task_id for task in pool.tasks])
     write_graph(folder / "graph.json", graph)
     return ["--pool", str(folder / "pool"), "--graph", str(folder / "graph.json")]
 

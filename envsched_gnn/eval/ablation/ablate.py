@@ -74,6 +74,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envsched_gnn.envs.abstract import operation_patterns
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.eval.ablation.config import (
     DEFAULT_K,
@@ -181,7 +182,12 @@ def run_job(job: Job, ctx: JobContext) -> dict:
     if job.penalty_graph is not None:
         options["penalty_graph"] = job_graph(job.penalty_graph, job.seed, ctx.graphs, cfg)
     scheduler = make_scheduler(
-        job.scheduler, graph, batch_size=cfg.batch_size, seed=job.seed, **options
+        job.scheduler,
+        graph,
+        batch_size=cfg.batch_size,
+        seed=job.seed,
+        operations=operation_patterns(ctx.pool.tasks),
+        **options,
     )
     env_of = {t.task_id: t.env_id for t in ctx.pool.tasks}
     tools_of = {

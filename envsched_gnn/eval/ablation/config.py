@@ -31,9 +31,10 @@ from envsched_gnn.training.grpo.config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
-TARGET_VARIANTS = ("envsched", "envsched_spread")
-"""EnvSched with the paper's target and with the spread target: each is compared with the
-controls (which run EnvSched with the paper's target on a control graph)."""
+TARGET_VARIANTS = ("envsched", "envsched_spread", "envsched_ops")
+"""EnvSched with the paper's target, with the spread target, and with operation coverage:
+each is compared with the controls (which run EnvSched with the paper's target on a control
+graph)."""
 BASELINES = ("random", "dapo", "mopps", "greso", "dps", "dump", "learned")
 K_GRID = ((3, 12), (12, 12), (6, 6), (6, 24))
 DEFAULT_K = (6, 12)

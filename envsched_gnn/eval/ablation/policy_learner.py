@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.envs.abstract import operation_patterns
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.eval.ablation.config import (
     STEP_METRICS,
@@ -104,9 +105,17 @@ def starting_policy(
     return path
 
 
-def steps_within_budget(scheduler: str, graph: TaskGraph, config: AblationConfig) -> int:
-    """floor(S B / G): the GRPO steps whose batches of G tasks fit the budget of S B groups."""
-    probe = make_scheduler(scheduler, graph, batch_size=config.batch_size, seed=0)
+def steps_within_budget(
+    scheduler: str,
+    graph: TaskGraph,
+    config: AblationConfig,
+    operations: Mapping[str, str] | None = None,
+) -> int:
+    """floor(S B / G): the GRPO steps whose batches of G tasks fit the budget of S B groups
+    (``operations``: the tasks' operation patterns, for the schedulers that read them)."""
+    probe = make_scheduler(
+        scheduler, graph, batch_size=config.batch_size, seed=0, operations=operations
+    )
     per_step = len(probe.next_batch(0))
     return max(1, config.steps * config.batch_size // per_step)
 
@@ -152,6 +161,7 @@ def run_policy_jobs(
         start, recipe, learner, record, start_id, finished.pool, log
     )
     grpo_runs = []
+    operations = operation_patterns(pool.tasks)
     for job in todo:
         graph = job_graph(job.graph, job.seed, graphs, config)
         grpo = replace(
@@ -159,7 +169,7 @@ def run_policy_jobs(
             scheduler=job.scheduler,
             batch_size=config.batch_size,
             group_size=config.simulator.rollouts,
-            steps=steps_within_budget(job.scheduler, graph, config),
+            steps=steps_within_budget(job.scheduler, graph, config, operations),
             eval_every=eval_every_for(config.steps, config.evaluations),
             seed=job.seed,
         )

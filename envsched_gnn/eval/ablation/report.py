@@ -39,6 +39,7 @@ CONTROL_LABELS = {
 TARGET_LABELS = {
     "envsched": "EnvSched",
     "envsched_spread": "EnvSched with the spread target P(v > 0)",
+    "envsched_ops": "EnvSched with coverage over operation patterns",
 }
 
 SHORT = {

@@ -200,6 +200,7 @@ def _module(
     evaluator: Callable[[Any, int], dict[str, Any]] | None,
 ) -> GRPOModule:
     """The ``GRPOModule``: the loaded policy, the scheduler on the train graph, the sink."""
+    from envsched_gnn.envs.abstract import operation_patterns
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.grpo.module import GRPOModule
     from envsched_gnn.training.observation_sink import ObservationSink
@@ -208,7 +209,11 @@ def _module(
     model, tokenizer = load_policy(policy_dir)
     model.train()
     scheduler = make_scheduler(
-        config.scheduler, train_graph, batch_size=config.batch_size, seed=config.seed
+        config.scheduler,
+        train_graph,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        operations=operation_patterns(pool.tasks),
     )
     return GRPOModule(
         model,

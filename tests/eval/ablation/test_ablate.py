@@ -1,6 +1,7 @@
 """A tiny ablation run end to end: every scheduler key, the table, the control graphs."""
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -169,6 +170,32 @@ def test_runs_record_the_predictors_spearman_against_realised_and_true_variance(
     )
     baseline = run_job(Job("random", "random", "g", 0), context)["records"][1:]
     assert not any(key.startswith("predict/") for key in baseline[0])
+
+
+def test_the_operation_coverage_scheduler_runs_on_the_pools_patterns():
+    """``envsched_ops`` reads each task's operation pattern from the pool's abstracts (without
+    them it refuses to start); its first coverage slots share the 4 patterns evenly."""
+    from envsched_gnn.envs.abstract import operation_patterns
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.eval.ablation.ablate import JobContext, build_pool_graph, run_job, train_pool
+    from envsched_gnn.eval.ablation.config import Job
+    from envsched_gnn.eval.simulator.config import SimulatorConfig
+    from envsched_gnn.eval.simulator.simulate import build_world
+    from envsched_gnn.scheduler.registry import make_scheduler
+
+    # one call of three operations: four patterns, as the generator names them
+    pool = generate_pool(
+        n_envs=4, tasks_per_env=16, seed=0, test_per_env=4, max_calls=1,
+        operations=("update", "create", "delete"),
+    )  # fmt: skip
+    config = AblationConfig(steps=2, batch_size=8, simulator=SimulatorConfig(rollouts=2))
+    graph = build_pool_graph(train_pool(pool), 6, 12)
+    context = JobContext(pool, build_world(pool, config.simulator), {"g": graph}, config)
+    assert run_job(Job("envsched_ops", "envsched_ops", "g", 0), context)["rollouts"] == 32
+    patterns = operation_patterns(pool.tasks)
+    scheduler = make_scheduler("envsched_ops", graph, batch_size=16, operations=patterns)
+    coverage = scheduler.next_batch(0)[:8]  # round(0.5 * 16) coverage slots come first
+    assert sorted(Counter(patterns[t] for t in coverage).values()) == [2, 2, 2, 2]
 
 
 @pytest.mark.slow  # simulated training runs
