@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from envsched_gnn.envs.abstract import operation_patterns
 from envsched_gnn.eval.ablation.ablate import run_ablation
 from envsched_gnn.eval.ablation.config import STEP_METRICS, AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.ablation.policy_learner import steps_within_budget
@@ -22,6 +23,9 @@ def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
     graph = graph.subgraph(train)
     assert steps_within_budget("random", graph, config) == 6
     assert steps_within_budget("dapo", graph, config) == 3
+    # a scheduler that reads operation patterns is probed with them
+    patterns = operation_patterns(POOL.tasks)
+    assert steps_within_budget("envsched_ops", graph, config, patterns) == 6
 
 
 @pytest.mark.slow  # real GRPO runs
