@@ -150,3 +150,10 @@ def test_frozen_embeddings_keep_their_starting_values(tmp_path):
         if not torch.equal(before, after)
     ]
     assert moved and not any("embed" in name or "lm_head" in name for name in moved)
+
+
+def test_a_scheduler_that_reads_operation_patterns_gets_them_from_the_pool(tmp_path):
+    """train_grpo hands the pool's operation patterns to envsched_ops (without them the
+    scheduler refuses to start)."""
+    result = run(small_config(steps=1, scheduler="envsched_ops"), tmp_path)
+    assert result.scheduler == "envsched_ops" and len(result.batches) == 1
