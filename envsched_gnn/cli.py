@@ -42,7 +42,7 @@ COMMAND_MODULES = (
     "envsched_gnn.eval.policy_commands",
     "envsched_gnn.eval.headroom_commands",
     "envsched_gnn.eval.commands",
-    "envsched_gnn.eval.cold_start_commands",
+    "envsched_gnn.eval.cold_start.commands",
     "envsched_gnn.bench.predictor",
     "envsched_gnn.bench.scheduler",
     "envsched_gnn.bench.graph",
