@@ -40,7 +40,7 @@ COMMAND_MODULES = (
     "envsched_gnn.training.grpo.commands",
     "envsched_gnn.pipeline.commands",
     "envsched_gnn.eval.policy_commands",
-    "envsched_gnn.eval.headroom_commands",
+    "envsched_gnn.eval.headroom.commands",
     "envsched_gnn.eval.commands",
     "envsched_gnn.eval.cold_start.commands",
     "envsched_gnn.bench.predictor",
