@@ -32,7 +32,7 @@ GROUPS = {
 COMMAND_MODULES = (
     "envsched_gnn.envs.commands",
     "envsched_gnn.envs.generator.commands",
-    "envsched_gnn.graph_store.commands",
+    "envsched_gnn.graph_store.graph_commands",
     "envsched_gnn.graph_store.store_commands",
     "envsched_gnn.models.commands",
     "envsched_gnn.scheduler.commands",
