@@ -10,7 +10,7 @@ from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_arg
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig
-from envsched_gnn.eval.graph_signal import GraphSignalConfig
+from envsched_gnn.eval.graph_signal.measure import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
 from envsched_gnn.eval.sources import pool_graph, read_source, source_error
@@ -279,8 +279,8 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
 
 
 def _graph_signal(args: argparse.Namespace) -> int:
-    from envsched_gnn.eval.graph_signal import graph_signal
-    from envsched_gnn.eval.graph_signal_report import render, write
+    from envsched_gnn.eval.graph_signal.measure import graph_signal
+    from envsched_gnn.eval.graph_signal.report import render, write
     from envsched_gnn.graph_store.errors import StoreError
 
     if message := source_error(args):

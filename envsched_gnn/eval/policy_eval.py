@@ -1,7 +1,7 @@
 """``eval policy``: a policy's held-out evaluation, overall and per environment.
 
 The summary (mean reward, full success rate, share of groups with reward spread, mean reward
-variance) is :func:`~envsched_gnn.training.held_out.summarize_groups`, over the K sampled
+variance) is :func:`~envsched_gnn.training.rollout_groups.summarize_groups`, over the K sampled
 episodes of every task; this report adds it per environment, with finish reasons, malformed
 calls and timings.
 """
@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from envsched_gnn.training.held_out import rollout_groups, summarize_groups
+from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
 
 
 def evaluate_policy(
@@ -21,7 +21,7 @@ def evaluate_policy(
     """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``).
 
     Tasks go in batches of ``tasks_per_batch`` (x k episodes; see
-    :func:`~envsched_gnn.training.held_out.rollout_groups`). Returns the overall summary (see
+    :func:`~envsched_gnn.training.rollout_groups.rollout_groups`). Returns the overall summary (see
     the module docstring), ``per_env`` summaries, ``per_task`` rewards (task id -> its k
     rewards, so that comparisons can be paired by task), ``finish_reasons`` counts,
     ``malformed_call_rate`` (malformed calls per episode), ``rollout_s`` and ``k``.

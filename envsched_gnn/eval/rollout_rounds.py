@@ -41,7 +41,7 @@ def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Obser
 
     ``engine`` is a ``RolloutEngine`` over ``pool``.
     """
-    from envsched_gnn.training.held_out import rollout_groups, summarize_groups
+    from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
 
     tasks = [task.task_id for task in pool.split(config.split)][: config.limit]
     if not tasks:

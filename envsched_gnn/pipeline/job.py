@@ -92,8 +92,8 @@ class Progress:
 def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str, Any]:
     """Run the main job; returns the results written to ``results.json``. ``preset``
     replaces the sizes of ``options.preset`` (custom sizes, tests)."""
-    from envsched_gnn.eval.report import write_report
     from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.pipeline.report import write_report
 
     preset = _resolve_preset(options, preset)
     steps = options.steps if options.steps is not None else preset.grpo.steps
@@ -288,9 +288,9 @@ def _record_results(
 ) -> tuple[dict[str, Any], dict]:
     """Each scheduler's results, with a line each; the first one's observations go to the
     store and give the top evidence (returned second)."""
-    from envsched_gnn.eval.report import summarize
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.pipeline.evidence import write_top_evidence
+    from envsched_gnn.pipeline.report import summarize
 
     results: dict[str, Any] = {}
     for index, (name, result) in enumerate(zip(configs, trained, strict=True)):

@@ -44,8 +44,8 @@ import numpy as np
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
 from envsched_gnn.scheduler.groups import GroupSelection
-from envsched_gnn.scheduler.history import SelectionHistory
 from envsched_gnn.scheduler.metrics import batch_metrics
+from envsched_gnn.scheduler.selections import SelectionHistory
 
 MISSING_SHOWN = 20
 """Missing task ids an error names one by one (the rest are counted)."""

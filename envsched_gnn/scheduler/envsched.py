@@ -18,8 +18,8 @@ from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.base import BaseScheduler, SchedulerError
 from envsched_gnn.scheduler.config import SelectorConfig
-from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
 from envsched_gnn.scheduler.selector import GreedySelector, coverage_slots
+from envsched_gnn.scheduler.similarity import SimilarityNeighbours
 
 
 class EnvSchedScheduler(BaseScheduler):

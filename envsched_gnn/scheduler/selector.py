@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envsched_gnn.scheduler.config import SelectorConfig
-from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
+from envsched_gnn.scheduler.similarity import SimilarityNeighbours
 
 COVERAGE = "coverage"
 EXPLOITATION = "exploitation"

@@ -230,7 +230,7 @@ def test_relabelled_graph_keeps_every_nodes_structure_and_moves_the_tasks(built_
 def test_the_label_permuted_graph_changes_the_structure_the_relabelled_one_keeps(built_graph):
     """Why the label-permuted graph is only a secondary control: permuting sources alone moves
     out-degrees and dissolves reciprocal pairs, so a batch task penalises more distinct tasks."""
-    from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
+    from envsched_gnn.scheduler.similarity import SimilarityNeighbours
 
     def penalised(graph: TaskGraph) -> float:
         rows = SimilarityNeighbours(graph)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from envsched_gnn.graph_build.builder import build
-from envsched_gnn.graph_store import commands
+from envsched_gnn.graph_store import graph_commands
 from envsched_gnn.graph_store.arcadedb import USERS_FILE, ManagedArcadeDB
 from envsched_gnn.graph_store.connect import open_store
 from envsched_gnn.graph_store.errors import StoreError
@@ -67,7 +67,7 @@ def test_a_dead_server_is_reported_within_seconds_naming_its_log(tmp_path) -> No
 def _export(folder: Path, out: Path, capsys) -> tuple[int, str]:
     parser = argparse.ArgumentParser()
     groups = {"graph": parser.add_subparsers()}
-    commands.register(groups)
+    graph_commands.register(groups)
     args = parser.parse_args(["export", "--out", str(out), "--store", str(folder)])
     code = args.func(args)
     return code, capsys.readouterr().err

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from envsched_gnn.scheduler.config import SelectorConfig
-from envsched_gnn.scheduler.neighbours import SimilarityNeighbours
 from envsched_gnn.scheduler.selector import (
     COVERAGE,
     EXPLOITATION,
@@ -14,6 +13,7 @@ from envsched_gnn.scheduler.selector import (
     SelectionError,
     coverage_slots,
 )
+from envsched_gnn.scheduler.similarity import SimilarityNeighbours
 from tests.scheduler.scheduler_checks import grid_graph, reference_select
 
 

@@ -6,11 +6,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsched_gnn.eval.graph_signal import ESTIMATES, GRAPH_ESTIMATES, LABELS, METRICS
+from envsched_gnn.eval.graph_signal.measure import ESTIMATES, GRAPH_ESTIMATES, LABELS, METRICS
 from envsched_gnn.json_files import write_json_atomically
 
 if TYPE_CHECKING:
-    from envsched_gnn.eval.graph_signal import GraphSignal
+    from envsched_gnn.eval.graph_signal.measure import GraphSignal
 
 NULL_BANDS = (("global", "tab:grey", -0.22), ("within_env", "tab:olive", 0.22))
 """Each null's colour and offset in the plot."""

@@ -9,7 +9,7 @@ import pytest
 
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool_io import load_pool
-from envsched_gnn.eval.headroom import (
+from envsched_gnn.eval.headroom.measure import (
     group_headroom,
     headroom_table,
     summarize_headroom,

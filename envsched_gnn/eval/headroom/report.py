@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envsched_gnn.eval.headroom import headroom_stat
+from envsched_gnn.eval.headroom.measure import headroom_stat
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
 

@@ -13,8 +13,8 @@ every held-out comparison is paired by task: the difference of two policies is
 ``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval over the N tasks
 (:mod:`~envsched_gnn.eval.stats`). An evaluation may also hold ``pool``: the same over every
 train task (the pool reward, the curve of what the policy learned where it trained), which
-the report compares alike, with the pool's headroom (:mod:`~envsched_gnn.eval.headroom`) at
-the start and at the end. ``steps`` holds the per-step metrics under the stable names of spec
+the report compares alike, with the pool's headroom (:mod:`~envsched_gnn.eval.headroom.measure`)
+at the start and at the end. ``steps`` holds the per-step metrics under the stable names of spec
 section 6, ``rewards`` each step's groups.
 """
 
@@ -211,7 +211,7 @@ def _reward_table(results: Mapping, part: str, title: str) -> list[str]:
 
 def _headroom_table(results: Mapping) -> list[str]:
     """The pool's headroom (best of K - mean, per train task) at the start and at the end."""
-    from envsched_gnn.eval.headroom import summarize_headroom
+    from envsched_gnn.eval.headroom.measure import summarize_headroom
 
     lines = ["", "## Headroom of the pool at the start and at the end", ""]
     lines.append(

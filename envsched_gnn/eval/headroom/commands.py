@@ -1,5 +1,6 @@
 """CLI: ``eval headroom``, "will GRPO have anything to learn from on my pool with my policy?"
-(K samples of every task, at one or more temperatures; :mod:`~envsched_gnn.eval.headroom`)."""
+(K samples of every task, at one or more temperatures;
+:mod:`~envsched_gnn.eval.headroom.measure`)."""
 
 from __future__ import annotations
 
@@ -60,8 +61,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 def _headroom(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime_config import RuntimeConfig
-    from envsched_gnn.eval.headroom import headroom_stat, policy_headroom
-    from envsched_gnn.eval.headroom_report import write_headroom
+    from envsched_gnn.eval.headroom.measure import headroom_stat, policy_headroom
+    from envsched_gnn.eval.headroom.report import write_headroom
     from envsched_gnn.eval.stats import format_ci
     from envsched_gnn.training.held_out import heldout_tasks
     from envsched_gnn.training.policy import load_agent_config

@@ -155,7 +155,7 @@ def policy_headroom(
     :func:`headroom_table` by the :data:`GROUPINGS`, the :func:`variance_table` by the
     :data:`PARTITIONS` (``variance``), the per-task rewards (``per_task``), the
     malformed calls per episode and the rollout seconds (a progress bar named ``progress``)."""
-    from envsched_gnn.training.held_out import rollout_groups
+    from envsched_gnn.training.rollout_groups import rollout_groups
 
     rolled = rollout_groups(engine, tasks, k, seed, tasks_per_batch, progress)
     return {

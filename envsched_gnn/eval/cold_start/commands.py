@@ -11,7 +11,7 @@ from pathlib import Path
 from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.eval.cold_start import ColdStartConfig
+from envsched_gnn.eval.cold_start.replay import ColdStartConfig
 from envsched_gnn.eval.sources import pool_graph, read_source, source_error
 
 
@@ -62,8 +62,8 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _cold_start(args: argparse.Namespace) -> int:
-    from envsched_gnn.eval.cold_start import cold_start
-    from envsched_gnn.eval.cold_start_report import render, write
+    from envsched_gnn.eval.cold_start.replay import cold_start
+    from envsched_gnn.eval.cold_start.report import render, write
     from envsched_gnn.graph_store.errors import StoreError
 
     if message := source_error(args):

@@ -38,7 +38,7 @@ import numpy as np
 
 from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.eval.controls import relabelled_graph
-from envsched_gnn.eval.graph_signal import score_sample
+from envsched_gnn.eval.graph_signal.measure import score_sample
 from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph

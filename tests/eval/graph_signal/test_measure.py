@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from envsched_gnn.cli import main
-from envsched_gnn.eval.graph_signal import (
+from envsched_gnn.eval.graph_signal.measure import (
     ESTIMATES,
     GraphSignalConfig,
     _permutations,
