@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -155,7 +156,19 @@ def render_worlds(worlds: Sequence[tuple[str, Mapping]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class WorldsArgs:
+    """The worlds ``eval worlds`` puts side by side."""
+
+    world: list[str] | None = None
+    """A world's name and its eval ablate output folder, NAME=FOLDER (repeat per world)."""
+    out: str | None = None
+    """Also write the tables to this Markdown file."""
+
+
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
+    from envsched_gnn.config_cli import add_config_flags
+
     p = groups["eval"].add_parser(
         "worlds",
         help="finished eval ablate comparisons of several pools side by side",
@@ -163,20 +176,17 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         "and prints, per world, random's lift and wasted share, and every scheduler minus "
         "random and minus the relabelled control, with 95 % CIs.",
     )
-    p.add_argument(
-        "--world",
-        action="append",
-        required=True,
-        metavar="NAME=FOLDER",
-        help="a world's name and its eval ablate output folder (repeat per world)",
+    add_config_flags(
+        p, WorldsArgs, repeatable=["world"], metavars={"world": "NAME=FOLDER", "out": "FILE"}
     )
-    p.add_argument("--out", help="also write the tables to this Markdown file")
     p.set_defaults(func=_worlds)
 
 
 def _worlds(args: argparse.Namespace) -> int:
     from envsched_gnn.config_cli import fail
 
+    if not args.world:
+        return fail("--world NAME=FOLDER: give at least one world")
     worlds = []
     for item in args.world:
         name, sep, folder = item.partition("=")

@@ -74,3 +74,5 @@ def test_the_command_reads_output_folders_and_refuses_what_is_not_one(tmp_path, 
     assert "no results.json" in capsys.readouterr().err
     assert main(["eval", "worlds", "--world", "narrow"]) == 2
     assert "expected NAME=FOLDER" in capsys.readouterr().err
+    assert main(["eval", "worlds"]) == 2
+    assert "give at least one world" in capsys.readouterr().err
