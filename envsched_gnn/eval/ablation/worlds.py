@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.eval.ablation.curves_report import markdown_table
-from envsched_gnn.eval.stats import format_ci, mean_ci
+from envsched_gnn.eval.stats import format_ci, mean_ci, task_means
 
 REFERENCE = "random"
 CONTROL = "envsched_relabelled"
@@ -66,9 +66,9 @@ def reference_lift(results: Mapping) -> dict:
         evals = sorted(run.get("evals", []), key=lambda e: e["step"])
         if not evals or "per_task" not in evals[0]:
             return {"start": start, "over_seeds": over_seeds, "over_tasks": None}
-        first = {t: float(np.mean(r)) for t, r in evals[0]["per_task"].items()}
-        for task, rewards in evals[-1]["per_task"].items():
-            last.setdefault(task, []).append(float(np.mean(rewards)))
+        first = task_means(evals[0]["per_task"])  # the shared step-0 evaluation
+        for task, mean in task_means(evals[-1]["per_task"]).items():
+            last.setdefault(task, []).append(mean)
     tasks = sorted(set(first) & set(last))
     over_tasks = mean_ci([float(np.mean(last[t])) - first[t] for t in tasks])
     return {"start": start, "over_seeds": over_seeds, "over_tasks": over_tasks}
