@@ -96,6 +96,19 @@ class Dispatcher:
         # budget: executing the class code, then instantiating, each under the alarm
         return Op("reset", text, episode_id, sink, self.budget(2))
 
+    def call_op(self, episode_id: str, call: ToolCall, sink: int | None) -> Op:
+        """A tool call; raises ``TypeError``/``ValueError`` when its arguments are not JSON."""
+        body = {"op": "call", "ep": episode_id, "name": call.name, "args": call.arguments}
+        return Op("call", json.dumps(body, allow_nan=False), episode_id, sink, self.budget(1), call)
+
+    def episode_op(
+        self, kind: str, episode_id: str, sink: int | None, budget_s: float | None = None
+    ) -> Op:
+        """An op naming only its episode (``state``, ``snapshot``, ``release``); one alarm's
+        budget unless ``budget_s``."""
+        text = json.dumps({"op": kind, "ep": episode_id})
+        return Op(kind, text, episode_id, sink, self.budget(1) if budget_s is None else budget_s)
+
     def score_op(self, episode_id: str, sink: int, run: ScoreRun) -> Op:
         text = json.dumps(
             {
@@ -125,11 +138,7 @@ class Dispatcher:
             if episode.worker != worker or episode.status != "live":
                 continue
             items.append(self.reset_op(episode_id, episode.task, None))
-            for call in episode.log:
-                text = json.dumps(
-                    {"op": "call", "ep": episode_id, "name": call.name, "args": call.arguments}
-                )
-                items.append(Op("call", text, episode_id, None, self.budget(1), call))
+            items += [self.call_op(episode_id, call, None) for call in episode.log]
         return items
 
     def _send(self, key: tuple[int, str], items: list[Op]) -> _Job | None:
