@@ -1,21 +1,15 @@
-"""Abstract operation descriptions of tasks (spec section 3, cross relation).
+"""Abstract operation descriptions of tasks (docs/design.md §3, cross relation).
 
-An abstract describes a task's operations with tool names, field names and entity
-identifiers removed: each call becomes a *category* (lookup, identifier resolution,
-create, ...), and each step names the earlier steps whose records or identifiers it
-uses and the *gates* those steps impose (identifier resolution, state precondition,
-...). The format, one clause per step joined by ``"; "``::
+Each call becomes a *category* (tools classified by :mod:`envsched_gnn.envs.tool_categories`,
+from replayed effects too when ``pool check --write-effects`` recorded them), and each step
+names the earlier steps it uses and their *gates*, one clause per step joined by ``"; "``::
 
     step 1: identifier resolution; step 2: list/filter using step 1 (gate: identifier
     resolution); step 3: update using step 2 (gate: record selection)
 
-Tools are classified by :mod:`envsched_gnn.envs.tool_categories` from their name,
-description and parameters, and from what their calls do to the state when a replay of the
-pool's references showed it (``pool check --write-effects``). A step k *uses* step j < k
-when an identifier argument of step k was an argument of step j, or (when no earlier call
-carried it) was produced by step j: the latest earlier read step (lookup, list/filter,
-identifier resolution) whose noun is that identifier's entity (``customer_id`` is produced
-by ``find_customer_by_name``).
+Step k *uses* step j < k when an identifier argument of k was an argument of j or, when no
+earlier call carried it, was produced by j: the latest earlier read step whose noun is that
+identifier's entity (``customer_id`` is produced by ``find_customer_by_name``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The environment runtime on Ray: the episode API of ``EnvRuntime``, workers as Ray actors.
 
 Each :class:`EnvWorker` actor hosts an ordinary :class:`~envsched_gnn.envs.runtime.EnvRuntime`
-(its sandboxed worker processes, started by the runtime's own start path, on the actor's
-node) and answers its public episode API; :class:`RayEnvRuntime`, in the trainer, places
-episodes on actors (least loaded), batches each method call into one request per actor,
-run in parallel, and answers in input order. So environment execution spreads over a Ray
-cluster with the API of today's runtime (``reset`` / ``call`` / ``score`` / ``release`` /
-``replay``), and whatever the local runtime gains (its sandbox) the actors have too.
-
-Fault tolerance, as the local runtime does it one level down: actors are created with
-``max_restarts`` (Ray starts a new process for a dead one) and no task retries. When an
-actor dies during a request, the trainer-side runtime rebuilds every episode that lived on
-it on the restarted actor (a reset, then its logged calls replayed: the calls whose results
-came back, less those stopped by the timeout alarm, which the local runtime does not replay
-either) and sends the interrupted request again. Environment code is deterministic given
-its calls, so the rebuilt episode is the one that was lost. An actor that dies more than
-``max_rebuilds`` times in one request loses its episodes: they answer with errors and score
-0, the trainer goes on.
+(sandbox included); :class:`RayEnvRuntime`, in the trainer, places episodes on the least
+loaded actor and sends each method call as one request per actor, in parallel, answered in
+input order. Actors are created with ``max_restarts`` and no task retries: when one dies
+during a request, its episodes are rebuilt on the restarted actor (reset, then the logged
+calls replayed, less those the alarm stopped, as the local runtime does) and the request is
+sent again; after ``max_rebuilds`` deaths in one request its episodes are lost (errors,
+reward 0) and the trainer goes on.
 """
 
 from __future__ import annotations
