@@ -29,16 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = (
-    "removed",
-    "added",
-    "nested_removed",
-    "nested_added",
-    "moved",
-    "status",
-    "link",
-    "field",
-)
+KINDS = ("removed", "added", "nested_removed", "nested_added", "moved", "status", "link", "field")
 _STATUS_KEY = re.compile(r"(^|_)(status|state|STATUS|STATE)$|[a-z](Status|State)$")
 _LINK_KEY = re.compile(r"(^|_)ids?$|[a-z]Ids?$")
 
