@@ -1,12 +1,10 @@
-"""The environment runtime's side of the worker protocol (:mod:`~envsched_gnn.envs.worker`
-has the other side): ops written to a worker channel as one request line, answered op by op,
-in parallel over every worker, with recovery from a worker that hangs, dies or misbehaves.
+"""The runtime's side of the worker protocol (:mod:`~envsched_gnn.envs.worker`): ops written
+to a worker channel as one request line, answered op by op, in parallel over every worker.
 
-Each op has a budget: ``call_timeout_s`` per step run under the worker's alarm, plus
-``grace_s``. A worker past it, dead, or sending a malformed reply costs the op that ran (an
-error result, or a failed check) and its sandbox: a new one is started, the episodes it held
-are rebuilt by replaying their logged calls, and the rest of the batch is sent again. A worker
-restarted more than ``MAX_RESTARTS_PER_BATCH`` times in one batch loses its episodes.
+Each op has a budget: ``call_timeout_s`` per alarm it runs under, plus ``grace_s``. A worker
+past it, dead or misbehaving costs the running op (an error result or a failed check) and its
+sandbox: a new one is started, its episodes are rebuilt by replaying their logged calls, and
+the rest of the batch is sent again; past ``MAX_RESTARTS_PER_BATCH`` it loses its episodes.
 """
 
 from __future__ import annotations

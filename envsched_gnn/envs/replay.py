@@ -1,8 +1,5 @@
-"""Replaying fixed calls: each run a fresh episode, its calls in order, its score, then released.
-
-The one replay of reference solutions and empty trajectories, for the local runtime and the
-one on Ray (their ``replay``), SFT data and ``pool check``. The episodes are released even
-when a call raises, so a failed replay leaves no episode behind in the runtime.
+"""Replaying fixed calls: each run a fresh episode, its calls in order, its score, then released
+(also when a call raises). Used by both runtimes' ``replay``, SFT data and ``pool check``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Task building blocks: one operation each, with its gates, distractors and checks.
 
-An operation plants its target and distractor records in the :class:`World`, and
-returns an instruction sentence, the reference calls, the checks of the intended
-change and the checks that its distractors were left untouched. Operations differ in
-how many calls they need (1-3) and in their gates: identifier resolution (a name in
-the instruction), a state precondition (branch on a record's status), eligibility,
-validation, and record selection from a list.
+An operation plants its target and distractors in the :class:`World` and returns an
+instruction sentence, the reference calls (1-3), the checks of the intended change and those
+that its distractors were left untouched (gates: docs/design.md §3).
 """
 
 from __future__ import annotations
