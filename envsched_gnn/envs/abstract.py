@@ -139,12 +139,10 @@ def abstract_from_calls(
 ) -> str:
     """Deterministic abstract of a call sequence in ``env`` (module docstring format).
 
-    Gates of step k are the gate types of the read steps it uses, in :data:`GATE_TYPES`
-    order (identifier resolution from a resolution step, state precondition from a
-    lookup, eligibility, validation, record selection from a list). An identifier that
-    appears in ``instruction`` was given, not produced by an earlier step; a lookup
-    never produces identifiers of the entity it looks up. ``effects`` of the env's tools, when
-    known, inform their categories.
+    Gates of step k: those of the read steps it uses (:data:`GATE_OF_CATEGORY`), in
+    :data:`GATE_TYPES` order. An identifier in ``instruction`` was given, not produced; a
+    lookup never produces identifiers of the entity it looks up. ``effects``: as in
+    :func:`tool_categories`.
     """
     categories = tool_categories(env, effects)
     steps: list[str] = []
@@ -184,10 +182,8 @@ _CHECK_PATTERNS = (
 
 
 def abstract_from_checks(task: Task) -> str:
-    """Fallback abstract from the check sources: one step per change a check verifies.
-
-    Checks comparing a record with ``initial_state`` (left untouched) add no step.
-    """
+    """Fallback abstract from the check sources: one step per change a check verifies
+    (checks comparing a record with ``initial_state`` add none)."""
     steps = []
     for check in task.checklist_with_func:
         category = UPDATE
@@ -209,10 +205,8 @@ def abstract_of(
     llm_extractor: LlmExtractor | None = None,
     effects: ToolEffects | None = None,
 ) -> str:
-    """The task's abstract: ``task.abstract`` when given, else ``llm_extractor(task, env)``
-    when a hook is passed, else extracted from the reference solution (with the ``effects``
-    of the env's tools when known), else from the checks.
-    """
+    """The task's abstract: ``task.abstract``, else ``llm_extractor(task, env)`` when passed,
+    else from the reference solution (with ``effects`` when known), else from the checks."""
     if task.abstract:
         return task.abstract
     if llm_extractor is not None:
@@ -223,10 +217,8 @@ def abstract_of(
 
 
 def operation_categories(abstract: str) -> list[str]:
-    """The category sequence of an abstract in this module's format.
-
-    Clauses whose category is not in :data:`CATEGORIES` raise ``ValueError`` naming it.
-    """
+    """The category sequence of an abstract in this module's format; ``ValueError`` naming a
+    clause whose category is not in :data:`CATEGORIES`."""
     categories = []
     for clause in (part.strip() for part in abstract.split(";")):
         if not clause:

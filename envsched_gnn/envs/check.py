@@ -128,11 +128,8 @@ def recategorised(pool: Pool, effects: dict[str, dict[str, ObservedEffect]]) -> 
 def empty_trajectory_checks(
     pool: Pool, config: RuntimeConfig | None = None, chunk_size: int = 256
 ) -> dict[str, tuple[bool, ...]]:
-    """Which checks of every task pass when the agent does nothing (no tool call), by task id.
-
-    Run in the sandboxed runtime, like ``pool check``'s empty replay; a check that raises
-    counts as failing, as in a reward.
-    """
+    """Which checks of every task pass when the agent makes no call, by task id (in the
+    sandboxed runtime; a check that raises fails, as in a reward)."""
     passed: dict[str, tuple[bool, ...]] = {}
     with EnvRuntime(pool, config) as runtime:
         for begin in range(0, len(pool.tasks), chunk_size):

@@ -27,11 +27,8 @@ sources are checked once, and the 6M sources of a 1M-task pool are not all held.
 
 
 class PoolStream:
-    """The pool in ``directory``, its tasks read from disk environment by environment.
-
-    Has what a graph build reads of a pool (:class:`~envsched_gnn.envs.pool.PoolSource`):
-    ``envs``, ``tool_effects``, :meth:`task_refs` and :meth:`tasks_of`.
-    """
+    """The pool in ``directory``, its tasks read from disk environment by environment (a
+    :class:`~envsched_gnn.envs.pool.PoolSource`)."""
 
     def __init__(self, directory: str | Path) -> None:
         directory = Path(directory)

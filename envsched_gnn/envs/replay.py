@@ -50,10 +50,9 @@ def replay(
 ) -> list[Replayed]:
     """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score.
 
-    The calls of all runs go in one batched ``runtime.call``. With ``state`` (the runtime's
-    ``EnvRuntime.state``) they go one position at a time instead, position k of every run in
-    one batch, each episode's state snapshot taken before its first call and after every
-    call. Runs whose reset failed make no call.
+    All calls go in one batched ``runtime.call``; with ``state`` (``EnvRuntime.state``) position
+    k of every run goes in one batch, with a snapshot before the first call and after each.
+    Runs whose reset failed make no call.
     """
     episode_ids = [f"replay-{next(_EPISODE_NUMBERS)}" for _ in runs]
     try:

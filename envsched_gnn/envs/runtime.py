@@ -37,9 +37,8 @@ from envsched_gnn.envs.slots import Slots
 class EnvRuntime:
     """Runs episodes of a pool's tasks in sandboxed workers, one environment per worker.
 
-    A context manager: :meth:`start` (on ``__enter__`` or first use) checks that the sandbox
-    works and starts ``workers`` fresh workers; :meth:`close` stops them all. Not
-    thread-safe: one caller drives it. Methods take batches; each answers in input order.
+    A context manager (:meth:`start` on entry or first use, :meth:`close` on exit); not
+    thread-safe. Methods take batches and answer in input order.
     """
 
     def __init__(self, pool: Pool, config: RuntimeConfig | None = None) -> None:
@@ -107,9 +106,8 @@ class EnvRuntime:
         return results
 
     def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
-        """Calls tools; each result is the JSON value the tool's return value encodes to
-        (:mod:`~envsched_gnn.envs.tool_results`: ``None`` is ``{"success": True}``, any other
-        value is accepted) or a :class:`ToolFault`."""
+        """Calls tools; each result is the tool's return value as JSON
+        (:mod:`~envsched_gnn.envs.tool_results`) or a :class:`ToolFault`."""
         results: list = [None] * len(calls)
         jobs: dict[tuple[int, str], list[Op]] = {}
         for sink, (episode_id, call) in enumerate(calls):

@@ -157,13 +157,12 @@ def start_all(processes: list[WorkerProcess]) -> list[WorkerProcess]:
 
 
 class WorkerProcess:
-    """One worker (tool process and scorer), started in a sandbox; see the module docstring.
+    """One worker (tool process and scorer), started in a sandbox.
 
-    Construction launches it without waiting; :meth:`map_ids` then :meth:`wait_ready` complete
-    the start (the id maps, then the worker's ``ready`` line), so that many start in parallel
-    (:func:`start_all`); :meth:`wait_ready` returns the worker to use. When the sandbox fails
-    it raises :class:`SandboxUnavailable`, unless ``config.trust_pool``: then it returns an
-    unsandboxed worker in its place.
+    Construction launches it; :meth:`map_ids` then :meth:`wait_ready` complete the start, so
+    that many start in parallel (:func:`start_all`). :meth:`wait_ready` returns the worker to
+    use: on a failed sandbox, an unsandboxed one if ``config.trust_pool``, else it raises
+    :class:`SandboxUnavailable`.
     """
 
     def __init__(self, config: RuntimeConfig, *, isolate: bool = True) -> None:

@@ -36,10 +36,7 @@ class Slot:
 
 
 class Slots:
-    """The workers of a runtime by id; see the module docstring.
-
-    Launches are completed together (:meth:`start`), so that workers start in parallel.
-    """
+    """The workers of a runtime by id; launches complete together (:meth:`start`), in parallel."""
 
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config

@@ -217,13 +217,9 @@ def generate_pool(
 
 
 def generate_replicated_pool(n_envs: int, tasks_per_env: int = 100, seed: int = 0) -> Pool:
-    """A large pool for benchmarks: ``n_envs`` environments, replicas of the built-in domains.
-
-    Environment ``n`` is replica ``n // 51`` of domain ``n % 51``: the domain's executable
-    class and tools under the id ``<domain>-r<replica>``, with ``tasks_per_env`` fresh tasks
-    (ids ``<env>-<index>``, every draw from ``random.Random(f"{seed}:{domain}:r<replica>:...")``).
-    All tasks are split ``train``. 10,000 x 100 is the issue-15 scale (about 0.6 ms a task).
-    """
+    """A large ``train`` pool for benchmarks: environment ``n`` is replica ``n // 51`` of domain
+    ``n % 51`` (id ``<domain>-r<replica>``) with ``tasks_per_env`` fresh tasks (ids
+    ``<env>-<index>``, draws from ``random.Random(f"{seed}:{domain}:r<replica>:...")``)."""
     envs: dict[str, Environment] = {}
     tasks: list[Task] = []
     for env, env_tasks in replicated_environments(n_envs, tasks_per_env, seed):

@@ -95,10 +95,8 @@ class _Episode:
 
 
 class RayEnvRuntime:
-    """Runs a pool's episodes on Ray actors; ``EnvRuntime``'s API (a context manager).
-
-    ``ray.init`` must have been called. Not thread-safe: one caller drives it.
-    """
+    """Runs a pool's episodes on Ray actors with ``EnvRuntime``'s API (a context manager, not
+    thread-safe); ``ray.init`` must have been called."""
 
     def __init__(self, pool: Pool, config: RayRuntimeConfig | None = None) -> None:
         self.pool = pool
