@@ -1,24 +1,19 @@
 """What a tool call did to an environment's state: the *kinds* of change a diff shows.
 
-A state is the instance's attributes (spec section 8): nested dicts, lists and scalars. A
-dict whose values are all dicts is a *collection* of records keyed by id (``orders``,
-``users``, a user's ``payment_methods``); its keys, anywhere in the state, are the *known
-ids*. Comparing the state before and after one call gives a set of kinds:
+A state is the instance's attributes (docs/design.md §8). A dict whose values are all dicts is
+a *collection* of records keyed by id; its keys, anywhere in the state, are the *known ids*.
+The kinds (:data:`KINDS`):
 
 - ``removed`` / ``added``: a record left or joined a top-level collection (or a top-level
-  list grew or shrank);
-- ``nested_removed`` / ``nested_added``: the same inside a record (a refund appended to an
-  order's payment history, a certificate added to a user's payment methods);
-- ``moved``: a record left a collection and reappeared unchanged under another key (a
-  file moved or renamed);
+  list shrank or grew); ``nested_removed`` / ``nested_added``: the same inside a record;
+- ``moved``: a record left a collection and reappeared unchanged under another key;
 - ``status``: a changed value under a key named ``status`` / ``state`` (``*_status``,
   ``*Status``, ``*_state``, ``*State``, at any level of its path);
-- ``link``: a changed value under a key ending in ``_id`` / ``_ids``, or a new value that is
-  a known id (an order's items re-pointed to other item ids, a new flight number);
-- ``field``: any other changed value.
+- ``link``: a changed value under a key ending in ``_id`` / ``_ids``, or a new value that is a
+  known id; ``field``: any other changed value.
 
-:class:`ObservedEffect` accumulates the kinds of many calls of one tool (e.g. every replay of
-a pool's reference solutions) and says which kinds the tool typically shows.
+:class:`ObservedEffect` accumulates the kinds of many calls of one tool and says which kinds
+it typically shows.
 """
 
 from __future__ import annotations
