@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import ToolCall
@@ -88,3 +88,32 @@ def replay(
         Replayed(reset, results.get(e, []), score, states.get(e, []))
         for e, reset, score in zip(episode_ids, resets, scores, strict=True)
     ]
+
+
+E = TypeVar("E")
+R = TypeVar("R", bound="RuntimeBase")
+
+
+class RuntimeBase(Generic[E]):
+    """What the local and the Ray runtime share: ``with`` over their ``start`` / ``close``,
+    :meth:`replay`, and the lookup of an episode they hold (``_episodes``, of type ``E``)."""
+
+    _episodes: dict[str, E]
+
+    def __enter__(self: R) -> R:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
+        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
+        (:func:`replay`)."""
+        return [run.score for run in replay(self, runs)]
+
+    def _episode(self, episode_id: str) -> E:
+        try:
+            return self._episodes[episode_id]
+        except KeyError:
+            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None

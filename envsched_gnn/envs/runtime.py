@@ -29,12 +29,12 @@ from typing import Any
 from envsched_gnn.envs.dispatch import SCORER, TOOLS, Dispatcher, Op
 from envsched_gnn.envs.episode import EpisodeScore, RuntimeEpisode, ScoreRun, failed_score, fault
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.envs.replay import replay
+from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.slots import Slots
 
 
-class EnvRuntime:
+class EnvRuntime(RuntimeBase[RuntimeEpisode]):
     """Runs episodes of a pool's tasks in sandboxed workers, one environment per worker.
 
     A context manager (:meth:`start` on entry or first use, :meth:`close` on exit); not
@@ -49,13 +49,6 @@ class EnvRuntime:
         self._dispatcher = Dispatcher(pool, self.config, self._slots, self._episodes)
         self._reported: set[str] = set()
         self._finalizer = weakref.finalize(self, self._slots.close)
-
-    def __enter__(self) -> EnvRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def start(self) -> None:
         """Starts fresh workers up to ``workers`` (idempotent); raises SandboxUnavailable."""
@@ -186,11 +179,6 @@ class EnvRuntime:
         self._dispatcher.run(jobs, [])
         self._slots.trim(self._load())
 
-    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
-        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
-        (:func:`~envsched_gnn.envs.replay.replay`)."""
-        return [run.score for run in replay(self, runs)]
-
     # -- placement: one environment per worker ---------------------------------------------
 
     def _load(self) -> dict[int, int]:
@@ -251,9 +239,3 @@ class EnvRuntime:
             if cause and cause not in self._reported:
                 self._reported.add(cause)
                 warnings.warn(f"{score.unscored}; it scores 0", RuntimeWarning, stacklevel=3)
-
-    def _episode(self, episode_id: str) -> RuntimeEpisode:
-        try:
-            return self._episodes[episode_id]
-        except KeyError:
-            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None

@@ -24,7 +24,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Pool, ToolCall
-from envsched_gnn.envs.replay import replay
+from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 
@@ -94,7 +94,7 @@ class _Episode:
     error: str = ""
 
 
-class RayEnvRuntime:
+class RayEnvRuntime(RuntimeBase[_Episode]):
     """Runs a pool's episodes on Ray actors with ``EnvRuntime``'s API (a context manager, not
     thread-safe); ``ray.init`` must have been called."""
 
@@ -105,13 +105,6 @@ class RayEnvRuntime:
         self._actors: list[Any] = []
         self._pool_ref: Any = None  # held: a restarted actor gets its pool from this object
         self._episodes: dict[str, _Episode] = {}
-
-    def __enter__(self) -> RayEnvRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def start(self) -> None:
         """Creates the actors (idempotent) and waits until they are up."""
@@ -217,11 +210,6 @@ class RayEnvRuntime:
                 work.setdefault(episode.actor, []).append((0, episode_id))
         self._dispatch("release", work, None, lambda item, result: result, _error)
 
-    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
-        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
-        (:func:`~envsched_gnn.envs.replay.replay`)."""
-        return [run.score for run in replay(self, runs)]
-
     # -- dispatch and recovery ----------------------------------------------------------------
     def _dispatch(
         self,
@@ -281,12 +269,6 @@ class RayEnvRuntime:
                 episode = self._episodes[episode_id]
                 episode.live, episode.error = False, f"rebuild failed: {result.get('error')}"
         return True
-
-    def _episode(self, episode_id: str) -> _Episode:
-        try:
-            return self._episodes[episode_id]
-        except KeyError:
-            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None
 
     def _failed_score(self, episode_id: str, reason: str) -> EpisodeScore:
         count = len(self.pool.task(self._episodes[episode_id].task_id).checklist_with_func)
