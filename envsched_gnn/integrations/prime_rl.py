@@ -1,18 +1,12 @@
-"""prime-rl: EnvSched as a ``TaskSampler`` of a prime-rl curriculum.
-
-Written against prime-rl's ``TaskSampler`` (2026-08, commit 559b447): ``__next__``,
-``observe(group)``, ``state_dict`` / ``load_state_dict`` and ``metrics``. prime-rl is not on
-PyPI, so it is not imported; tests use the real ``verifiers.v1`` ``Task`` and ``Episode``.
+"""prime-rl: EnvSched as a ``TaskSampler`` of a prime-rl curriculum (prime-rl is not on PyPI:
+not imported, tested against ``verifiers.v1``; usage: README, "Use it from your trainer").
 
 Each step's B tasks are handed out one ``__next__`` at a time, in batch order. A group's
 rewards are those of its trainable, error-free traces (as prime-rl's
 ``DifficultyPoolSampler`` reads them), observed for the step the task was handed out in; a
 group left with fewer than ``ObservationConfig.min_rewards`` is not observed. prime-rl runs
 ahead asynchronously, so step s + 1 may be chosen before every group of step s is back: the
-choice uses what was observed so far, late groups still count for their own step. Use it by
-assigning it after the curriculum is built (prime-rl's sampler configs are a closed union)::
-
-    curriculum.sampler = EnvSchedTaskSampler(scheduler, env.tasks, task_id_of=...)
+choice uses what was observed so far, late groups still count for their own step.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """verl V1 recipe: a registered trainer whose prompts the scheduler chooses.
 
-Written against verl 0.9.1 (``verl.trainer.ppo.v1``; its sampler hook is gone since v0.8).
-:func:`register_envsched_trainer` registers ``EnvSchedPPOTrainer`` (``trainer.v1.trainer_mode
-=envsched``), a ``PPOTrainerSync`` that
-
-- builds the scheduler in ``init`` from ``envsched.graph`` (a ``graph.json``),
-  ``envsched.scheduler`` (default ``envsched``) and ``envsched.seed`` (default 0), with
-  B = ``data.train_batch_size``;
-- overrides ``_next_train_batch``: step s = ``global_steps - 1`` gets ``next_batch(s)``, whose
-  rows (``extra_info.task_id``, see :func:`pool_parquet`) are collated as verl's dataloader
-  would, each with a fresh ``uid``;
-- overrides ``step``: reads the step's ``uid`` and ``rm_scores`` (a sequence's reward is their
-  sum) back from TransferQueue, groups them by ``uid``, drops padding, and calls
-  ``scheduler.observe``; the scheduler's metrics join the step's;
-- keeps ``envsched_state.json`` next to verl's ``data.pt`` in ``global_step_N/``.
-
-Rewards must be the verifier's, in [0, 1]. What is tested and how: README, "Use it from your
-trainer".
+Written against verl 0.9.1 (``verl.trainer.ppo.v1``). :func:`register_envsched_trainer`
+registers ``EnvSchedPPOTrainer`` (``trainer.v1.trainer_mode=envsched``), a ``PPOTrainerSync``
+whose scheduler comes from ``envsched.graph`` (a ``graph.json``), ``envsched.scheduler``
+(default ``envsched``) and ``envsched.seed`` (default 0), with B = ``data.train_batch_size``.
+Step s = ``global_steps - 1`` collates the rows of ``next_batch(s)`` (``extra_info.task_id``,
+see :func:`pool_parquet`) as verl's dataloader would, each with a fresh ``uid``; after verl's
+step, the step's ``uid`` and ``rm_scores`` (a sequence's reward is their sum) are read back
+from TransferQueue, grouped by ``uid`` without padding, and observed. ``envsched_state.json``
+is kept next to verl's ``data.pt`` in ``global_step_N/``. Rewards must be the verifier's, in
+[0, 1]; what is tested: README, "Use it from your trainer".
 """
 
 from __future__ import annotations
