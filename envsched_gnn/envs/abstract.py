@@ -1,21 +1,15 @@
-"""Abstract operation descriptions of tasks (spec section 3, cross relation).
+"""Abstract operation descriptions of tasks (docs/design.md §3, cross relation).
 
-An abstract describes a task's operations with tool names, field names and entity
-identifiers removed: each call becomes a *category* (lookup, identifier resolution,
-create, ...), and each step names the earlier steps whose records or identifiers it
-uses and the *gates* those steps impose (identifier resolution, state precondition,
-...). The format, one clause per step joined by ``"; "``::
+Each call becomes a *category* (tools classified by :mod:`envsched_gnn.envs.tool_categories`,
+from replayed effects too when ``pool check --write-effects`` recorded them), and each step
+names the earlier steps it uses and their *gates*, one clause per step joined by ``"; "``::
 
     step 1: identifier resolution; step 2: list/filter using step 1 (gate: identifier
     resolution); step 3: update using step 2 (gate: record selection)
 
-Tools are classified by :mod:`envsched_gnn.envs.tool_categories` from their name,
-description and parameters, and from what their calls do to the state when a replay of the
-pool's references showed it (``pool check --write-effects``). A step k *uses* step j < k
-when an identifier argument of step k was an argument of step j, or (when no earlier call
-carried it) was produced by step j: the latest earlier read step (lookup, list/filter,
-identifier resolution) whose noun is that identifier's entity (``customer_id`` is produced
-by ``find_customer_by_name``).
+Step k *uses* step j < k when an identifier argument of k was an argument of j or, when no
+earlier call carried it, was produced by j: the latest earlier read step whose noun is that
+identifier's entity (``customer_id`` is produced by ``find_customer_by_name``).
 """
 
 from __future__ import annotations
@@ -46,13 +40,7 @@ GATE_PRECONDITION = "state precondition"
 GATE_ELIGIBILITY = "eligibility"
 GATE_VALIDATION = "validation"
 GATE_SELECTION = "record selection"
-GATE_TYPES = (
-    GATE_RESOLUTION,
-    GATE_PRECONDITION,
-    GATE_ELIGIBILITY,
-    GATE_VALIDATION,
-    GATE_SELECTION,
-)
+GATE_TYPES = (GATE_RESOLUTION, GATE_PRECONDITION, GATE_ELIGIBILITY, GATE_VALIDATION, GATE_SELECTION)
 GATE_OF_CATEGORY = {
     RESOLVE: GATE_RESOLUTION,
     LOOKUP: GATE_PRECONDITION,
@@ -151,12 +139,10 @@ def abstract_from_calls(
 ) -> str:
     """Deterministic abstract of a call sequence in ``env`` (module docstring format).
 
-    Gates of step k are the gate types of the read steps it uses, in :data:`GATE_TYPES`
-    order (identifier resolution from a resolution step, state precondition from a
-    lookup, eligibility, validation, record selection from a list). An identifier that
-    appears in ``instruction`` was given, not produced by an earlier step; a lookup
-    never produces identifiers of the entity it looks up. ``effects`` of the env's tools, when
-    known, inform their categories.
+    Gates of step k: those of the read steps it uses (:data:`GATE_OF_CATEGORY`), in
+    :data:`GATE_TYPES` order. An identifier in ``instruction`` was given, not produced; a
+    lookup never produces identifiers of the entity it looks up. ``effects``: as in
+    :func:`tool_categories`.
     """
     categories = tool_categories(env, effects)
     steps: list[str] = []
@@ -196,10 +182,8 @@ _CHECK_PATTERNS = (
 
 
 def abstract_from_checks(task: Task) -> str:
-    """Fallback abstract from the check sources: one step per change a check verifies.
-
-    Checks comparing a record with ``initial_state`` (left untouched) add no step.
-    """
+    """Fallback abstract from the check sources: one step per change a check verifies
+    (checks comparing a record with ``initial_state`` add none)."""
     steps = []
     for check in task.checklist_with_func:
         category = UPDATE
@@ -221,10 +205,8 @@ def abstract_of(
     llm_extractor: LlmExtractor | None = None,
     effects: ToolEffects | None = None,
 ) -> str:
-    """The task's abstract: ``task.abstract`` when given, else ``llm_extractor(task, env)``
-    when a hook is passed, else extracted from the reference solution (with the ``effects``
-    of the env's tools when known), else from the checks.
-    """
+    """The task's abstract: ``task.abstract``, else ``llm_extractor(task, env)`` when passed,
+    else from the reference solution (with ``effects`` when known), else from the checks."""
     if task.abstract:
         return task.abstract
     if llm_extractor is not None:
@@ -235,10 +217,8 @@ def abstract_of(
 
 
 def operation_categories(abstract: str) -> list[str]:
-    """The category sequence of an abstract in this module's format.
-
-    Clauses whose category is not in :data:`CATEGORIES` raise ``ValueError`` naming it.
-    """
+    """The category sequence of an abstract in this module's format; ``ValueError`` naming a
+    clause whose category is not in :data:`CATEGORIES`."""
     categories = []
     for clause in (part.strip() for part in abstract.split(";")):
         if not clause:

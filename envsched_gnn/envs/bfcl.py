@@ -1,26 +1,13 @@
 """Import BFCL's multi-turn categories (the Berkeley Function Calling Leaderboard) as a pool.
 
-Source: the files of the ``bfcl-eval`` package, read as data (nothing of it is imported or
-run here): its wheel (``pip download bfcl-eval --no-deps``), an unpacked wheel, a
-``site-packages`` holding it, or a checkout of ``berkeley-function-call-leaderboard`` --
-anything holding ``bfcl_eval/``. What is read:
-
-- ``bfcl_eval/data/BFCL_v*_multi_turn_<category>.json`` (the tasks: ``id``, ``question``,
-  ``initial_config``, ``involved_classes``, ``excluded_function``) and
-  ``bfcl_eval/data/possible_answer/`` (their ground truth: per turn, calls such as
-  ``"cd(folder='document')"``);
-- ``bfcl_eval/eval_checker/multi_turn_eval/func_source_code/*.py`` (the API classes) and
-  ``bfcl_eval/data/multi_turn_func_doc/<module>.json`` (their tool documents).
-
-One environment per set of involved classes and excluded tools (code:
-:mod:`~envsched_gnn.envs.bfcl_code`). One task per BFCL task: its turns' user messages joined
-into the instruction, ``init_config = {"initial_config": ..., "long_context": ...}``, the
-ground truth flattened into ``reference_solution`` (positional arguments named from the
-method's signature), and BFCL's checks on the final state: one state check per stateful class
-and one response check per turn with ground-truth calls. What BFCL checks that a final-state
-verifier cannot: the state after *every* turn (here only after the last) and, in the
-``miss_func`` / ``miss_param`` categories, that no call is made in a turn (so those are not
-imported).
+Source: the ``bfcl-eval`` package's files, read as data (:mod:`~envsched_gnn.envs.bfcl_files`):
+the tasks ``bfcl_eval/data/BFCL_v*_multi_turn_<category>.json`` with their ground truth in
+``possible_answer/``, the API classes of ``func_source_code/*.py`` and their tool documents
+in ``multi_turn_func_doc/``. One environment per set of involved classes and excluded tools
+(code: :mod:`~envsched_gnn.envs.bfcl_code`); one task per BFCL task, its ground truth the
+reference solution (positional arguments named from the method's signature), with BFCL's
+state and response checks on the final state. What a final state cannot show (the state after
+every turn; ``miss_func`` / ``miss_param``): README, "A real pool: BFCL's multi-turn APIs".
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The Python that ``pool import-bfcl`` writes: one environment's code, and its checks.
 
-An environment is a set of BFCL's multi-turn API classes (the ones a task involves). Its code
-(:func:`environment_code`) keeps the classes' modules verbatim, each run in a namespace of
-its own (as in its package: their module-level names clash, ``DEFAULT_STATE`` in seven of
-them, ``datetime`` a module in one and a class in another), and adds one class holding an
-instance of each, built as BFCL's harness builds them, that delegates every tool to its class
-and records each result as BFCL's harness renders it (``responses``).
-
-The checks are BFCL's two checks on the final state (:func:`state_check`,
-:func:`response_check`): they replay the ground-truth calls on the task's initial state,
-inside the check, as BFCL's checker executes the ground truth next to the model's calls.
+The environment code (:func:`environment_code`) keeps the modules of a task's BFCL API
+classes verbatim, each run in a namespace of its own (their module-level names clash:
+``DEFAULT_STATE`` in seven, ``datetime`` a module in one and a class in another), and adds a
+class holding an instance of each, built as BFCL's harness builds them, that delegates every
+tool and records each result as BFCL renders it (``responses``). The checks
+(:func:`state_check`, :func:`response_check`) replay the ground truth on the initial state
+inside the check, as BFCL's checker does next to the model's calls.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The files of the ``bfcl-eval`` package, read as data for ``pool import-bfcl``.
 
-Nothing here imports or runs BFCL's code: modules are read as text and :mod:`ast`. A source
-is the wheel (``pip download bfcl-eval --no-deps``), an unpacked wheel, a ``site-packages``
-holding it, a checkout of ``berkeley-function-call-leaderboard``, or its ``bfcl_eval/``
-folder. :class:`ModuleSources` prepares the API modules for an environment's code: each
-``from bfcl_eval.<...>.func_source_code.<sibling> import names`` is blanked out (the lines
-stay, so tracebacks point at the right line; the environment gives the module those names),
-and of a sibling that holds only constants (``long_context.py``, 190 KB) only the
-assignments needed are kept.
+Nothing here imports or runs BFCL's code: modules are read as text and :mod:`ast`. A source is
+a wheel or a folder holding ``bfcl_eval/``. :class:`ModuleSources` blanks out each import of a
+sibling API module (the lines stay, so tracebacks point at the right line; the environment
+gives the module those names), and keeps of a constants-only sibling (``long_context.py``,
+190 KB) only the assignments needed.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """``pool check``: validate a pool, then replay every reference solution and the empty trajectory.
 
-A pool is usable for GRPO when its verifiers can tell success from doing nothing: every
-reference solution must score ``r = 1`` and the empty trajectory (no tool call) must score
-``r < 1`` on every task. A reference call that the runtime could not complete (the tool
-raised, hung, crashed or killed its worker, or the call is malformed: a
-:class:`~envsched_gnn.envs.episode.ToolFault`) is an error of that task and tool even when
-the checks pass. A state the scorer cannot load (or the tool process cannot send) is one
-error of its task, ``state cannot be loaded (class X, task Y): ...``, not a list of failed
-checks. The summary is one JSON object:
-``{"envs", "tasks", "reference_mean_reward", "reference_min_reward", "empty_mean_reward",
-"empty_max_reward", "errors", "seconds"}`` (reference figures are ``null`` when no task has a
-reference solution).
-
-With ``record_effects`` the replay snapshots the state around every reference call and
-collects, per environment and tool, what the calls did to it
-(:class:`~envsched_gnn.envs.state_diff.ObservedEffect`); the summary then also has
-``tool_effects`` (those counts) and ``recategorised`` (each ``env/tool`` whose category the
-replay changed, from what name, description and parameters say to what the calls did).
-``pool check --write-effects`` saves the counts as the pool's ``tool_effects.json``.
+A pool is usable for GRPO when every reference solution scores ``r = 1`` and the empty
+trajectory ``r < 1``. A reference call the runtime could not complete (a
+:class:`~envsched_gnn.envs.episode.ToolFault`) is an error of that task and tool even when the
+checks pass; a state the scorer cannot load is one error of its task. The summary is one JSON
+object: ``{"envs", "tasks", "reference_mean_reward", "reference_min_reward",
+"empty_mean_reward", "empty_max_reward", "errors", "seconds"}`` (reference figures ``null``
+without reference solutions). With ``record_effects`` it also has ``tool_effects`` (per
+environment and tool, :class:`~envsched_gnn.envs.state_diff.ObservedEffect` counts of what the
+reference calls did) and ``recategorised`` (each ``env/tool`` whose category that changed).
 """
 
 from __future__ import annotations
@@ -137,11 +128,8 @@ def recategorised(pool: Pool, effects: dict[str, dict[str, ObservedEffect]]) -> 
 def empty_trajectory_checks(
     pool: Pool, config: RuntimeConfig | None = None, chunk_size: int = 256
 ) -> dict[str, tuple[bool, ...]]:
-    """Which checks of every task pass when the agent does nothing (no tool call), by task id.
-
-    Run in the sandboxed runtime, like ``pool check``'s empty replay; a check that raises
-    counts as failing, as in a reward.
-    """
+    """Which checks of every task pass when the agent makes no call, by task id (in the
+    sandboxed runtime; a check that raises fails, as in a reward)."""
     passed: dict[str, tuple[bool, ...]] = {}
     with EnvRuntime(pool, config) as runtime:
         for begin in range(0, len(pool.tasks), chunk_size):

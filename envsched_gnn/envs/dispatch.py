@@ -1,12 +1,10 @@
-"""The environment runtime's side of the worker protocol (:mod:`~envsched_gnn.envs.worker`
-has the other side): ops written to a worker channel as one request line, answered op by op,
-in parallel over every worker, with recovery from a worker that hangs, dies or misbehaves.
+"""The runtime's side of the worker protocol (:mod:`~envsched_gnn.envs.worker`): ops written
+to a worker channel as one request line, answered op by op, in parallel over every worker.
 
-Each op has a budget: ``call_timeout_s`` per step run under the worker's alarm, plus
-``grace_s``. A worker past it, dead, or sending a malformed reply costs the op that ran (an
-error result, or a failed check) and its sandbox: a new one is started, the episodes it held
-are rebuilt by replaying their logged calls, and the rest of the batch is sent again. A worker
-restarted more than ``MAX_RESTARTS_PER_BATCH`` times in one batch loses its episodes.
+Each op has a budget: ``call_timeout_s`` per alarm it runs under, plus ``grace_s``. A worker
+past it, dead or misbehaving costs the running op (an error result or a failed check) and its
+sandbox: a new one is started, its episodes are rebuilt by replaying their logged calls, and
+the rest of the batch is sent again; past ``MAX_RESTARTS_PER_BATCH`` it loses its episodes.
 """
 
 from __future__ import annotations
@@ -96,6 +94,19 @@ class Dispatcher:
         # budget: executing the class code, then instantiating, each under the alarm
         return Op("reset", text, episode_id, sink, self.budget(2))
 
+    def call_op(self, episode_id: str, call: ToolCall, sink: int | None) -> Op:
+        """A tool call; raises ``TypeError``/``ValueError`` when its arguments are not JSON."""
+        body = {"op": "call", "ep": episode_id, "name": call.name, "args": call.arguments}
+        return Op("call", json.dumps(body, allow_nan=False), episode_id, sink, self.budget(1), call)
+
+    def episode_op(
+        self, kind: str, episode_id: str, sink: int | None, budget_s: float | None = None
+    ) -> Op:
+        """An op naming only its episode (``state``, ``snapshot``, ``release``); one alarm's
+        budget unless ``budget_s``."""
+        text = json.dumps({"op": kind, "ep": episode_id})
+        return Op(kind, text, episode_id, sink, self.budget(1) if budget_s is None else budget_s)
+
     def score_op(self, episode_id: str, sink: int, run: ScoreRun) -> Op:
         text = json.dumps(
             {
@@ -125,11 +136,7 @@ class Dispatcher:
             if episode.worker != worker or episode.status != "live":
                 continue
             items.append(self.reset_op(episode_id, episode.task, None))
-            for call in episode.log:
-                text = json.dumps(
-                    {"op": "call", "ep": episode_id, "name": call.name, "args": call.arguments}
-                )
-                items.append(Op("call", text, episode_id, None, self.budget(1), call))
+            items += [self.call_op(episode_id, call, None) for call in episode.log]
         return items
 
     def _send(self, key: tuple[int, str], items: list[Op]) -> _Job | None:

@@ -1,14 +1,10 @@
 """Import EnvScaler's released files (environment items and scenario items) as a pool.
 
-EnvScaler ships two JSON (or JSONL) lists. Environment items carry ``env_class_code``,
-``tools`` (often a JSON string), ``environment_introduction`` / ``environment_summary`` and
-``constraints_rules`` (often a list of strings); their id is ``env_id`` or ``id`` when
-present, else their position in the list (EnvScaler's loader indexes the list by
-``env_id``). Scenario items carry ``task_id``, ``env_id``, ``env_class_name``,
-``init_config`` (often a JSON string), ``task`` and ``checklist_with_func``. Files are told
-apart by their content, not their names. The result is validated exactly like a pool on
-disk (errors name the source file, item and field) and written with
-:func:`~envsched_gnn.envs.pool_io.save_pool`.
+EnvScaler ships two JSON (or JSONL) lists, told apart by content, not name: environment items
+(id ``env_id`` or ``id``, else their position; ``tools`` and ``constraints_rules`` often JSON
+strings or lists) and scenario items (``init_config`` often a JSON string). The result is
+validated like a pool on disk (docs/design.md §8; errors name the source file, item and
+field) and written with :func:`~envsched_gnn.envs.pool_io.save_pool`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """An episode as the environment runtime keeps it, and what the runtime answers for it.
 
-Reward of an episode: ``r = (number of checks returning True) / (number of checks)``
-(:meth:`ScoreRun.verdict`). An error result the runtime makes, not the tool, is a
-:class:`ToolFault`. An episode whose state could not be scored at all (its state cannot be
-loaded or sent to the scorer, or the episode is not usable) scores 0 with every check False,
-and says why in :attr:`EpisodeScore.unscored`: that is not a verdict of its checks.
+Reward: ``r = (checks returning True) / (number of checks)`` (:meth:`ScoreRun.verdict`). A
+state no check could run on scores 0 and says why in :attr:`EpisodeScore.unscored`.
 """
 
 from __future__ import annotations

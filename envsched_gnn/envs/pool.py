@@ -1,10 +1,6 @@
-"""Pools of executable environments in the EnvScaler layout (spec section 8): the types.
-
-A pool is a folder with ``envs.json`` (environments keyed by ``env_id``) and
-``tasks.json`` (a list of tasks; ``tasks.jsonl`` accepted too). Reading and writing
-(``load_pool``, ``save_pool``) live in :mod:`envsched_gnn.envs.pool_io`, validation
-(``parse_pool``, ``PoolError``) in :mod:`envsched_gnn.envs.pool_parse`.
-"""
+"""The types of a pool of executable environments in the EnvScaler layout (docs/design.md §8);
+reading and writing: :mod:`~envsched_gnn.envs.pool_io`, validation:
+:mod:`~envsched_gnn.envs.pool_parse`."""
 
 from __future__ import annotations
 

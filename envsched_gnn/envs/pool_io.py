@@ -1,10 +1,8 @@
-"""Load and save pool folders in the EnvScaler layout (spec section 8).
+"""Load and save pool folders in the EnvScaler layout (docs/design.md §8).
 
-A pool folder holds ``envs.json`` (an object keyed by ``env_id``) and ``tasks.json`` (a
-list) or ``tasks.jsonl`` (one task per line); validation is
-:func:`~envsched_gnn.envs.pool_parse.parse_pool`. An optional ``tool_effects.json``
-(:mod:`envsched_gnn.envs.tool_effects`) becomes ``Pool.tool_effects``. Loading never writes;
-saving validates first and replaces each file atomically.
+Validation is :func:`~envsched_gnn.envs.pool_parse.parse_pool`; an optional
+``tool_effects.json`` becomes ``Pool.tool_effects``. Saving validates first and replaces each
+file atomically.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Validate decoded pool content (``envs.json`` / ``tasks.json`` values) and build the
-:class:`~envsched_gnn.envs.pool.Pool` (spec section 8).
+:class:`~envsched_gnn.envs.pool.Pool` (docs/design.md §8).
 
-``tools`` and ``init_config`` may be objects or JSON strings; env ids may be strings or
-integers (they become strings). Validation reads code with :mod:`ast` only: nothing of the
-pool is executed in this process. Every defect is reported with the file, the environment or
-task, and the field; all defects are collected and raised together as one :class:`PoolError`.
-Reading and writing the files is :mod:`envsched_gnn.envs.pool_io`.
+Code is read with :mod:`ast` only. Every defect names the file, the environment or task and
+the field; all are raised together as one :class:`PoolError`.
 """
 
 from __future__ import annotations

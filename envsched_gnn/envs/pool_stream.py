@@ -1,13 +1,9 @@
 """A pool folder read one environment at a time, so memory does not grow with the pool.
 
-:func:`~envsched_gnn.envs.pool_io.load_pool` holds every task as Python objects (about 12 KB
-a task: 12 GB at 1M tasks). :class:`PoolStream` reads ``envs.json`` and ``tool_effects.json``
-whole, then scans the task file (``tasks.jsonl`` line by line, or the ``tasks.json`` array item
-by item) once: every task is validated as ``load_pool`` validates it (all defects reported
-together, nothing kept but its id, its environment and where it lies in the file). Then
-:meth:`PoolStream.tasks_of` reads one environment's tasks back from those byte offsets. The
-tasks it gives equal those of ``load_pool`` (tested), so a graph built from either is the same.
-The task file must not change while the pool is open (its size and time are checked).
+:class:`PoolStream` scans the task file once (``tasks.jsonl`` by line, ``tasks.json`` by array
+item), validating every task as ``load_pool`` does but keeping only its id, environment and
+byte offset; :meth:`PoolStream.tasks_of` then reads one environment's tasks back. The tasks
+equal ``load_pool``'s (tested). The task file must not change while the pool is open.
 """
 
 from __future__ import annotations
@@ -31,11 +27,8 @@ sources are checked once, and the 6M sources of a 1M-task pool are not all held.
 
 
 class PoolStream:
-    """The pool in ``directory``, its tasks read from disk environment by environment.
-
-    Has what a graph build reads of a pool (:class:`~envsched_gnn.envs.pool.PoolSource`):
-    ``envs``, ``tool_effects``, :meth:`task_refs` and :meth:`tasks_of`.
-    """
+    """The pool in ``directory``, its tasks read from disk environment by environment (a
+    :class:`~envsched_gnn.envs.pool.PoolSource`)."""
 
     def __init__(self, directory: str | Path) -> None:
         directory = Path(directory)

@@ -1,8 +1,5 @@
-"""Replaying fixed calls: each run a fresh episode, its calls in order, its score, then released.
-
-The one replay of reference solutions and empty trajectories, for the local runtime and the
-one on Ray (their ``replay``), SFT data and ``pool check``. The episodes are released even
-when a call raises, so a failed replay leaves no episode behind in the runtime.
+"""Replaying fixed calls: each run a fresh episode, its calls in order, its score, then released
+(also when a call raises). Used by both runtimes' ``replay``, SFT data and ``pool check``.
 """
 
 from __future__ import annotations
@@ -10,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import ToolCall
@@ -53,10 +50,9 @@ def replay(
 ) -> list[Replayed]:
     """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score.
 
-    The calls of all runs go in one batched ``runtime.call``. With ``state`` (the runtime's
-    ``EnvRuntime.state``) they go one position at a time instead, position k of every run in
-    one batch, each episode's state snapshot taken before its first call and after every
-    call. Runs whose reset failed make no call.
+    All calls go in one batched ``runtime.call``; with ``state`` (``EnvRuntime.state``) position
+    k of every run goes in one batch, with a snapshot before the first call and after each.
+    Runs whose reset failed make no call.
     """
     episode_ids = [f"replay-{next(_EPISODE_NUMBERS)}" for _ in runs]
     try:
@@ -92,3 +88,32 @@ def replay(
         Replayed(reset, results.get(e, []), score, states.get(e, []))
         for e, reset, score in zip(episode_ids, resets, scores, strict=True)
     ]
+
+
+E = TypeVar("E")
+R = TypeVar("R", bound="RuntimeBase")
+
+
+class RuntimeBase(Generic[E]):
+    """What the local and the Ray runtime share: ``with`` over their ``start`` / ``close``,
+    :meth:`replay`, and the lookup of an episode they hold (``_episodes``, of type ``E``)."""
+
+    _episodes: dict[str, E]
+
+    def __enter__(self: R) -> R:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
+        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
+        (:func:`replay`)."""
+        return [run.score for run in replay(self, runs)]
+
+    def _episode(self, episode_id: str) -> E:
+        try:
+            return self._episodes[episode_id]
+        except KeyError:
+            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None

@@ -1,38 +1,25 @@
 """The environment runtime: episodes of a pool's tasks in sandboxed workers, one environment each.
 
-Environment and check code is untrusted. It runs only in workers (:mod:`~envsched_gnn.envs.
-worker`), each started in a sandbox by :class:`~envsched_gnn.envs.sandbox.WorkerProcess` (no
-network, no view of other processes, a minimal read-only filesystem, an unprivileged user,
-limits; what it guarantees and what not is in that module). A worker holds one environment's
-episodes at a time and is never shared across environments: a worker that held another
-environment is restarted before it takes a new one. Within a worker, the tool process runs
-instantiation and tool calls; the states go to a separate scorer process that runs the checks,
-out of reach of the tool code. Each op runs under a wall-clock alarm; if the alarm cannot stop
-the code (a loop in C, a swallowed exception) the runtime kills the whole sandbox after the
-op's budget plus a grace period, starts a new one, and rebuilds the episodes it held by
-replaying their logged calls (:mod:`~envsched_gnn.envs.dispatch`). The trainer never crashes
-because of environment code: every failure becomes an error result (a
-:class:`~envsched_gnn.envs.episode.ToolFault`) or a failed check.
+Environment and check code is untrusted and runs only in workers (:mod:`~envsched_gnn.envs.
+worker`), each in a sandbox (:mod:`~envsched_gnn.envs.sandbox`). A worker holds one
+environment's episodes at a time (it is restarted before it takes another); its tool process
+runs instantiation and tool calls, a separate scorer process runs the checks. A worker the
+alarm cannot stop is killed after the op's budget plus a grace period, and its episodes are
+rebuilt by replaying their logged calls (:mod:`~envsched_gnn.envs.dispatch`): environment
+code never crashes the trainer, every failure becomes a
+:class:`~envsched_gnn.envs.episode.ToolFault` or a failed check.
 
-Episodes stay on the worker that reset them. An environment's episodes are spread over up to
-``workers`` sandboxes, in proportion to its share of the live episodes; idle sandboxes stay
-bound to their environment for reuse, up to ``max_sandboxes`` in all. Ops are batched: one
-request line per worker per method call, answered op by op, so a batch of 512 episodes costs
-one round trip per worker (two for :meth:`EnvRuntime.score`), not one per call. This module
-is the episode API and the placement of episodes on workers; configured by
-:class:`~envsched_gnn.envs.runtime_config.RuntimeConfig`.
+Placement: an environment's episodes are spread over up to ``workers`` sandboxes, in
+proportion to its share of the live episodes; idle sandboxes stay bound to their environment,
+up to ``max_sandboxes`` in all. Ops are batched: one request line per worker per method call.
 
-Reward of an episode: ``r = (number of checks returning True) / (number of checks)``
-(:class:`~envsched_gnn.envs.episode.EpisodeScore`). A state no check can run on (the scorer
-cannot load it, or the tool process cannot send it) scores 0 with ``EpisodeScore.unscored``
-saying why, and the runtime warns about it once per task and cause: it is the state's fault
-or the runtime's, not a verdict of the checks. Tool results are any JSON value
-(:mod:`~envsched_gnn.envs.tool_results`).
+Reward: ``r = (checks returning True) / (number of checks)`` (docs/design.md §8). A state no
+check can run on scores 0 with ``EpisodeScore.unscored`` saying why, warned once per task and
+cause.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 import weakref
@@ -42,17 +29,16 @@ from typing import Any
 from envsched_gnn.envs.dispatch import SCORER, TOOLS, Dispatcher, Op
 from envsched_gnn.envs.episode import EpisodeScore, RuntimeEpisode, ScoreRun, failed_score, fault
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
-from envsched_gnn.envs.replay import replay
+from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.slots import Slots
 
 
-class EnvRuntime:
+class EnvRuntime(RuntimeBase[RuntimeEpisode]):
     """Runs episodes of a pool's tasks in sandboxed workers, one environment per worker.
 
-    A context manager: :meth:`start` (on ``__enter__`` or first use) checks that the sandbox
-    works and starts ``workers`` fresh workers; :meth:`close` stops them all. Not
-    thread-safe: one caller drives it. Methods take batches; each answers in input order.
+    A context manager (:meth:`start` on entry or first use, :meth:`close` on exit); not
+    thread-safe. Methods take batches and answer in input order.
     """
 
     def __init__(self, pool: Pool, config: RuntimeConfig | None = None) -> None:
@@ -63,13 +49,6 @@ class EnvRuntime:
         self._dispatcher = Dispatcher(pool, self.config, self._slots, self._episodes)
         self._reported: set[str] = set()
         self._finalizer = weakref.finalize(self, self._slots.close)
-
-    def __enter__(self) -> EnvRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def start(self) -> None:
         """Starts fresh workers up to ``workers`` (idempotent); raises SandboxUnavailable."""
@@ -94,12 +73,9 @@ class EnvRuntime:
         return self._slots.pids
 
     def reset(self, episodes: Sequence[tuple[str, str]]) -> list[dict]:
-        """Starts (or restarts) each ``(episode_id, task_id)`` in its task's initial state.
-
-        Instantiation as EnvScaler does it: ``cls(init_config)``, falling back to ``cls()`` on
-        a ``TypeError``, then every key of ``init_config`` set as an attribute. Returns
-        ``{"success": True}`` or ``{"success": False, "error": str}`` per episode.
-        """
+        """Starts (or restarts) each ``(episode_id, task_id)`` in its task's initial state,
+        instantiated as EnvScaler does (docs/design.md §8). Returns ``{"success": True}`` or
+        ``{"success": False, "error": str}`` per episode."""
         if not len(self._slots):
             self.start()
         tasks = [self.pool.task(task_id) for _, task_id in episodes]
@@ -123,9 +99,8 @@ class EnvRuntime:
         return results
 
     def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
-        """Calls tools; each result is the JSON value the tool's return value encodes to
-        (:mod:`~envsched_gnn.envs.tool_results`: ``None`` is ``{"success": True}``, any other
-        value is accepted) or a :class:`ToolFault`."""
+        """Calls tools; each result is the tool's return value as JSON
+        (:mod:`~envsched_gnn.envs.tool_results`) or a :class:`ToolFault`."""
         results: list = [None] * len(calls)
         jobs: dict[tuple[int, str], list[Op]] = {}
         for sink, (episode_id, call) in enumerate(calls):
@@ -134,16 +109,11 @@ class EnvRuntime:
                 results[sink] = fault(f"episode {episode_id!r} is not usable: {episode.error}")
                 continue
             try:
-                text = json.dumps(
-                    {"op": "call", "ep": episode_id, "name": call.name, "args": call.arguments},
-                    allow_nan=False,
-                )
+                op = self._dispatcher.call_op(episode_id, call, sink)
             except (TypeError, ValueError) as error:
                 results[sink] = fault(f"arguments of {call.name!r} are not JSON: {error}")
                 continue
-            jobs.setdefault((episode.worker, TOOLS), []).append(
-                Op("call", text, episode_id, sink, self._dispatcher.budget(1), call)
-            )
+            jobs.setdefault((episode.worker, TOOLS), []).append(op)
         self._dispatcher.run(jobs, results)
         self._retire_exhausted()
         return results
@@ -160,8 +130,7 @@ class EnvRuntime:
                 results[sink] = failed_score(episode.task, episode.error)
                 unusable.add(sink)
                 continue
-            text = json.dumps({"op": "state", "ep": episode_id})
-            item = Op("state", text, episode_id, sink, self._dispatcher.budget(1))
+            item = self._dispatcher.episode_op("state", episode_id, sink)
             jobs.setdefault((episode.worker, TOOLS), []).append(item)
         self._dispatcher.run(jobs, states)
         scoring: dict[tuple[int, str], list[Op]] = {}
@@ -194,10 +163,8 @@ class EnvRuntime:
                     "error": f"episode {episode_id!r} is not usable: {episode.error}",
                 }
                 continue
-            text = json.dumps({"op": "snapshot", "ep": episode_id})
-            jobs.setdefault((episode.worker, TOOLS), []).append(
-                Op("snapshot", text, episode_id, sink, self._dispatcher.budget(1))
-            )
+            item = self._dispatcher.episode_op("snapshot", episode_id, sink)
+            jobs.setdefault((episode.worker, TOOLS), []).append(item)
         self._dispatcher.run(jobs, results)
         return results
 
@@ -207,16 +174,10 @@ class EnvRuntime:
         for episode_id in episode_ids:
             episode = self._episodes.pop(episode_id, None)
             if episode is not None:
-                text = json.dumps({"op": "release", "ep": episode_id})
-                item = Op("release", text, episode_id, None, self.config.grace_s)
+                item = self._dispatcher.episode_op("release", episode_id, None, self.config.grace_s)
                 jobs.setdefault((episode.worker, TOOLS), []).append(item)
         self._dispatcher.run(jobs, [])
         self._slots.trim(self._load())
-
-    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
-        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
-        (:func:`~envsched_gnn.envs.replay.replay`)."""
-        return [run.score for run in replay(self, runs)]
 
     # -- placement: one environment per worker ---------------------------------------------
 
@@ -278,9 +239,3 @@ class EnvRuntime:
             if cause and cause not in self._reported:
                 self._reported.add(cause)
                 warnings.warn(f"{score.unscored}; it scores 0", RuntimeWarning, stacklevel=3)
-
-    def _episode(self, episode_id: str) -> RuntimeEpisode:
-        try:
-            return self._episodes[episode_id]
-        except KeyError:
-            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None

@@ -1,9 +1,6 @@
-"""How the environment runtime runs untrusted code: :class:`RuntimeConfig` and the
-:class:`SandboxConfig` of each worker's sandbox, with the spec's defaults.
-
-:mod:`~envsched_gnn.envs.runtime`, :mod:`~envsched_gnn.envs.slots` and
-:mod:`~envsched_gnn.envs.sandbox` all read these; the two environment variables set the
-defaults that ``--trust-pool`` and ``--sandbox-package`` change.
+"""How the environment runtime runs untrusted code: :class:`RuntimeConfig` and each worker's
+:class:`SandboxConfig`; two environment variables set the defaults that ``--trust-pool`` and
+``--sandbox-package`` change.
 """
 
 from __future__ import annotations

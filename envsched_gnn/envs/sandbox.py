@@ -1,51 +1,18 @@
 """How a worker of the environment runtime is started: inside a sandbox, with its two channels.
 
-:class:`WorkerProcess` is the launcher every runtime uses. :class:`~envsched_gnn.envs.runtime.
-EnvRuntime` holds one per environment it runs; a runtime whose workers are Ray actors reuses
-it as is, an actor holding an ``EnvRuntime`` (the episode API) or a ``WorkerProcess`` (the
-raw protocol). It starts ``sandbox_init.py`` with the system interpreter, which unshares new
-user, mount, PID, network, IPC and UTS namespaces (``unshare(2)``, no setuid helper, no
-system package); this process then writes the namespace's id maps, and the sandbox execs
-:mod:`~envsched_gnn.envs.worker`. Both run as ``python -s -S -B`` with an environment set in
-full: no user site, no site-packages, not the project's virtualenv, as ``python -I`` would,
-except that ``PYTHONHASHSEED=0`` is honoured (``-I`` ignores it, and set order in environment
-code would then change from run to run).
-The worker answers on two channels: tools on the child's stdin/stdout
-(:attr:`WorkerProcess.tools_in` / ``tools_out``), the scorer on descriptors 3/4
-(``scorer_in`` / ``scorer_out``); the protocol is in :mod:`envsched_gnn.envs.worker`. A
-sandbox is started once per worker and reused for every call, so a call costs what it cost
-without one (``bench runtime``); :meth:`WorkerProcess.stop` kills it with everything it
-started.
+:class:`WorkerProcess` is the launcher every runtime uses (an ``EnvRuntime`` holds one per
+environment it runs; a Ray actor reuses it as is). It starts ``sandbox_init.py``, which
+unshares new user, mount, PID, network, IPC and UTS namespaces (``unshare(2)``, no setuid
+helper); this process writes the namespace's id maps, and the sandbox execs
+:mod:`~envsched_gnn.envs.worker`. Both run as ``python -s -S -B`` with a full, scrubbed
+environment (as ``python -I``, except that ``PYTHONHASHSEED=0`` is honoured, so set order in
+environment code is reproducible). Tools answer on the child's stdin/stdout, the scorer on
+descriptors 3/4 (protocol: :mod:`~envsched_gnn.envs.worker`). A sandbox is started once per
+worker and reused for every call; :meth:`WorkerProcess.stop` kills it with all it started.
 
-What the sandbox guarantees, for environment, tool and check code:
-
-- **user**: an unprivileged id outside (``nobody``, 65534, when started as root; else the
-  caller's own id), with no capabilities (bounding set empty, ``no_new_privs``), no
-  supplementary groups when started as root, and no nested user namespaces;
-- **network**: none (a network namespace with its loopback down);
-- **processes**: its own PID namespace and ``/proc``: it sees no process of the host; every
-  process a tool starts is killed when the tool call ends, and the whole sandbox dies with
-  its first process (killed on a timeout, or when this process dies);
-- **files**: a read-only root holding the system's ``/usr`` (with ``/bin``, ``/lib``... as
-  the host links or binds them), the interpreter's prefix, ``/etc/ld.so.cache``, the worker's
-  three files under ``/sandbox``, the packages of ``SandboxConfig.packages``
-  (:mod:`~envsched_gnn.envs.runtime_config`) under ``/sandbox/site``, five devices, and a
-  private writable tmpfs ``/tmp`` of ``SandboxConfig.scratch_mb`` MiB. Not the home folder,
-  the project, the pool's files, the store (its password file) or ``/etc``;
-- **limits**: address space, processes, open files, file size and CPU time per process
-  (``setrlimit``), plus the runtime's wall-clock limit of every op;
-- **environment**: only ``PATH``, ``HOME=/tmp``, ``TMPDIR``, ``LC_ALL``, ``PYTHONHASHSEED=0``
-  (so that set order in environment code is reproducible) and ``PYTHONDONTWRITEBYTECODE``.
-
-What it does not guarantee: protection from kernel exploits (the code runs on the host's
-kernel; there is no seccomp filter), from reading what the mounted system folders hold
-(world-readable files of ``/usr`` and of the interpreter's prefix), from denial of service
-within its limits (CPU and memory until a limit stops it), nor isolation between episodes
-of the same environment, which share their worker. On kernels before 5.14 the process limit
-counts the processes of every sandbox together (the id is shared).
-
-Where the kernel refuses namespaces, :class:`SandboxUnavailable` is raised, unless the pool
-is trusted (``RuntimeConfig.trust_pool``, ``--trust-pool``): the worker then runs as a plain
+What the sandbox guarantees and what not: README, "Untrusted environment code: the sandbox".
+Where the kernel refuses namespaces, :class:`SandboxUnavailable` is raised unless the pool is
+trusted (``RuntimeConfig.trust_pool``, ``--trust-pool``): the worker then runs as a plain
 child process with the same limits, channels and interpreter flags but no isolation.
 """
 
@@ -190,13 +157,12 @@ def start_all(processes: list[WorkerProcess]) -> list[WorkerProcess]:
 
 
 class WorkerProcess:
-    """One worker (tool process and scorer), started in a sandbox; see the module docstring.
+    """One worker (tool process and scorer), started in a sandbox.
 
-    Construction launches it without waiting; :meth:`map_ids` then :meth:`wait_ready` complete
-    the start (the id maps, then the worker's ``ready`` line), so that many start in parallel
-    (:func:`start_all`); :meth:`wait_ready` returns the worker to use. When the sandbox fails
-    it raises :class:`SandboxUnavailable`, unless ``config.trust_pool``: then it returns an
-    unsandboxed worker in its place.
+    Construction launches it; :meth:`map_ids` then :meth:`wait_ready` complete the start, so
+    that many start in parallel (:func:`start_all`). :meth:`wait_ready` returns the worker to
+    use: on a failed sandbox, an unsandboxed one if ``config.trust_pool``, else it raises
+    :class:`SandboxUnavailable`.
     """
 
     def __init__(self, config: RuntimeConfig, *, isolate: bool = True) -> None:

@@ -1,28 +1,21 @@
 """The sandbox's first process (standard library only): namespaces, a read-only root, limits.
 
-Started for each worker (``envsched_gnn.envs.sandbox``: :func:`launch_spec` writes SPEC) as
-``python -s -S -B sandbox_init.py SPEC`` (SPEC is JSON). It never imports the
-project. Steps, each a plain Linux system call made through ``ctypes`` (``os.unshare`` needs
-Python 3.12):
+Started per worker as ``python -s -S -B sandbox_init.py SPEC`` (JSON, from
+``sandbox.launch_spec``); it never imports the project. Each step is a plain Linux system call
+through ``ctypes`` (``os.unshare`` needs Python 3.12):
 
-1. Drop supplementary groups (when started as root), then ``unshare`` new user, mount, PID,
-   network, IPC and UTS namespaces. Print ``{"sandbox": "unshared"}`` and wait for ``go``:
-   meanwhile the starting process writes the uid/gid maps (``SPEC["uid"]`` inside = the same
-   id outside: 65534 when started as root, else the caller's own id).
-2. Become that id, then fork the sandbox's PID 1 and wait for it (so killing this process
-   kills the sandbox: PID 1 dies by ``PR_SET_PDEATHSIG``, and with it every process of its
-   PID namespace). This process watches the starting process (``SPEC["launcher"]``) through
-   a pidfd and kills PID 1 when that process exits: not by its own ``PR_SET_PDEATHSIG``,
-   which fires when the *thread* that started it exits (a runtime started from a thread that
-   ended would lose its workers). Kernels before 5.3 (no ``pidfd_open``) fall back to it.
-3. PID 1 builds the root: a tmpfs holding read-only bind mounts of ``SPEC["binds"]`` (the
-   system's ``/usr`` and the interpreter, nothing of the project or the home directory), the
-   links ``/bin``, ``/lib``... as the host has them, ``/dev/{null,zero,full,random,urandom}``,
-   its own ``/proc``, a private tmpfs ``/tmp`` of ``SPEC["scratch_mb"]`` MiB, and
-   ``/etc/ld.so.cache``; pivots into it and detaches the old root. Nested user namespaces are
-   disabled (``user.max_user_namespaces = 0``), resource limits set, every capability dropped
-   (bounding set too) and ``no_new_privs`` set; then it execs ``SPEC["argv"]`` with
-   ``SPEC["env"]`` as the whole environment.
+1. Drop supplementary groups (as root), ``unshare`` new user, mount, PID, network, IPC and UTS
+   namespaces, print ``{"sandbox": "unshared"}`` and wait for ``go`` while the starting
+   process writes the uid/gid maps (``SPEC["uid"]`` inside = the same id outside).
+2. Become that id, fork the sandbox's PID 1 and wait for it. This process watches the starting
+   process (``SPEC["launcher"]``) through a pidfd and kills PID 1 when it exits (its own
+   ``PR_SET_PDEATHSIG`` would fire when the starting *thread* exits; it is the fallback
+   before Linux 5.3). PID 1 dies by ``PR_SET_PDEATHSIG`` and takes its namespace with it.
+3. PID 1 pivots into a tmpfs holding read-only binds of ``SPEC["binds"]``, the host's
+   ``/bin``, ``/lib``... links, five devices, its own ``/proc``, a private ``/tmp`` of
+   ``SPEC["scratch_mb"]`` MiB and ``/etc/ld.so.cache``, and detaches the old root; disables
+   nested user namespaces, drops every capability (bounding set too), sets ``no_new_privs``
+   and execs ``SPEC["argv"]`` with ``SPEC["env"]`` as the whole environment.
 
 Any failure is printed as ``{"sandbox_error": "..."}`` on stdout, and the process exits 3.
 """

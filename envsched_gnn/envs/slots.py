@@ -1,9 +1,8 @@
 """The sandboxed workers of one runtime, each bound to at most one environment.
 
-A worker is *fresh* until an environment's code runs in it; then it is bound to that
-environment for good: to take another one it is restarted (a new sandbox), so no
-environment's code ever meets another's. Idle workers stay bound for reuse; beyond
-``max_sandboxes`` the least recently used idle ones are stopped.
+A worker is *fresh* until an environment's code runs in it, then bound to that environment
+for good (restarted to take another). Beyond ``max_sandboxes`` the least recently used idle
+workers are stopped.
 """
 
 from __future__ import annotations
@@ -37,10 +36,7 @@ class Slot:
 
 
 class Slots:
-    """The workers of a runtime by id; see the module docstring.
-
-    Launches are completed together (:meth:`start`), so that workers start in parallel.
-    """
+    """The workers of a runtime by id; launches complete together (:meth:`start`), in parallel."""
 
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config

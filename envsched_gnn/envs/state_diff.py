@@ -1,24 +1,19 @@
 """What a tool call did to an environment's state: the *kinds* of change a diff shows.
 
-A state is the instance's attributes (spec section 8): nested dicts, lists and scalars. A
-dict whose values are all dicts is a *collection* of records keyed by id (``orders``,
-``users``, a user's ``payment_methods``); its keys, anywhere in the state, are the *known
-ids*. Comparing the state before and after one call gives a set of kinds:
+A state is the instance's attributes (docs/design.md §8). A dict whose values are all dicts is
+a *collection* of records keyed by id; its keys, anywhere in the state, are the *known ids*.
+The kinds (:data:`KINDS`):
 
 - ``removed`` / ``added``: a record left or joined a top-level collection (or a top-level
-  list grew or shrank);
-- ``nested_removed`` / ``nested_added``: the same inside a record (a refund appended to an
-  order's payment history, a certificate added to a user's payment methods);
-- ``moved``: a record left a collection and reappeared unchanged under another key (a
-  file moved or renamed);
+  list shrank or grew); ``nested_removed`` / ``nested_added``: the same inside a record;
+- ``moved``: a record left a collection and reappeared unchanged under another key;
 - ``status``: a changed value under a key named ``status`` / ``state`` (``*_status``,
   ``*Status``, ``*_state``, ``*State``, at any level of its path);
-- ``link``: a changed value under a key ending in ``_id`` / ``_ids``, or a new value that is
-  a known id (an order's items re-pointed to other item ids, a new flight number);
-- ``field``: any other changed value.
+- ``link``: a changed value under a key ending in ``_id`` / ``_ids``, or a new value that is a
+  known id; ``field``: any other changed value.
 
-:class:`ObservedEffect` accumulates the kinds of many calls of one tool (e.g. every replay of
-a pool's reference solutions) and says which kinds the tool typically shows.
+:class:`ObservedEffect` accumulates the kinds of many calls of one tool and says which kinds
+it typically shows.
 """
 
 from __future__ import annotations
@@ -29,16 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = (
-    "removed",
-    "added",
-    "nested_removed",
-    "nested_added",
-    "moved",
-    "status",
-    "link",
-    "field",
-)
+KINDS = ("removed", "added", "nested_removed", "nested_added", "moved", "status", "link", "field")
 _STATUS_KEY = re.compile(r"(^|_)(status|state|STATUS|STATE)$|[a-z](Status|State)$")
 _LINK_KEY = re.compile(r"(^|_)ids?$|[a-z]Ids?$")
 
@@ -66,75 +52,70 @@ def known_ids(*states: Mapping[str, Any]) -> set[str]:
 
 def state_effects(before: Mapping[str, Any], after: Mapping[str, Any]) -> frozenset[str]:
     """The kinds of change (module docstring) between two states; empty when equal."""
-    ids = known_ids(before, after)
-    kinds: set[str] = set()
+    diff = _Diff(known_ids(before, after))
     missing = object()
     for key in sorted(set(before) | set(after), key=str):
         a, b = before.get(key, missing), after.get(key, missing)
         if a is missing or b is missing:
-            kinds.add("field")
+            diff.kinds.add("field")
         else:
-            _compare(
-                a,
-                b,
-                depth=0,
-                status=bool(_STATUS_KEY.search(str(key))),
-                key=key,
-                ids=ids,
-                kinds=kinds,
-            )
-    return frozenset(kinds)
+            diff.compare(a, b, 0, _is_status(key), key)
+    return frozenset(diff.kinds)
 
 
-def _compare(a, b, *, depth: int, status: bool, key, ids: set[str], kinds: set[str]) -> None:
-    if a == b:
-        return
-    prefix = "" if depth == 0 else "nested_"
-    if isinstance(a, dict) and isinstance(b, dict):
-        if _is_collection(a) or _is_collection(b):
-            removed = [k for k in a if k not in b]
-            added = [k for k in b if k not in a]
-            moved = {k for k in removed if any(a[k] == b[n] for n in added)}
-            if moved:
-                kinds.add("moved")
-                added = [n for n in added if not any(a[k] == b[n] for k in moved)]
-            if len(moved) < len(removed):
-                kinds.add(prefix + "removed")
-            if added:
-                kinds.add(prefix + "added")
+class _Diff:
+    """The kinds of change found so far, and the known ids that tell a link."""
+
+    def __init__(self, ids: set[str]) -> None:
+        self.ids = ids
+        self.kinds: set[str] = set()
+
+    def compare(self, a: Any, b: Any, depth: int, status: bool, key: Any) -> None:
+        """Adds the kinds of change from ``a`` to ``b``, ``depth`` levels below the state's
+        attributes, under ``key`` (``status``: under a status key)."""
+        if a == b:
+            return
+        prefix = "" if depth == 0 else "nested_"
+        if isinstance(a, dict) and isinstance(b, dict):
+            if _is_collection(a) or _is_collection(b):
+                removed = [k for k in a if k not in b]
+                added = [k for k in b if k not in a]
+                moved = {k for k in removed if any(a[k] == b[n] for n in added)}
+                if moved:
+                    self.kinds.add("moved")
+                    added = [n for n in added if not any(a[k] == b[n] for k in moved)]
+                if len(moved) < len(removed):
+                    self.kinds.add(prefix + "removed")
+                if added:
+                    self.kinds.add(prefix + "added")
+            else:
+                if set(a) - set(b):
+                    self.kinds.add("field")
+                for k in set(b) - set(a):
+                    self.new_value(b[k], status or _is_status(k), k)
+            for k in set(a) & set(b):
+                self.compare(a[k], b[k], depth + 1, status or _is_status(k), k)
+        elif isinstance(a, list) and isinstance(b, list):
+            if len(a) == len(b):
+                for x, y in zip(a, b, strict=True):
+                    self.compare(x, y, depth + 1, status, key)
+            else:
+                self.kinds.add(prefix + ("added" if len(b) > len(a) else "removed"))
         else:
-            if set(a) - set(b):
-                kinds.add("field")
-            for k in set(b) - set(a):
-                _new_value(b[k], status or bool(_STATUS_KEY.search(str(k))), k, ids, kinds)
-        for k in set(a) & set(b):
-            _compare(
-                a[k],
-                b[k],
-                depth=depth + 1,
-                status=status or bool(_STATUS_KEY.search(str(k))),
-                key=k,
-                ids=ids,
-                kinds=kinds,
-            )
-    elif isinstance(a, list) and isinstance(b, list):
-        if len(a) == len(b):
-            for x, y in zip(a, b, strict=True):
-                _compare(x, y, depth=depth + 1, status=status, key=key, ids=ids, kinds=kinds)
+            self.new_value(b, status, key)
+
+    def new_value(self, value: Any, status: bool, key: Any) -> None:
+        """A value that replaced another or appeared under a new key of a record."""
+        if status:
+            self.kinds.add("status")
+        elif _LINK_KEY.search(str(key)) or _mentions_id(value, self.ids):
+            self.kinds.add("link")
         else:
-            kinds.add(prefix + ("added" if len(b) > len(a) else "removed"))
-    else:
-        _new_value(b, status, key, ids, kinds)
+            self.kinds.add("field")
 
 
-def _new_value(value, status: bool, key, ids: set[str], kinds: set[str]) -> None:
-    """A value that replaced another or appeared under a new key of a record."""
-    if status:
-        kinds.add("status")
-    elif _LINK_KEY.search(str(key)) or _mentions_id(value, ids):
-        kinds.add("link")
-    else:
-        kinds.add("field")
+def _is_status(key: Any) -> bool:
+    return bool(_STATUS_KEY.search(str(key)))
 
 
 def _mentions_id(value, ids: set[str]) -> bool:

@@ -1,41 +1,33 @@
 """Which classes the scorer loads from a state's pickle, and why that is safe (stdlib only).
 
-The scorer (:mod:`~envsched_gnn.envs.worker`, which imports this file by its bare name inside
-the sandbox) receives each episode's states pickled by the tool process, which runs code the
-scorer must not trust: environment code, driven by the policy's arguments. A pickle is a
-program: every global it names is looked up by :meth:`StateUnpickler.find_class`, and the
-object found may then be *called* with arguments the pickle chooses (``REDUCE``: ``x(*args)``),
-instantiated (``NEWOBJ``: ``cls.__new__(cls, *args)``), given a state (``BUILD``:
-``obj.__setstate__(state)`` or ``obj.__dict__.update(state)``), and hashed and compared as a
-dict key or set member. So one callable that runs code (``subprocess.Popen``, ``os.system``,
-``builtins.getattr``, ``types.FunctionType`` with ``types.CodeType``) is enough to run
-anything in the scorer. The scorer therefore resolves exactly three kinds of global:
+The scorer (:mod:`~envsched_gnn.envs.worker`, which imports this file by its bare name) gets
+states pickled by the tool process, which runs untrusted code driven by the policy. A pickle
+is a program: each global it names is looked up by :meth:`StateUnpickler.find_class`, and
+may then be called (``REDUCE``), instantiated (``NEWOBJ``), given a state (``BUILD``:
+``__setstate__`` or ``__dict__.update``), hashed and compared. One callable that runs code
+(``subprocess.Popen``, ``os.system``, ``builtins.getattr``, ``types.FunctionType`` with
+``types.CodeType``) is enough to run anything in the scorer. So it resolves exactly:
 
-1. **The environment's own classes**: classes that its code defines (``cls.__module__`` is
-   the environment's module), reached through classes only (``Outer.Inner``), never a
-   dunder name. That code is the pool's, and the scorer runs it anyway to build those
-   objects. What it imports is *not* loaded through it: ``envsched_env_x.subprocess.Popen``
-   and ``Popen`` imported by name are not classes the environment defines.
-2. **The reviewed standard-library list** :data:`STATE_CLASSES`: each entry is a data class
-   whose construction, ``__setstate__``, hash and comparison only set and read its own data
-   (checked by reading its source), plus two reconstructors the standard library pickles
-   its objects with (``re._compile``: compiles a pattern; ``array._array_reconstructor``:
-   builds an array from bytes). Every other name of those modules stays refused: not
-   ``types.FunctionType`` next to ``types.SimpleNamespace``, not ``random.SystemRandom``
-   (it cannot be pickled anyway), not ``zoneinfo.ZoneInfo`` (reconstructing it reads
-   files), not ``copyreg`` (protocol 2 and later never need it).
-3. **Classes of the packages the sandbox mounts** (``SandboxConfig.packages``, ``mpmath`` by
-   default): classes only, no dunder name. Adding a package (``--sandbox-package``) trusts
-   its classes to be safe to build from a state; only add packages whose classes are data.
+1. **The environment's own classes**: defined by its code (``cls.__module__`` is the
+   environment's module), reached through classes only (``Outer.Inner``), no dunder name.
+   That code is the pool's, and the scorer runs it anyway to build those objects; what it
+   *imports* (``envsched_env_x.subprocess.Popen``, ``Popen`` imported by name) is not loaded.
+2. **The reviewed standard-library list** :data:`STATE_CLASSES`: data classes whose
+   construction, ``__setstate__``, hash and comparison only set and read their own data
+   (checked by reading their source), plus two reconstructors (``re._compile``,
+   ``array._array_reconstructor``). Nothing else of those modules: not ``types.FunctionType``,
+   not ``random.SystemRandom`` (unpicklable anyway), not ``zoneinfo.ZoneInfo`` (reads files),
+   not ``copyreg`` (protocol 2 and later never need it).
+3. **Classes of the sandbox's packages** (``SandboxConfig.packages``, ``mpmath`` by default):
+   classes only, no dunder name. ``--sandbox-package`` trusts a package's classes to be safe
+   to build from a state: add only packages whose classes are data.
 
-Why not "classes of any module the environment's code imports": such a module is any module
-(``subprocess``, ``os``, ``socket``), and whether a class runs code when it is built,
-hashed or compared cannot be decided without reading it (``__new__``, ``__init__``,
-``__setstate__``, ``__setattr__``, ``__getattr__``, ``__hash__``, ``__eq__`` and its
-metaclass's ``__call__`` all run on unpickling). A reviewed list can be read; a rule over
-arbitrary modules cannot be made safe. A state that names anything else is refused with
-:class:`StateRefused`, which names the class; the runtime reports it as "state cannot be
-loaded (class X, task Y)", once, never as a failed check.
+Not "classes of any module the environment imports": that is any module (``subprocess``,
+``os``, ``socket``), and whether a class runs code when built, hashed or compared
+(``__new__``, ``__init__``, ``__setstate__``, ``__setattr__``, ``__getattr__``, ``__hash__``,
+``__eq__``, its metaclass's ``__call__``) cannot be decided without reading it. Anything else
+is refused with :class:`StateRefused`, reported once as "state cannot be loaded (class X,
+task Y)", never as a failed check.
 """
 
 from __future__ import annotations

@@ -1,28 +1,21 @@
 """The operation category of a tool, from its name, description, parameters and effects.
 
-Categories (spec section 3: "lookup, eligibility check, relation replacement, create,
-update, delete, validate..."): reads (lookup, list/filter, identifier resolution,
-eligibility check, state precondition, validate), changes (create, update, status
-transition, delete, relation replacement) and calls that are neither (escalation to a human,
-computation from the arguments alone, other operation).
-
+The categories are docs/design.md §3's: reads (lookup, list/filter, identifier resolution,
+eligibility check, state precondition, validate), changes (create, update, status transition,
+delete, relation replacement) and neither (escalation, computation, other operation).
 Evidence, in the order it is weighed:
 
-1. the name, split into words (``snake_case`` and ``camelCase``): tools that hand over to a
-   human, compute, or only think; identifier resolution (``find_user_id_by_email``,
-   ``*_by_name``); the leading verb (a lexicon, including common shell commands), where
-   closing verbs (cancel, void, close, ...) become a *delete* when the description says the
-   record is removed and a *status transition* when it says the record is marked or its
-   status changed, and generic verbs (update, modify, set, ...) a *relation replacement*
-   when the description re-points the record "to another / a new / a different" entity or a
-   parameter names new ids (``new_item_ids``);
+1. the name's words (``snake_case``, ``camelCase``): hand-over to a human, computing or
+   thinking; identifier resolution (``find_user_id_by_email``, ``*_by_name``); the leading
+   verb (:data:`VERBS`, :data:`SHELL_COMMANDS`). A closing verb is a *delete* when the
+   description says the record is removed, a *status transition* when it is marked; a
+   generic verb is a *relation replacement* when the description re-points the record "to
+   another / a new / a different" entity or a parameter names new ids (``new_item_ids``);
 2. the description's leading verb (after "Use the tool to"), when the name has none;
-3. the state diff of real calls (:mod:`envsched_gnn.envs.state_diff`), when known: a
-   proposal that agrees with what the calls did stays; otherwise the diff decides, by its
-   strongest kind (a record removed > added > a status changed > a link changed > a nested
-   record added or removed > a record moved > another field changed). A generic verb whose
-   calls re-point links is a relation replacement. A diff that shows no change leaves the
-   proposal as is: a replay cannot tell a read from a write that had nothing to do.
+3. the state diff of replayed calls (:mod:`envsched_gnn.envs.state_diff`), when known: a
+   proposal it agrees with stays, otherwise its strongest kind decides (:data:`EFFECT_ORDER`);
+   a generic verb whose calls re-point links is a relation replacement. A diff without change
+   leaves the proposal: a replay cannot tell a read from a write that had nothing to do.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """``tool_effects.json``: what each tool's calls did to the state in a replay of the pool.
 
-``pool check --write-effects`` replays every reference solution with a state snapshot
-around each call and writes, next to ``envs.json``, for every environment and tool, the
+Written by ``pool check --write-effects`` next to ``envs.json``, per environment and tool the
 counts of :class:`~envsched_gnn.envs.state_diff.ObservedEffect`::
 
     {"env_id": {"tool_name": {"calls": 12, "unchanged": 0, "kinds": {"status": 12}}}}
 
-``load_pool`` reads the file when it is there, and the abstract extractor then categorises
-each tool with what its calls did (:mod:`envsched_gnn.envs.tool_categories`). The file is
-an extension of this project, outside the EnvScaler layout; without it nothing changes.
+``load_pool`` reads it when present, for :mod:`envsched_gnn.envs.tool_categories`. A project
+extension of the EnvScaler layout (docs/design.md §8); without it nothing changes.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
-"""How a tool's return value becomes the JSON text the policy sees (spec section 8; stdlib only).
+"""How a tool's return value becomes the JSON text the policy sees (stdlib only).
 
 The tool process (:mod:`~envsched_gnn.envs.worker`, which imports this file by its bare name
-inside the sandbox) encodes every result with :func:`encode_result`. Every return value is
-accepted: real tool code returns ``None`` on success, lists, strings, numbers, booleans,
-``mpmath`` numbers, ``Decimal``, sets, objects. The rule, the same on every run:
-
-- ``None`` (the whole result) is the success marker ``{"success": true}``;
-- a JSON value is sent as it is (tuples are arrays, as :func:`json.dumps` writes them);
-- anything else is encoded value by value, recursively:
-
-  - a number type that is not ``int``/``float``: ``int`` when it has ``__index__``, else
-    ``float(x)`` when that is finite and equal to ``x`` (nothing lost: ``mpf('2.5')`` ->
-    ``2.5``, ``Fraction(1, 2)`` -> ``0.5``), else ``str(x)`` (``Decimal('0.1')`` -> ``"0.1"``,
-    ``Fraction(1, 3)`` -> ``"1/3"``); a float that is NaN or infinite -> ``str(x)``
-    (``"nan"``, ``"inf"``, ``"-inf"``);
-  - ``set`` / ``frozenset`` -> a list of the encoded items, sorted (by their JSON text when
-    they do not compare: mixed types, objects);
-  - a dict key that is not a string, number, boolean or null -> ``str(key)``;
-  - the rest -> ``str(x)``, with any ``" at 0x..."`` memory address removed (addresses change
-    from run to run; ``<Point object at 0x7f...>`` -> ``<Point object>``).
-
-A result holding itself (a cycle) cannot be encoded: :class:`ResultNotEncodable`. The size limit
-(``RuntimeConfig.max_result_bytes``) applies to the encoded text.
+inside the sandbox) encodes every result with :func:`encode_result`, by the rule of
+docs/design.md §8 ("Tool results"): any return value is accepted, ``None`` is
+``{"success": true}``, a JSON value goes as it is, anything else is converted value by value
+(``mpf('2.5')`` -> ``2.5``, ``Decimal('0.1')`` -> ``"0.1"``, sets sorted, ``" at 0x..."``
+addresses removed). A result holding itself cannot be encoded (:class:`ResultNotEncodable`);
+``RuntimeConfig.max_result_bytes`` applies to the encoded text.
 """
 
 from __future__ import annotations

@@ -1,53 +1,43 @@
 """The two processes of an environment worker: the tool process and the scorer (stdlib only).
 
-Started by :mod:`envsched_gnn.envs.sandbox` as ``python -s -S -B worker.py CONFIG`` (CONFIG is
-JSON), inside the sandbox when there is one, with a scrubbed environment, the tool channel on
-descriptors 0/1 and the scorer channel on 3/4. It never imports the project (so never torch).
-It sets its resource limits, then forks:
+Started by :mod:`envsched_gnn.envs.sandbox` as ``python -s -S -B worker.py CONFIG`` (JSON),
+tool channel on descriptors 0/1, scorer channel on 3/4; it never imports the project. It sets
+its resource limits, then forks:
 
-- the **scorer** (the first process: PID 1 of the sandbox) keeps 3/4 and runs check functions
-  on the states it is sent; it never runs a tool. It is not dumpable, so the tool process
-  (same user, no capabilities) can neither trace it nor open its memory or descriptors
-  through ``/proc``, and as PID 1 it ignores every signal sent from inside the sandbox. It
-  exits when the tool process does (with its exit status), which ends the sandbox.
-- the **tool process** keeps 0/1 and runs environment code: instantiation and tool calls.
-  Each runs under a wall-clock alarm (``setitimer``); inside the sandbox every other process
-  (what a tool started, detached or not) is killed when the op ends (:class:`Reaper`).
+- the **scorer** (PID 1 of the sandbox) keeps 3/4 and runs check functions on the states it
+  is sent, never a tool. Not dumpable, so the tool process can neither trace it nor reach it
+  through ``/proc``; as PID 1 it ignores signals from inside the sandbox, and it exits (with
+  its status) when the tool process does.
+- the **tool process** keeps 0/1 and runs instantiation and tool calls, each under a
+  wall-clock alarm; inside the sandbox every other process is killed after each op
+  (:class:`Reaper`).
 
-Environment code is executed as the module ``envsched_env_<id>`` (registered in
-``sys.modules``), so states holding instances of its classes pickle by reference. The scorer
-loads states with :class:`state_loading.StateUnpickler`, which resolves the classes that
-module defines, a reviewed list of standard-library data classes and the classes of the
-sandbox's packages, and nothing else (why that is safe: :mod:`state_loading`); it executes
-the environment's code itself the first time a state needs one of its classes. Tool results
-are encoded by :func:`tool_results.encode_result` (spec section 8). Both modules sit next to
-this file (in the sandbox too) and are imported by their bare names, before the script's
-folder leaves ``sys.path``.
+Environment code runs as the module ``envsched_env_<id>`` (in ``sys.modules``), so its
+instances pickle by reference; the scorer loads states with
+:class:`state_loading.StateUnpickler` (what it resolves and why: :mod:`state_loading`). Tool
+results are encoded by :func:`tool_results.encode_result` (docs/design.md §8). Both modules
+are imported by their bare names from this file's folder.
 
-Protocol, on both channels: the parent writes one JSON line per batch, ``{"ops": [op, ...]}``;
-each op is answered, in order, by ``{"i": index, "r": result}`` (flushed at once, so the parent
-knows which op runs if it must kill the worker), where ``"t": 1`` marks an op stopped by its
-alarm, ``"f": 1`` an error made by the worker rather than by the tool, and ``"x": 1`` a
-process past half its CPU-time limit (the parent replaces it at the next convenient moment).
-The first line of the tool process is ``{"ready": 1}``. Tool ops:
+Protocol, on both channels: one JSON request line per batch, ``{"ops": [op, ...]}``; each op
+answered in order by ``{"i": index, "r": result}`` (flushed at once), with ``"t": 1`` for an
+op its alarm stopped, ``"f": 1`` for an error of the worker rather than of the tool, ``"x": 1``
+when the process is past half its CPU-time limit. The tool process first writes
+``{"ready": 1}``. Tool ops:
 
 - ``define`` ``{"env", "code", "tools"}``: remember an environment's source and tool names.
-- ``reset`` ``{"ep", "env", "cls", "init"}``: instantiate as EnvScaler does (``cls(init)``,
-  falling back to ``cls()`` on a ``TypeError``, then ``setattr`` of every key) and pickle the
+- ``reset`` ``{"ep", "env", "cls", "init"}``: instantiate as EnvScaler does and pickle the
   initial state.
-- ``call`` ``{"ep", "name", "args"}``: call a tool; the result is its return value as
-  :func:`tool_results.encode_result` encodes it (any value: ``None`` is ``{"success": true}``).
+- ``call`` ``{"ep", "name", "args"}``: the tool's return value, encoded.
 - ``state`` ``{"ep"}``: ``{"initial", "final"}``, the pickled states, base64.
-- ``snapshot`` ``{"ep"}``: the current state as JSON (non-dunder attributes; values JSON
-  cannot hold as their ``repr``).
+- ``snapshot`` ``{"ep"}``: the current state as JSON (other values as their ``repr``).
 - ``release`` ``{"ep"}``: forget an episode.
 
 Scorer ops: ``define`` ``{"env", "code"}``; ``score`` ``{"env", "checks", "start", "initial",
-"final"}`` first loads both states; when either cannot be loaded it runs no check and answers
+"final"}`` loads both states first; if either cannot be loaded it runs no check and answers
 ``{"success": false, "error": why, "unloadable": "module.Class" or ""}``. Else it runs
-``checks[start:]``, each as ``check_func(final_state)`` with ``initial_state`` bound as a
-global, on fresh copies of both states, answering one line ``{"i", "c": number, "ok": bool,
-"e": why}`` per check (a check passes only if it returns ``True``) before the op's own line.
+``checks[start:]`` (``check_func(final_state)``, ``initial_state`` a global, fresh copies of
+both states), one line ``{"i", "c": number, "ok": bool, "e": why}`` per check (passing only
+on ``True``), then the op's own line.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""A pool as prompt rows for a trainer's dataset: one row per task, chat prompts of the agent
-format, framework-free (TRL turns the rows into a ``datasets.Dataset``, verl into parquet).
+"""A pool as prompt rows for a trainer's dataset, one row per task, framework-free.
 
-Columns: ``prompt`` (``[{"role": "system", ...}, {"role": "user", ...}]``, exactly the
-messages :mod:`envsched_gnn.training.agent_format` builds), ``task_id``, ``env_id`` and
-``environment`` (= ``env_id``: the column TRL's multi-environment ``environment_factory``
-routes on). With ``tools_in_prompt=False`` the system message is the environment's
-introduction only, for trainers that render the tool schemas themselves.
+Columns: ``prompt`` (the system and user messages of :mod:`envsched_gnn.training.agent_format`;
+with ``tools_in_prompt=False`` the system message is the environment's introduction only),
+``task_id``, ``env_id`` and ``environment`` (= ``env_id``, what TRL's ``environment_factory``
+routes on).
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
-"""prime-rl: EnvSched as a ``TaskSampler`` of a prime-rl curriculum.
+"""prime-rl: EnvSched as a ``TaskSampler`` of a prime-rl curriculum (prime-rl is not on PyPI:
+not imported, tested against ``verifiers.v1``; usage: README, "Use it from your trainer").
 
-Written against prime-rl's documented interface (``prime_rl.orchestrator.curriculum.samplers
-.base.TaskSampler`` at 2026-08, commit 559b447): an ``Iterator[vf.Task]`` with ``__next__``,
-``observe(group: list[vf.Episode])`` (one finalised rollout group), ``state_dict`` /
-``load_state_dict`` (in orchestrator checkpoints) and ``metrics`` (logged under
-``curriculum/<env>/sampler/``). prime-rl is not on PyPI, so this module does not import it
-and is not tested against it; it is tested against the real ``verifiers.v1`` ``Task`` and
-``Episode`` classes it passes (``pip install verifiers``).
-
-How it maps: each scheduler step's B tasks are handed out one ``__next__`` at a time, in
-batch order; when they are used up the next step's batch is chosen. A group's rewards are
-those of its traces that are trainable and error-free (as prime-rl's own
+Each step's B tasks are handed out one ``__next__`` at a time, in batch order. A group's
+rewards are those of its trainable, error-free traces (as prime-rl's
 ``DifficultyPoolSampler`` reads them), observed for the step the task was handed out in; a
-group left with fewer than 2 such rewards carries no variance evidence and is not observed
-(the scheduler would reject it: ``ObservationConfig.min_rewards``).
-prime-rl's orchestrator runs ahead asynchronously (off-policy steps, rejected groups are
-sampled again), so step s + 1 may be chosen before every group of step s came back: the
-scheduler then chooses with what has been observed so far, and late groups are still
-recorded for their own step.
-
-prime-rl builds its samplers from a closed config union (``standard`` / ``difficulty_pool``
-in ``Curriculum.__init__``), so use this one by assigning it after the curriculum is built::
-
-    curriculum.sampler = EnvSchedTaskSampler(scheduler, env.tasks, task_id_of=...)
+group left with fewer than ``ObservationConfig.min_rewards`` is not observed. prime-rl runs
+ahead asynchronously, so step s + 1 may be chosen before every group of step s is back: the
+choice uses what was observed so far, late groups still count for their own step.
 """
 
 from __future__ import annotations

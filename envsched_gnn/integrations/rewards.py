@@ -1,10 +1,7 @@
 """The rewards of one generation round, collected where a framework computes them.
 
-Frameworks hand rewards to reward functions or environments, one completion at a time or
-in slices per rank; the scheduler needs them as ``{task_id: [r_1..r_K]}`` of one step.
-:class:`RoundRewards` is the meeting point: the trainer opens a round with the step and
-its batch, the reward code adds ``(task_id, reward)`` pairs, and whoever observes takes the
-round once it is complete.
+The trainer opens a :class:`RoundRewards` round with the step and its batch, the reward code
+adds ``(task_id, reward)`` pairs, and the observer takes the round as ``{task_id: [r_1..r_K]}``.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
 """verl V1 recipe: a registered trainer whose prompts the scheduler chooses.
 
-Written against verl 0.9.1 (``verl.trainer.ppo.v1``), where prompts come from
-``PPOTrainer._next_train_batch(num_prompts)`` (one dataloader fetch per ``gen_batch_size``
-plus a ``uid`` per prompt) and a trainer is chosen by ``trainer.v1.trainer_mode`` among the
-classes registered with ``@register_trainer`` (the curriculum sampler hook
-``data.sampler.class_path`` is gone since v0.8). :func:`register_envsched_trainer` registers
-``EnvSchedPPOTrainer``, a subclass of the synchronous ``PPOTrainerSync`` that
-
-- builds the scheduler in ``init`` from ``envsched.graph`` (a ``graph.json``),
-  ``envsched.scheduler`` (default ``envsched``) and ``envsched.seed`` (default 0), with
-  B = ``data.train_batch_size``;
-- overrides ``_next_train_batch``: step s = ``global_steps - 1`` gets ``next_batch(s)``;
-  the rows of those tasks (``extra_info.task_id`` of the dataset, see :func:`pool_parquet`)
-  are collated as verl's dataloader would, each with a fresh ``uid``;
-- overrides ``step``: after verl's step, it reads the step's ``uid`` and ``rm_scores``
-  (token-level; a sequence's reward is their sum) back from TransferQueue, groups them by
-  ``uid`` (each uid is one prompt, repeated ``rollout.n`` times), drops padding samples,
-  and calls ``scheduler.observe(s, {task_id: rewards})``; the scheduler's metrics join the
-  step's metrics;
-- saves ``envsched_state.json`` next to verl's ``data.pt`` in ``global_step_N/`` and loads it
-  on resume.
-
-Rewards must be the verifier's, in [0, 1] (a custom reward function returning the episode's
-``checks passed / checks``). verl installs here with the pinned torch but pins
-``transformers<5.11``, so it is not part of the test extra; the dataset, the reward grouping
-and the registration are tested against verl's real classes in a separate environment, the
-training loop itself (Ray workers, vLLM/SGLang rollout, GPUs) is not tested here.
+Written against verl 0.9.1 (``verl.trainer.ppo.v1``). :func:`register_envsched_trainer`
+registers ``EnvSchedPPOTrainer`` (``trainer.v1.trainer_mode=envsched``), a ``PPOTrainerSync``
+whose scheduler comes from ``envsched.graph`` (a ``graph.json``), ``envsched.scheduler``
+(default ``envsched``) and ``envsched.seed`` (default 0), with B = ``data.train_batch_size``.
+Step s = ``global_steps - 1`` collates the rows of ``next_batch(s)`` (``extra_info.task_id``,
+see :func:`pool_parquet`) as verl's dataloader would, each with a fresh ``uid``; after verl's
+step, the step's ``uid`` and ``rm_scores`` (a sequence's reward is their sum) are read back
+from TransferQueue, grouped by ``uid`` without padding, and observed. ``envsched_state.json``
+is kept next to verl's ``data.pt`` in ``global_step_N/``. Rewards must be the verifier's, in
+[0, 1]; what is tested: README, "Use it from your trainer".
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Render a domain as the source of its executable environment class.
 
-The class keeps its state in dict attributes (owners, records, assignees keyed by id,
-plus the counter of new record numbers). Each tool is a method returning
-``{"success": True, "data": ...}`` (queries), ``{"success": True, "message": ...}``
-(changes) or ``{"success": False, "error": ...}`` when a domain rule refuses it.
-Responses stay short, and list items put their deciding fields before the id.
+State lives in dict attributes (owners, records, assignees by id, and the counter of new
+record numbers). Each tool returns ``{"success": True, "data" | "message": ...}`` or
+``{"success": False, "error": ...}`` when a domain rule refuses it; list items put their
+deciding fields before the id.
 """
 
 from __future__ import annotations

@@ -28,6 +28,11 @@ def _schema(name: str, description: str, properties: dict[str, dict]) -> dict[st
     }
 
 
+def _choice(name: str, values: tuple[str, ...]) -> dict[str, dict]:
+    """The schema of a string argument ``name`` that takes one of ``values``."""
+    return {name: {"type": "string", "enum": list(values), "description": words(name)}}
+
+
 def tool_schemas(domain: Domain) -> list[dict[str, Any]]:
     """OpenAI function schemas of the domain's tools, in class order."""
     names = tool_names(domain)
@@ -36,13 +41,7 @@ def tool_schemas(domain: Domain) -> list[dict[str, Any]]:
     rid = {f"{domain.record.singular}_id": {"type": "string", "description": f"{r} id"}}
     name_arg = {"name": {"type": "string", "description": "full name"}}
     start, done, closed = domain.statuses
-    cat = {
-        domain.category: {
-            "type": "string",
-            "enum": list(domain.category_values),
-            "description": words(domain.category),
-        }
-    }
+    cat = _choice(domain.category, domain.category_values)
     low, high = domain.amount_range
     amount = {
         domain.amount: {
@@ -61,14 +60,7 @@ def tool_schemas(domain: Domain) -> list[dict[str, Any]]:
         "update_amount": (f"Update the {words(domain.amount)} of an open {r}.", {**rid, **amount}),
         "update_owner": (
             f"Update a {o}'s {words(domain.owner_field)}.",
-            {
-                **oid,
-                domain.owner_field: {
-                    "type": "string",
-                    "enum": list(domain.owner_field_values),
-                    "description": words(domain.owner_field),
-                },
-            },
+            {**oid, **_choice(domain.owner_field, domain.owner_field_values)},
         ),
         "forward": (f"Move a {start} {r} to {done}.", rid),
         "delete": (

@@ -1,15 +1,11 @@
 """The 51 domains of the built-in pool: entities, fields, status machines and rules.
 
-Every domain has an *owner* entity (people or organisations, found by name), a
-*record* entity (what tasks create, change and remove; it has a status machine
-``start -> done`` and a closing verb), optionally an *assignee* entity (whom a record
-is assigned to, with a capacity or availability rule), and its own rules: an
-eligibility rule gating creation, a validation rule gating the forward transition, a
-delete style (remove the record or close it) and the set of optional tools.
-
-The domains are data: ``domains.json`` next to this module (package data), a list of objects
-whose keys are the fields of :class:`Domain` (entities and the eligibility rule as nested
-objects, tuples as lists, no assignee as ``null``), read once by :func:`load_domains`.
+Every domain has an *owner* entity (found by name), a *record* entity (created, changed and
+removed; status machine ``start -> done`` and a closing verb), optionally an *assignee* (with
+a capacity or availability rule), an eligibility rule gating creation, a validation rule
+gating the forward transition, a delete style and its optional tools. The domains are data:
+``domains.json`` next to this module, objects with the fields of :class:`Domain`, read once
+by :func:`load_domains`.
 """
 
 from __future__ import annotations

@@ -15,11 +15,9 @@ kind              the imperfect solution                                        
                   its record closed (``delete``), or a second ``create``
 ================  ===============================================================  ===========
 
-An imperfect solution is a list of tool calls; whether it is a mistake is for the runtime
-to say (its real reward below 1): a second delete that the environment refuses, say,
-leaves the state correct. Values the reference does not hold (the other branch's category,
-amount) are read from the instruction, where the generator wrote them
-(:mod:`~envsched_gnn.envs.generator.operations`).
+An imperfect solution is a list of tool calls; whether it is a mistake is the runtime's
+verdict (a refused second delete leaves the state correct). Values the reference does not
+hold (the other branch's category, amount) are read from the instruction.
 """
 
 from __future__ import annotations

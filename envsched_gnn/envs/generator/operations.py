@@ -1,11 +1,8 @@
 """Task building blocks: one operation each, with its gates, distractors and checks.
 
-An operation plants its target and distractor records in the :class:`World`, and
-returns an instruction sentence, the reference calls, the checks of the intended
-change and the checks that its distractors were left untouched. Operations differ in
-how many calls they need (1-3) and in their gates: identifier resolution (a name in
-the instruction), a state precondition (branch on a record's status), eligibility,
-validation, and record selection from a list.
+An operation plants its target and distractors in the :class:`World` and returns an
+instruction sentence, the reference calls (1-3), the checks of the intended change and those
+that its distractors were left untouched (gates: docs/design.md §3).
 """
 
 from __future__ import annotations
@@ -74,12 +71,12 @@ class Operations:
             ops["update_amount"] = (1, self.update_amount)
         if self.t.reassign:
             ops["reassign"] = (1, self.reassign)
-            ops["reassign_by_name"] = (2, self.reassign_by_name)
+            ops["reassign_by_name"] = (2, lambda: self.reassign(by_name=True))
         if self.t.validate:
             ops["validation_gate"] = (2, self.validation_gate)
         if self.t.check:
             ops["eligibility_gate"] = (2, self.eligibility_gate)
-            ops["eligibility_by_name"] = (3, self.eligibility_by_name)
+            ops["eligibility_by_name"] = (3, lambda: self.eligibility_gate(by_name=True))
         if self.t.update_owner:
             ops["update_owner_by_name"] = (2, self.update_owner_by_name)
         if self.t.list:
@@ -216,9 +213,6 @@ class Operations:
         )
 
     # two calls
-    def reassign_by_name(self) -> Step:
-        return self.reassign(by_name=True)
-
     def create_by_name(self) -> Step:
         name = self.w.new_name()
         owner_id = self.w.new_owner(name)
@@ -324,9 +318,6 @@ class Operations:
         )
 
     # three calls
-    def eligibility_by_name(self) -> Step:
-        return self.eligibility_gate(by_name=True)
-
     def select_from_list(self) -> Step:
         """Find an owner by name, list their records, act on the one in a given status."""
         start, done, closed = self.d.statuses

@@ -21,12 +21,10 @@ one of update, update_amount, forward, ``update``, ``update_amount``, ``forward`
 delete, create, reassign               ``delete``, ``create``, ``reassign``
 =====================================  ====================================================
 
-By-name operations plant a look-alike (a person or owner sharing a first or last name),
-except ``select_from_list``, whose difficulty is picking one of the owner's records. The
-checklist is every operation's change checks in order, then their distractor checks in
-order, cut at 16 checks in all (:data:`~envsched_gnn.envs.generator.tasks.MAX_CHECKS`), so
-each check belongs to one operation. A simulator can use this structure as the task's
-hidden truth: the graph never reads it (it sees the task's text, checks and abstract).
+By-name operations plant a look-alike name, except ``select_from_list`` (its difficulty is
+picking one of the owner's records). The checklist is the change checks, then the distractor
+checks, in operation order, cut at :data:`~envsched_gnn.envs.generator.tasks.MAX_CHECKS`. A
+simulator may use this as the task's hidden truth; the graph never reads it.
 """
 
 from __future__ import annotations

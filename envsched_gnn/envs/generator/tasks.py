@@ -1,14 +1,10 @@
 """Compose tasks from operations, and generate the built-in pool.
 
-Each task draws a call budget from one of three bands (1-2, 3-4, 5-6 calls; a third
-of an environment's tasks each) and fills it with operations on fresh records of one
-initial state, so its reference solution has exactly the budget's number of calls. With
-``max_calls = N`` the bands are clipped to N and the empty ones dropped (N = 3: bands 1-2
-and 3, half of the tasks each), so every reference has at most N calls. Checks are the
-operations' change checks plus their distractor checks, trimmed to at most 16. The
-abstract is :func:`abstract_from_calls` of the reference.
-Every random draw comes from ``random.Random(f"{seed}:{env}:{kind}:{index}")``, so a
-task depends only on its seed, environment and index.
+Each task draws a call budget from one of three bands (1-2, 3-4, 5-6 calls, a third of an
+environment's tasks each; ``max_calls`` clips them) and fills it with operations on fresh
+records of one initial state. Checks are the operations' change checks, then their distractor
+checks, at most 16; the abstract is :func:`abstract_from_calls` of the reference. Every draw
+comes from ``random.Random(f"{seed}:{env}:{kind}:{index}")``: a task depends only on those.
 """
 
 from __future__ import annotations
@@ -221,13 +217,9 @@ def generate_pool(
 
 
 def generate_replicated_pool(n_envs: int, tasks_per_env: int = 100, seed: int = 0) -> Pool:
-    """A large pool for benchmarks: ``n_envs`` environments, replicas of the built-in domains.
-
-    Environment ``n`` is replica ``n // 51`` of domain ``n % 51``: the domain's executable
-    class and tools under the id ``<domain>-r<replica>``, with ``tasks_per_env`` fresh tasks
-    (ids ``<env>-<index>``, every draw from ``random.Random(f"{seed}:{domain}:r<replica>:...")``).
-    All tasks are split ``train``. 10,000 x 100 is the issue-15 scale (about 0.6 ms a task).
-    """
+    """A large ``train`` pool for benchmarks: environment ``n`` is replica ``n // 51`` of domain
+    ``n % 51`` (id ``<domain>-r<replica>``) with ``tasks_per_env`` fresh tasks (ids
+    ``<env>-<index>``, draws from ``random.Random(f"{seed}:{domain}:r<replica>:...")``)."""
     envs: dict[str, Environment] = {}
     tasks: list[Task] = []
     for env, env_tasks in replicated_environments(n_envs, tasks_per_env, seed):

@@ -1,22 +1,13 @@
 """The environment runtime on Ray: the episode API of ``EnvRuntime``, workers as Ray actors.
 
 Each :class:`EnvWorker` actor hosts an ordinary :class:`~envsched_gnn.envs.runtime.EnvRuntime`
-(its sandboxed worker processes, started by the runtime's own start path, on the actor's
-node) and answers its public episode API; :class:`RayEnvRuntime`, in the trainer, places
-episodes on actors (least loaded), batches each method call into one request per actor,
-run in parallel, and answers in input order. So environment execution spreads over a Ray
-cluster with the API of today's runtime (``reset`` / ``call`` / ``score`` / ``release`` /
-``replay``), and whatever the local runtime gains (its sandbox) the actors have too.
-
-Fault tolerance, as the local runtime does it one level down: actors are created with
-``max_restarts`` (Ray starts a new process for a dead one) and no task retries. When an
-actor dies during a request, the trainer-side runtime rebuilds every episode that lived on
-it on the restarted actor (a reset, then its logged calls replayed: the calls whose results
-came back, less those stopped by the timeout alarm, which the local runtime does not replay
-either) and sends the interrupted request again. Environment code is deterministic given
-its calls, so the rebuilt episode is the one that was lost. An actor that dies more than
-``max_rebuilds`` times in one request loses its episodes: they answer with errors and score
-0, the trainer goes on.
+(sandbox included); :class:`RayEnvRuntime`, in the trainer, places episodes on the least
+loaded actor and sends each method call as one request per actor, in parallel, answered in
+input order. Actors are created with ``max_restarts`` and no task retries: when one dies
+during a request, its episodes are rebuilt on the restarted actor (reset, then the logged
+calls replayed, less those the alarm stopped, as the local runtime does) and the request is
+sent again; after ``max_rebuilds`` deaths in one request its episodes are lost (errors,
+reward 0) and the trainer goes on.
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Pool, ToolCall
-from envsched_gnn.envs.replay import replay
+from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 
@@ -103,11 +94,9 @@ class _Episode:
     error: str = ""
 
 
-class RayEnvRuntime:
-    """Runs a pool's episodes on Ray actors; ``EnvRuntime``'s API (a context manager).
-
-    ``ray.init`` must have been called. Not thread-safe: one caller drives it.
-    """
+class RayEnvRuntime(RuntimeBase[_Episode]):
+    """Runs a pool's episodes on Ray actors with ``EnvRuntime``'s API (a context manager, not
+    thread-safe); ``ray.init`` must have been called."""
 
     def __init__(self, pool: Pool, config: RayRuntimeConfig | None = None) -> None:
         self.pool = pool
@@ -116,13 +105,6 @@ class RayEnvRuntime:
         self._actors: list[Any] = []
         self._pool_ref: Any = None  # held: a restarted actor gets its pool from this object
         self._episodes: dict[str, _Episode] = {}
-
-    def __enter__(self) -> RayEnvRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def start(self) -> None:
         """Creates the actors (idempotent) and waits until they are up."""
@@ -228,11 +210,6 @@ class RayEnvRuntime:
                 work.setdefault(episode.actor, []).append((0, episode_id))
         self._dispatch("release", work, None, lambda item, result: result, _error)
 
-    def replay(self, runs: Sequence[tuple[str, Sequence[ToolCall]]]) -> list[EpisodeScore]:
-        """For each ``(task_id, calls)``: a fresh episode, the calls in order, its score
-        (:func:`~envsched_gnn.envs.replay.replay`)."""
-        return [run.score for run in replay(self, runs)]
-
     # -- dispatch and recovery ----------------------------------------------------------------
     def _dispatch(
         self,
@@ -292,12 +269,6 @@ class RayEnvRuntime:
                 episode = self._episodes[episode_id]
                 episode.live, episode.error = False, f"rebuild failed: {result.get('error')}"
         return True
-
-    def _episode(self, episode_id: str) -> _Episode:
-        try:
-            return self._episodes[episode_id]
-        except KeyError:
-            raise ValueError(f"unknown episode {episode_id!r}: reset it first") from None
 
     def _failed_score(self, episode_id: str, reason: str) -> EpisodeScore:
         count = len(self.pool.task(self._episodes[episode_id].task_id).checklist_with_func)

@@ -1,26 +1,15 @@
-"""``EnvSchedActor``: one scheduler, as a Ray actor, for many rollout processes.
+"""``EnvSchedActor``: one scheduler, as a Ray actor, for many rollout processes (README, "Use it
+from your trainer", Ray).
 
-Rollout processes (Ray tasks or actors, on any node) share one source of truth::
-
-    scheduler = EnvSchedActor.options(name="envsched").remote("envsched", graph, batch_size=64)
-    batch = ray.get(scheduler.next_batch.remote(step))     # the same list in every process
-    ray.get(scheduler.observe.remote(step, my_rewards))    # each process its share
-
-- ``next_batch(step)`` is chosen once per step and cached: every caller of that step gets
-  the same list. It waits until every task of the previous step's batch was observed (by
-  whichever processes rolled them out), so the choice sees exactly what a single process
-  would have seen; after ``wait_timeout_s`` it raises, naming the missing tasks.
-- ``observe(step, rewards)`` is idempotent by (task, step): a call that Ray retries, or a
-  duplicate from a restarted process, changes nothing (different rewards for a recorded
-  (task, step) are refused, as the scheduler's log refuses them).
-- With ``checkpoint_path`` the actor writes its state after every observation (atomically)
-  and restores it when it starts, so an actor created with ``max_restarts`` comes back
-  where it was; its idempotent methods can then be retried (``max_task_retries``).
-- With ``store`` (a store URI or folder) observations are written there, buffered.
-- ``grow(graph)`` continues on a grown graph (``graph add-env``) without a restart, keeping
-  every observation and batch; ``retire(env_ids)`` stops selecting environments. With
-  ``checkpoint_path`` the grown graph is kept beside the state (``<checkpoint>.graph.json``),
-  and a restarted actor comes back on it unless it is given a graph with all of its tasks.
+- ``next_batch(step)`` is chosen once per step and cached; it waits until the previous step's
+  batch was fully observed, so the choice sees what a single process would have seen (after
+  ``wait_timeout_s`` it raises, naming the missing tasks).
+- ``observe(step, rewards)`` is idempotent by (task, step), so Ray may retry it.
+- With ``checkpoint_path`` the actor writes its state after every observation and restores it
+  on start (with ``max_restarts``), and keeps a grown graph beside it
+  (``<checkpoint>.graph.json``); with ``store`` observations are written there, buffered.
+- ``grow(graph)`` continues on a grown graph, ``retire(env_ids)`` stops selecting
+  environments (docs/design.md §9.2).
 
 The actor is asynchronous (asyncio): waiting calls do not block the others.
 """

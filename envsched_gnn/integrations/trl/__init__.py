@@ -1,19 +1,7 @@
 """TRL (``pip install envsched-gnn[trl]``): EnvSched choosing the prompts of ``GRPOTrainer``.
 
-A few lines turn a TRL GRPO run into an EnvSched one::
-
-    rewards = RoundRewards()
-    trainer = EnvSchedGRPOTrainer(
-        model=model, processing_class=tokenizer, args=GRPOConfig(...),
-        train_dataset=pool_dataset(pool),
-        reward_funcs=RuntimeReward(runtime, rewards),
-        scheduler=make_scheduler("envsched", graph, batch_size=B), rewards=rewards,
-    )
-    trainer.train()
-
-Multi-turn episodes go through TRL's ``environment_factory`` instead of a reward function:
-``environment_factory=environment_factories(pool, runtime, rewards)`` with
-``pool_dataset(pool, tools_in_prompt=False)`` and a tool-calling chat template.
+Usage, single-turn (``RuntimeReward``) and multi-turn (``environment_factories``): README,
+"Use it from your trainer".
 """
 
 from envsched_gnn.integrations.dataset import pool_rows

@@ -1,13 +1,9 @@
 """The TRL callback that closes the loop: rewards to ``scheduler.observe``, state to checkpoints.
 
-After every optimiser step (``on_step_end``) it takes the generation round's rewards from
-:class:`RoundRewards` (gathered over ranks: each rank's reward functions score only its
-slice), checks that every task of the batch has exactly K of them, and hands them,
-grouped by task, to ``scheduler.observe(step, ...)`` on every rank (each rank holds an
-identical replica of the scheduler, so they all choose the same next batch) and, on the
-main process, to the store through a buffered :class:`ObservationSink`. ``on_save``
-writes ``envsched_state.json`` (scheduler state, next step, unwritten observations) into
-TRL's ``checkpoint-N`` folder; :meth:`load` reads it back on resume.
+After every optimiser step it takes the round's rewards from :class:`RoundRewards`, gathered
+over ranks, and hands them to ``scheduler.observe`` on every rank (each holds an identical
+scheduler) and, on the main process, to the store through an :class:`ObservationSink`.
+``on_save`` writes ``envsched_state.json`` into TRL's ``checkpoint-N``; :meth:`load` reads it.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Multi-turn episodes through TRL's own mechanism: ``environment_factory`` (TRL >= 1.15).
 
-TRL's ``GRPOTrainer(environment_factory={name: factory})`` creates environment instances,
-calls ``reset(**row)`` before each rollout (the row's ``environment`` column picks the
-factory), exposes every public method of the instance's class as a tool in the prompt
-(schema from its signature and Google-style docstring), runs the tool calls the policy
-makes, feeds the results back as tool messages until the policy answers (or
-``max_tool_calling_iterations``), and calls ``get_reward()`` once per finished rollout.
-
-:func:`environment_factories` builds one such class per pool environment: its tool methods
-are generated from the environment's OpenAI tool schemas (names, typed parameters,
-descriptions) and each call runs in the project's environment runtime (``EnvRuntime.call``
-on the rollout's own episode, reset in ``reset``); ``get_reward`` is the verifier's
-``r = checks passed / checks`` of the episode's final state (``EnvRuntime.score``). The
-chat template must support tool calling (TRL checks it; e.g. TRL's Qwen2.5 or Qwen3
-templates, which it also knows how to parse).
+TRL creates environment instances, calls ``reset(**row)`` before each rollout (the row's
+``environment`` column picks the factory), exposes the class's public methods as tools
+(schema from signature and docstring) and calls ``get_reward()`` once per finished rollout.
+:func:`environment_factories` builds one such class per pool environment, its tool methods
+generated from the OpenAI tool schemas, each call run in the environment runtime on the
+rollout's own episode; ``get_reward`` is ``r = checks passed / checks`` of the final state.
+The chat template must support tool calling.
 """
 
 from __future__ import annotations

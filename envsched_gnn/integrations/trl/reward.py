@@ -1,17 +1,10 @@
 """TRL reward function (single-turn form): run a completion's tool calls, score the task.
 
-TRL calls ``reward_func(prompts=, completions=, completion_ids=, **columns)`` with one entry
-per completion. :class:`RuntimeReward` parses each completion in the agent format
-(``<tool_call>{...}</tool_call>`` blocks, :func:`parse_assistant`), replays the well-formed
-calls in order in a fresh episode of the completion's task in the environment runtime
-(``EnvRuntime.replay``: reset, call, score, release, one batched round trip per op for the
-whole slice), and returns the verifier's reward
-
-    r = (checks returning True) / (number of checks)
-
-This is TRL's documented single-turn form: the policy writes its whole trajectory of calls
-in one completion without seeing tool results. For multi-turn episodes use
-:mod:`envsched_gnn.integrations.trl.environment` (TRL's ``environment_factory``).
+:class:`RuntimeReward` parses each completion's ``<tool_call>`` blocks
+(:func:`parse_assistant`), replays the well-formed calls in a fresh episode of its task
+(``EnvRuntime.replay``, batched over the slice) and returns ``r = (checks returning True) /
+(number of checks)``. The policy writes all its calls in one completion without seeing tool
+results; for multi-turn episodes use :mod:`envsched_gnn.integrations.trl.environment`.
 """
 
 from __future__ import annotations

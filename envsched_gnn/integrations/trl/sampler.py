@@ -1,18 +1,13 @@
 """The train sampler: each generation round's B slots, in ``RepeatSampler``'s layout.
 
-TRL's ``RepeatSampler`` yields, per generation round, B prompt indices, each
-``mini_repeat_count = K`` times in a row, the whole block ``repeat_count`` times (one copy
-per gradient-accumulation slice and per ``num_iterations`` reuse); ranks split the stream
-into contiguous slices, so every rank must draw the same sequence.
-
-:class:`ScheduledSlots` yields the same layout over *slots* ``0 .. B-1`` instead of prompt
-indices: slot b of a round is filled with the scheduler's b-th task when the round is
-generated (:class:`~envsched_gnn.integrations.trl.trainer.EnvSchedGRPOTrainer`). The
-choice cannot be made here, because Accelerate's ``DataLoaderShard`` fetches one batch
-ahead of the training loop: a sampler that asked ``next_batch(s + 1)`` itself would do so
-before the rewards of step s exist (the maintainers' recipe of trl#2801, a sampler updated
-from a callback, has that one-step lag). The sequence depends on nothing but B, K and the
-repeat count, so it is the same on every rank and after a resume.
+TRL's ``RepeatSampler`` yields per round B prompt indices, each ``mini_repeat_count = K``
+times in a row, the block ``repeat_count`` times; ranks split the stream, so every rank must
+draw the same sequence. :class:`ScheduledSlots` yields that layout over *slots* ``0..B-1``;
+slot b is filled with the scheduler's b-th task when the round is generated
+(:class:`~envsched_gnn.integrations.trl.trainer.EnvSchedGRPOTrainer`), because Accelerate
+fetches one batch ahead and a sampler choosing itself would ask ``next_batch(s + 1)`` before
+step s's rewards exist (trl#2801's recipe has that lag). The sequence depends only on B, K and
+the repeat count: the same on every rank and after a resume.
 """
 
 from __future__ import annotations

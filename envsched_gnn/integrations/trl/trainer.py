@@ -1,25 +1,11 @@
-"""``EnvSchedGRPOTrainer``: TRL's ``GRPOTrainer`` with a scheduler choosing every batch.
+"""``EnvSchedGRPOTrainer``: TRL's ``GRPOTrainer`` (1.16) with a scheduler choosing every batch.
 
-Three overrides of ``GRPOTrainer`` (TRL 1.16), nothing else changes:
-
-- ``_get_train_sampler`` returns :class:`ScheduledSlots` (``RepeatSampler``'s layout over
-  slots ``0..B-1``; see its module for why the sampler cannot choose the tasks itself);
-- ``_generate_and_score_completions``: when a training round is generated, the scheduler
-  chooses step s's B tasks (``next_batch(s)``, after ``observe(s - 1)``) and slot b's rows
-  become task ``batch[b]``'s dataset row, K copies each, on every rank;
-- ``train(resume_from_checkpoint=...)`` restores the scheduler from the checkpoint's
-  ``envsched_state.json`` before TRL restores the rest.
-
-:class:`EnvSchedCallback` (added to the trainer's callbacks) observes each round's rewards
-and checkpoints the scheduler. One scheduler step is one generation round of
-``generation_batch_size = B * K`` completions; ``generation_batch_size // num_generations``
-must equal the scheduler's B.
-
-An over-sampling scheduler (``dapo``: DAPO's dynamic sampling with refill,
-:mod:`~envsched_gnn.scheduler.baselines.dapo`) is refused, as before refill existed: TRL
-generates exactly B x K completions per round and trains on them, so it can neither roll
-out a larger generation batch nor hold groups back for a later update. DAPO runs in this
-package's own GRPO loop (``train grpo``, ``eval ablate``).
+It overrides ``_get_train_sampler`` (:class:`ScheduledSlots`), ``_generate_and_score_completions``
+(step s's B tasks chosen when its round is generated, after ``observe(s - 1)``; slot b's rows
+become task ``batch[b]``'s, on every rank) and ``train`` (the scheduler restored from the
+checkpoint's ``envsched_state.json``); :class:`EnvSchedCallback` observes and checkpoints. One
+scheduler step is one round of ``generation_batch_size = B * K``. An over-sampling scheduler
+(``dapo``) is refused: TRL generates exactly B x K per round; DAPO runs in ``train grpo``.
 """
 
 from __future__ import annotations
