@@ -1,18 +1,11 @@
 """Rollout observations (spec section 2) and the ``history.jsonl`` exchange format (section 8).
 
-Task i selected at step s yields K rewards r(i,s,1..K); per observation
-
     m(i,s) = (1/K) sum_k r(i,s,k)
     v(i,s) = (1/K) sum_k (r(i,s,k) - m(i,s))^2            (population variance)
     d(i,s) = clip_[0,1]( v(i,s) / max(m(i,s) (1 - m(i,s)), 0.01) )
 
-Rewards outside [0, 1], NaN or inf are rejected with an error naming the task and step.
-
-**[decision]** A group of fewer than 2 rewards (K = 1) carries no variance evidence: its v is 0
-whatever the task, so counted as an observation it would read as a task without reward
-spread (one such group dropped a task's q from 0.818 to 0.0). The spec is silent; by default
-:class:`ObservationLog` rejects such groups with an error, or, with
-``ObservationConfig(small_groups="ignore")``, keeps them out of the evidence.
+Rewards outside [0, 1] or not finite are errors naming task and step; groups of fewer than 2
+rewards are errors or, with ``small_groups="ignore"``, kept out of the evidence (§2).
 """
 
 from __future__ import annotations

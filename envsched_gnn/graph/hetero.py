@@ -1,16 +1,8 @@
 """The task graph as a PyTorch Geometric ``HeteroData``, with its sparse adjacency built once.
 
-Per relation r the edge list (``edge_index``, ``edge_weight``) and, as PyG's
-``ToSparseTensor(remove_edge_index=False, layout=torch.sparse_csr)`` would store it, the
-transposed adjacency ``adj_t``: the float64 (N, N) ``torch.sparse_csr_tensor`` whose row i
-holds sim_r(i, j) for each in-neighbour j of target i. It is the one form of the graph a
-scheduling step uses, built here once per graph: the analytic predictor reads it (and NumPy
-views of its arrays) every step; the learned one keeps float32 block copies of it, the one
-graph cache of ``models`` (``LearnedPropagation._graph``). A grown graph is a new
-``HeteroData``: edit the edges of a loaded one in place and its ``adj_t`` no longer
-describes them (call :func:`add_adjacency` again). Beside ``adj_t``, each relation keeps
-its entries by source (``source_ptr``, ``source_targets``), so that a step finds the targets
-of its few observed tasks without a pass over all E entries.
+Per relation: ``edge_index``, ``edge_weight``, the float64 CSR ``adj_t`` (row i holds sim_r(i, j)
+for its in-neighbours j, as PyG's ``ToSparseTensor`` stores it) and the entries by source
+(``source_ptr``, ``source_targets``). Edit the edges and call :func:`add_adjacency` again.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Building the dual-relation task graph from a pool (spec section 3).
 
-For each target task i:
-
-* within: the top ``k_within`` tasks j of i's own environment by
-  ``sim_within(i, j) = (1/6) sum_v cos(x_v(i), x_v(j))`` (TF-IDF views fitted per
-  environment, :mod:`views`);
-* cross: the top ``k_cross`` tasks j of the other environments by
-  ``sim_cross(i, j) = cos(e(a_i), e(a_j))``, the cosine of the sentence embeddings of
-  their abstract operation descriptions (:mod:`embeddings`).
-
-Each chosen neighbour gives a directed edge j -> i; similarities <= 0 are dropped and
-the rest clipped into (0, 1]. Nodes are in task-id order. A build reads the pool one
-environment at a time (:class:`GraphBuild`): its within similarities (never an N x N over all
-tasks) and its abstracts; then the distinct abstracts are embedded once each, and the cross
-kNN (:mod:`~envsched_gnn.graph_build.cross`) runs over the distinct vectors.
-
-Ties in the ranking are broken by a hash of the pair (target i, candidate j):
-see :mod:`~envsched_gnn.graph_build.neighbours`.
+within: the top ``k_within`` of i's environment by ``sim_within(i, j) = (1/6) sum_v
+cos(x_v(i), x_v(j))`` (:mod:`views`); cross: the top ``k_cross`` of other environments by
+``sim_cross(i, j) = cos(e(a_i), e(a_j))`` (:mod:`embeddings`, :mod:`.cross`). Edges j -> i,
+similarities clipped into (0, 1]. A build reads the pool one environment at a time
+(:class:`GraphBuild`) and embeds each distinct abstract once.
 """
 
 from __future__ import annotations

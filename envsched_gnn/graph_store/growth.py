@@ -1,32 +1,10 @@
 """Incremental growth: add an environment to a built graph, equal to a full rebuild.
 
-Adding environment E with tasks T_E to a graph over tasks T changes exactly:
-
-* the new nodes T_E and their within edges (TF-IDF is fitted per environment, so no
-  other environment's within edges move);
-* the cross edges into each new task: its top ``k_cross`` over all of T (and no task of E);
-* the cross edges into each old task i: its new top ``k_cross`` is the top of
-  (its current cross in-neighbours) U T_E, because any task that was not among i's
-  top before still ranks below all of them (the ranking, by similarity and then by the
-  pair key of :func:`~envsched_gnn.graph_build.neighbours.pair_keys`, depends on the pair
-  only). Displaced edges are deleted.
-
-What holds above ``GraphConfig.ann_threshold`` (where a build uses the approximate kNN of
-:mod:`~envsched_gnn.graph_build.ann`): growth does not query an ANN index; the new tasks'
-cross edges are the exact top over all tasks, and each old task's new top is the exact top
-of its current (possibly approximate) in-neighbours U T_E. So grown == rebuilt exactly below
-the threshold; above it, both equal the exact graph wherever the ANN found each target's
-exact neighbours (recall 1), and otherwise a grown target keeps every neighbour its
-approximate list had unless a newcomer beats it.
-
-Old embeddings come from the snapshot beside the store (:mod:`.snapshot`) or its Abstract
-nodes, so only T_E's abstracts that the store does not know yet are embedded. The plan works
-on index arrays: the old targets are re-ranked in blocks (their k_cross current neighbours
-and the newcomers in one (targets, k + |T_E|) table sorted by similarity and pair key), so
-that growing a 1M-task graph costs seconds, not a Python loop over a million targets.
-Observations and predictions are never touched. In a store, a build or a growth marks the
-graph complete only once all of it is written (``GraphStore.begin_graph_build``), so an
-interrupted one cannot be read as a valid graph.
+Adding environment E with tasks T_E adds T_E with their within edges and their top
+``k_cross`` cross edges over all tasks, and re-ranks each old task's cross in-neighbours
+U T_E (a task outside its top before still ranks below it: the ranking depends on the pair
+only); displaced edges are deleted. Exact below ``ann_threshold`` (docs/design.md §3, §9.2).
+The old targets are re-ranked in blocks on index arrays, so growing 1M tasks takes seconds.
 """
 
 from __future__ import annotations

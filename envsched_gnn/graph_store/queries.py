@@ -13,12 +13,8 @@ Schema (spec sections 3 and 8)::
     (:Prediction)-[:EVIDENCE {relation, sim, W, y_v, y_m, y_d, share}]->(:Task)
     (:GraphBuild {id: "graph", build, status, started, completed, tasks, within, cross})
 
-Keys: an Abstract node's is :func:`~envsched_gnn.graph_store.nodes.text_key` of its text; an
-Observation's and a Prediction's is :func:`~envsched_gnn.graph_store.nodes.record_key`,
-``"<step>:<task_id>"``, so a replay MERGEs onto the same node. The Cypher is the common
-subset of Neo4j 5 and ArcadeDB's openCypher (see ``docs/store.md``); the queries of one
-relation differ only in its type, one constant each so that no query is built by string
-formatting.
+Observation and Prediction keys are ``"<step>:<task_id>"``, so a replay MERGEs onto the same
+node. The Cypher is the common subset of Neo4j 5 and ArcadeDB (``docs/store.md``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The graph store: one class on an open ``neo4j`` driver, speaking Neo4j 5 Cypher over Bolt.
 
-The schema and the queries are in :mod:`~envsched_gnn.graph_store.queries`, the node
-properties and their checks in :mod:`~envsched_gnn.graph_store.nodes`; a store is opened
-(driver, managed server, constraints) by :func:`~envsched_gnn.graph_store.connect.open_store`.
-
-A graph is never half there: a build (or a growth) first marks the ``GraphBuild`` node
-``building`` with a new build id, and marks it ``complete``, with the task and edge counts,
-only after every node and edge is written and counted back. :meth:`GraphStore.read_graph`
-refuses a store whose graph is not complete or no longer matches its counts, and says to
-rerun the build.
-
-Bulk writes are ``UNWIND $rows ... MERGE`` in chunks; the transactions (retried, every session
-naming the database) are :class:`~envsched_gnn.graph_store.transactions.StoreConnection`'s.
+Queries in :mod:`.queries`, node properties in :mod:`.nodes`, opening in
+:func:`~envsched_gnn.graph_store.connect.open_store`, transactions in
+:class:`~envsched_gnn.graph_store.transactions.StoreConnection`. A build marks the
+``GraphBuild`` node ``building``, then ``complete`` with its counts once all is written;
+:meth:`GraphStore.read_graph` refuses anything else.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The analytic EnvSched predictor: spec section 4 end to end, float64 and deterministic.
 
-For each half-life h in (h_long, h_short): history statistics (4.1-4.3), one fixed
-propagation per relation (4.4, both half-lives in the same pass), the graph prior and the
-self-history shrinkage (4.5), f = E_d E_m (1 - E_m) and u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f))
-(4.6); then u = u_long - eta max(u_long - u_short, 0) and q = pr(u) (4.7).
-
-With ``PredictorConfig.target = "spread"`` (beyond the paper) the spread indicator
-z = 1[v > 0] travels with v, m and d through 4.1-4.5 as a fourth channel, and u_h = E_z takes
-the place of 4.6's calibrated variance; 4.7 is unchanged. q then ranks tasks by the predicted
-probability that their group has any reward spread.
+Per half-life: history (4.1-4.3), one propagation per relation for both half-lives (4.4),
+prior and shrinkage (4.5), u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)) (4.6); then
+u = u_long - eta max(u_long - u_short, 0), q = pr(u) (4.7). With ``target = "spread"`` z
+travels as a fourth channel and u_h = E_z (docs/design.md §9.3).
 """
 
 from __future__ import annotations

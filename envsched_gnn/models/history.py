@@ -1,7 +1,6 @@
 """History statistics at one half-life (spec 4.1-4.3), vectorised over all observations.
 
-For scheduling step t only observations with s < t count. With
-w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
+With w_h(t,s) = 2^(-(t-s)/h), s < t only, and y in {v, m, d} (and z when ``names`` asks):
 
     ybar(s)   = mean of y(i,s) over the tasks observed at step s
     g_y(t)    = sum_s w_h(t,s) ybar(s) / sum_s w_h(t,s)     (0.125, 0.5, 0.5) without history
@@ -9,13 +8,7 @@ w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
     W(i,t)    = sum_{s in H_t(i)} w_h(t,s)
     ybar(i,t) = sum_{s in H_t(i)} w_h(t,s) y~(i,s) / W(i,t)     (undefined when W = 0)
 
-Everything is float64 and O(n_obs log n_obs + N): steps are remapped to dense indices over
-the distinct observed steps, so memory grows with their number, not with their values (a
-step of 2,000,000,000 costs what a step of 3 does).
-
-y runs over (v, m, d), and over the spread indicator z(i,s) = 1[v(i,s) > 0] too when a caller
-asks for it (``names``: the ``spread`` target of
-:class:`~envsched_gnn.models.config.PredictorConfig`).
+float64, O(n_obs log n_obs + N): steps are remapped to dense indices.
 """
 
 from __future__ import annotations

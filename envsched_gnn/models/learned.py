@@ -1,36 +1,18 @@
-"""The learned propagation: a heterogeneous GNN that replaces the fixed layer of spec 4.4-4.5.
+r"""The learned propagation: a heterogeneous GNN that replaces the fixed layer of spec 4.4-4.5.
 
-Same inputs and output as the analytic predictor. For each half-life h, node features
-x_h(i,t) (``models.features``: the task's own history statistics, evidence weights,
-counts, environment-level statistics, the global reference, the relation estimates G_r of
-spec 4.4 and the analytic estimate E_y of 4.5; optionally a text embedding
-``data['task'].x``) pass through the heterogeneous GNN of ``models.variance_gnn`` (L
-``GraphConv(aggr="mean")`` layers over ``within`` and ``cross``, the similarities as edge
-weights), whose head gives corrections o = (o_v, o_m, o_d) of the analytic estimate in
-logit space,
+Per half-life, node features (:mod:`.features`) pass through :mod:`.variance_gnn`, whose head
+corrects the analytic estimate E^a in logit space (``residual``; zero-initialised, so an
+untrained layer predicts what the fixed one does):
 
 .. math::
-    E_v = 0.25\\,\\sigma(\\mathrm{logit}(E^{a}_v / 0.25) + o_v), \\quad
-    E_m = \\sigma(\\mathrm{logit}(E^{a}_m) + o_m), \\quad
-    E_d = \\sigma(\\mathrm{logit}(E^{a}_d) + o_d)
+    E_v = 0.25\,\sigma(\mathrm{logit}(E^{a}_v / 0.25) + o_v), \quad
+    E_m = \sigma(\mathrm{logit}(E^{a}_m) + o_m), \quad
+    E_d = \sigma(\mathrm{logit}(E^{a}_d) + o_d)
 
-with E^a the analytic E_y(i,t) (``residual``; the head starts at zero, so an untrained layer
-predicts exactly what the fixed one does), or E_v = 0.25 sigmoid(o_v), ... without it. From
-there the analytic path's calibration and decline penalty apply unchanged (spec 4.6-4.7):
-u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)), u = u_long - eta max(u_long - u_short, 0), q = pr(u).
-
-Online training (``update(data, log, t)``): every step s < t with observations becomes a
-training example whose inputs are the features from history strictly before s and whose
-targets are the (v, m, d) the tasks observed at s then showed. The loss is
-mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) over both half-lives;
-each update takes ``gradient_steps`` Adam steps on mini-batches of recent examples (a replay
-window).
-
-Why the residual form (measured, docs/results/predictor.md): on a replay of real rollouts
-(765 train tasks of the demo pool, K = 8, spread over 6 steps so that every task is predicted
-from neighbours only) the earlier layer, which had to rebuild the neighbour averages from
-summed features in 2 Adam steps per update, ranked worse than chance at steps 2-3 (Spearman
--0.21, -0.30) and then predicted one constant.
+or E_v = 0.25 sigmoid(o_v), ... without it; spec 4.6-4.7 then apply unchanged. ``update``
+trains on every earlier step (features from history before s, targets its (v, m, d)) with
+loss mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2), taking
+``gradient_steps`` Adam steps over a replay window (why residual: docs/results/predictor.md).
 """
 
 from __future__ import annotations

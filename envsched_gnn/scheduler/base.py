@@ -9,27 +9,10 @@ A training loop drives a scheduler like this::
     scheduler.observe(step, rewards)              # every group rolled out
     log(scheduler.metrics())
 
-Over-sampling baselines (DAPO's dynamic sampling, ``over_samples = True``) return more than
-B tasks from ``next_batch``; after the rollouts, ``filter_groups`` drops the zero-variance
-groups, may keep groups pending across steps until B have accumulated, and counts every
-rollout spent, the discarded ones included (:mod:`~envsched_gnn.scheduler.groups` says what
-a selection holds; ``final`` marks the last step of the run). For the other schedulers
-``filter_groups`` trains every group of the step at once. Calling ``next_batch`` again for
-the same step recomputes that step's batch from the same state (same result); tie-breaking
-and sampling draw from a generator seeded by ``(seed, step)``, so a restored scheduler
-continues identically.
-
-Selection bookkeeping: the tasks returned by ``next_batch(s)`` count as selected at step
-s (c_i, C_e and the quota windows of spec section 5). :meth:`BaseScheduler.load_history`
-replays a ``history.jsonl`` instead: a task observed at step s was selected at step s.
-
-A live pool: :meth:`BaseScheduler.grow` takes a grown graph (the same task ids plus new ones,
-``graph add-env``) mid-run and keeps every observation and the selection history; the new
-tasks start unobserved (c_i = 0), so the coverage stage reaches them and their predictions
-come from the graph prior. ``load_state_dict`` accepts the state of a run on a subset graph
-the same way. A graph that lacks a task the state observed or selected is refused, naming
-the tasks, before anything changes. :meth:`BaseScheduler.retire` is the inverse of growth:
-the tasks of retired environments are no longer selected, their observations stay evidence.
+Over-sampling baselines (``over_samples = True``) return more than B tasks and filter groups
+(:mod:`~envsched_gnn.scheduler.groups`). ``next_batch`` is deterministic in ``(seed, step)``
+and the state, so a restored scheduler continues identically. Growth and retirement of
+environments: docs/design.md §9.2.
 """
 
 from __future__ import annotations

@@ -1,42 +1,14 @@
 """The EnvSched selector: one greedy loop, two stages, quotas and a similarity penalty (spec 5).
 
-For scheduling step t with B slots, c_i selections of task i in earlier steps, C_e those
-of its environment e (n_e tasks), b_e the tasks of e already in the batch being built:
-
     exploitation score   x_i = q(i,t) * omega_i,      omega_i = (1 + c_i / 16)^(-1/2)
     coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
+                               [* (1 + C_o / n_o + b_o)^(-1/2) with operation_coverage, §9.4]
     greedy gain          g_i = stage score - lambda_sim * max_{j in batch} sim(i, j)
 
-**[beyond the paper]** With ``SelectorConfig.operation_coverage`` the coverage score spreads
-the batch over operation patterns too (the category sequence of a task's abstract, shared
-across environments), with C_o, n_o and b_o of task i's pattern o as C_e, n_e and b_e are of
-its environment:
-
-    coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
-                               * (1 + C_o / n_o + b_o)^(-1/2)
-
-The first round(rho * B) slots (half up) take the eligible task of largest gain under the
-coverage score, the others under the exploitation score. Ties are broken by larger q,
-then by a seeded uniform random number (smaller first), then by smaller node index.
-
-Eligibility: not yet in the batch; its environment holds fewer than 4 tasks of the
-batch (per-step quota) and fewer than 11 - W_e (3-step window, W_e its selections in the
-2 previous steps); not selected in each of the 2 previous steps (consecutive cap).
-**[decision]** "Fewer than B eligible" means the quotas admit fewer than B slots in all,
-sum_e min(#eligible tasks of e, quota room of e) < B; then the quotas are dropped, whole,
-in the order of ``SelectorConfig.relaxation_order`` (consecutive cap, window, per-step)
-until B slots fit, and the dropped ones are reported. A pool of fewer than B tasks is an
-error.
-
-Exact lazy greedy: within a stage, gains only fall as the batch fills (the penalty is a
-running max; b_e and b_o only grow, so coverage scores only fall) and eligibility only shrinks,
-so a heap of stale gains holds upper bounds: the top, once re-evaluated and still on top,
-is the true argmax. The heap is seeded with the best ``initial_candidates`` by upper bound
-(NumPy ``argpartition``); the rest wait in a reserve whose best key is bounded by the
-worst key moved, and more are moved (doubling) whenever the top falls below that bound.
-In the coverage stage a heap entry bounds a whole environment's moved candidates, since a
-pick lowers every coverage score of its environment (one re-evaluation instead of ~50).
-``SelectorConfig(lazy=False)`` runs the naive loop (all gains every slot), same batch.
+Quotas, their relaxation, tie-breaks and the exact lazy greedy: docs/design.md §5. The lazy
+heap is seeded with the best ``initial_candidates`` (the reserve is moved over, doubling, when
+its bound is reached); in the coverage stage one entry bounds a whole environment's moved
+candidates. ``SelectorConfig(lazy=False)`` runs the naive loop, same batch.
 """
 
 from __future__ import annotations

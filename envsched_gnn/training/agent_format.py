@@ -1,20 +1,11 @@
 """The agent text format: chat messages of an episode, the tool-call parser, SFT rendering.
 
-An episode is one chat. The system message is the environment's introduction followed by
-its tool schemas; the user message is the task's instruction. Each assistant turn is either
-one or more tool calls in the Qwen/Hermes style,
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, or a final message (any text
-without a ``<tool_call>``, which ends the episode). Tool results come back as a user turn of
-``<tool_response>...</tool_response>`` blocks, one per call, in call order.
-
-Token ids are built incrementally, never by re-rendering a whole chat, so that the ids the
-policy is trained on are exactly the ids it saw while acting:
+System: the environment's introduction and tool schemas; user: the instruction; assistant:
+Qwen/Hermes ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` calls or a final
+message; tool results: a user turn of ``<tool_response>`` blocks. Token ids are built
+incrementally (never re-rendered), so training sees exactly the ids acted on:
 
     prompt(system, user) | assistant_1 <eot> | continuation(responses_1) | assistant_2 <eot> | ...
-
-where ``prompt`` and ``continuation`` come from the tokenizer's own chat template
-(:class:`ChatFormat`), ``<eot>`` is the template's end-of-turn token and only the assistant
-tokens and their ``<eot>`` are the policy's (mask 1).
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The tool-call grammar of one environment: which continuations of an assistant turn are well
-formed, as an automaton over *units* (a byte of text, or a special token of the format).
-
-An assistant turn is either one or more tool calls or a final answer (the agent format of
-:mod:`~envsched_gnn.training.agent_format`)::
+formed, as an automaton over *units* (a byte of text, or a special token of the format)::
 
     turn    := call+ | answer
     call    := OPEN '{"name": "' NAME '", "arguments": {' [arg (', ' arg)*] '}}' CLOSE
     arg     := '"' KEY '": ' VALUE[KEY]
     answer  := text without OPEN (as a special token or spelled out), at least one byte
 
-``NAME`` is one of the environment's tool names; ``KEY`` one of that tool's parameters, each
-at most once, and ``'}}'`` closes the arguments only once every required parameter is given.
-``VALUE`` follows the parameter's JSON schema: ``enum`` -> one of its values; ``string`` -> a
-JSON string without escapes or control characters; ``integer`` / ``number`` -> a JSON number
-of that kind; ``boolean`` -> ``true`` / ``false``; anything else (arrays, objects, no type)
--> any JSON value. Separators are ``json.dumps``'s (``', '`` and ``': '``), the spelling
-:func:`~envsched_gnn.training.agent_format.format_tool_call` renders and SFT teaches, so a call
-that satisfies the grammar always parses and names a real tool with valid argument keys.
-
-States are hashable tuples (so that token masks can be cached per state);
-:meth:`CallGrammar.advance` returns the next state or ``None`` when the unit is not allowed,
-and :meth:`CallGrammar.can_end` says whether the turn may end here (after a complete call, or
-in an answer).
+NAME is a tool name, KEY one of its parameters (each at most once, all required ones before
+``'}}'``), VALUE follows the parameter's JSON schema (enum, escape-free string, integer,
+number, boolean, else any JSON value); separators are ``json.dumps``'s. States are hashable
+tuples; :meth:`CallGrammar.advance` returns the next state or ``None``.
 """
 
 from __future__ import annotations

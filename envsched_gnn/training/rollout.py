@@ -1,27 +1,11 @@
 """Batched multi-turn rollouts of a causal-LM policy in the environment runtime.
 
-All live episodes (B tasks x K samples) share one KV cache (:mod:`kv_cache`: buffers that
-grow by doubling, not a copy per token) and advance turn by turn:
-
-1. *feed*: every live episode's pending segment (its prompt on the first turn, the tool
-   responses and next generation prompt afterwards) is appended to the cache, left-padded
-   within the block; pads carry attention mask 0 and real tokens get position ids
-   ``pos = (number of real tokens before) ``, so padding changes no real token's result;
-2. *decode*: one token per live episode per step until every episode has emitted an
-   end-of-turn token or ``max_new_tokens`` (episodes done with the turn feed pads);
-3. *act*: assistant texts are parsed, tool calls run in the runtime's workers in one
-   batched ``runtime.call``; episodes that answered or hit a limit drop out of the cache.
-
-With ``AgentConfig.constrained`` every token is drawn from the tool-call grammar's allowed set
-(:mod:`~envsched_gnn.training.constrained`): the logits are ``-inf`` outside it, the recorded
-log-probabilities are those of that constrained distribution, and each policy token keeps the
-id of its mask so that the update recomputes the same distribution.
-
-Sampling is per episode (:mod:`~envsched_gnn.training.sampling`): episode (task_id, sample)
-draws its uniforms up front from a generator seeded by ``(seed, task_id, sample)``, and each
-sampled token is an inverse-CDF draw, so an episode depends only on its own tokens, not on the
-batch it runs in: batched and one-by-one rollouts give the same episodes up to floating-point
-differences of the forward pass (exact in float64 on CPU).
+All live episodes share one KV cache (:mod:`kv_cache`) and advance turn by turn: *feed* each
+pending segment left-padded (pads masked, positions counting real tokens only), *decode* one
+token per episode until end-of-turn or ``max_new_tokens``, *act* (parse, run tool calls in one
+batched ``runtime.call``, drop finished episodes). Sampling is per episode
+(:mod:`~envsched_gnn.training.sampling`), so batched and one-by-one rollouts agree; with
+``AgentConfig.constrained`` tokens come from the grammar's masks (:mod:`.constrained`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """K sampled episodes per task, rolled out in batches, and the summary of their rewards.
 
-For task i with rewards r(i,1..K) (spec section 2): group mean m_i, population variance
-v_i. Reported over the N evaluated tasks:
-
-- ``mean_reward``          = (1/N) sum_i m_i
-- ``full_success_rate``    = share of episodes with reward 1
-- ``nonzero_variance_share`` = share of tasks with v_i > 0 (groups that would give GRPO a
-  learning signal)
-- ``mean_reward_variance`` = (1/N) sum_i v_i
-
-The held-out evaluation of a GRPO run (:mod:`~envsched_gnn.training.held_out`), ``eval policy``
-(:mod:`~envsched_gnn.eval.policy_eval`), ``eval headroom`` and the two-round rollouts of
-:mod:`~envsched_gnn.eval.rollout_rounds` roll out and summarise through here.
+Over N tasks with group mean m_i and population variance v_i: ``mean_reward`` (mean m_i),
+``full_success_rate`` (share of episodes with reward 1), ``nonzero_variance_share`` (share
+with v_i > 0) and ``mean_reward_variance`` (mean v_i). Every held-out and policy evaluation
+rolls out and summarises through here.
 """
 
 from __future__ import annotations

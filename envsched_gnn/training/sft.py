@@ -1,14 +1,10 @@
 """SFT warm start: teach the policy the reference trajectories, loss on its own tokens only.
 
-Loss of a batch: ``L = - sum_{t: mask_t = 1} log p(x_t | x_<t) / sum_t mask_t`` (the mean
-token cross-entropy over assistant tokens; prompts and tool responses are context only).
-AdamW with a linear warm-up and a cosine decay over the budget,
-``lr(p) = lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2`` with ``p`` the larger of the
-elapsed share of ``max_steps`` and of the wall-clock ``minutes``.
+    L     = - sum_{t: mask_t = 1} log p(x_t | x_<t) / sum_t mask_t
+    lr(p) = lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2     (after a linear warm-up)
 
-Examples are the ``train`` split's reference solutions plus, optionally, fresh generated
-tasks of the same environments (the tiny-policy probe: many epochs over few tasks overfit
-and leave malformed calls; fresh tasks remove most of them).
+p the larger elapsed share of ``max_steps`` and of ``minutes``. Examples: the ``train``
+split's references plus, optionally, fresh generated tasks (against overfitting).
 """
 
 from __future__ import annotations

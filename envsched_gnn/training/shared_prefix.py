@@ -1,19 +1,13 @@
 """One forward pass over rows that share a prompt: the prefix once, the head only where a token
 is predicted. SFT's loss and GRPO's log-probabilities both go through it.
 
-Rows of a batch from one task (GRPO: its K episodes) or one environment (SFT: its system
-prompt) start with the same tokens, and only the policy's own tokens (~15 % of a trajectory)
-are predicted. For R right-padded rows of length L whose first P tokens are equal
-(:func:`shared_prefix_length`) and a mask ``m`` of the predicted tokens,
+For R right-padded rows of length L sharing P first tokens and a mask ``m`` of predicted tokens:
 
     h_{0..P-1}   = body(x_{0..P-1})                 once, its KV cache repeated R times
     h_{r,P..L-1} = body(x_{r,P..L-1} | cache)       the rows' own suffixes
     z_{r,t}      = W h_{r,t-1}                      only where m_{r,t} = 1 (t >= 1)
 
-which equals a plain forward of every row (the prefix runs with autograd, and right padding
-never reaches a real token under the causal mask) at a fraction of its cost: ``P + R (L - P)``
-token positions through the body instead of ``R L``, and the ``V``-wide head on the N
-predicted tokens instead of all ``R L`` positions.
+equal to a plain forward of every row, at ``P + R (L - P)`` positions instead of ``R L``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The main job's warm start: a packaged SFT policy when it was trained on exactly this run's
 SFT inputs, else SFT now.
 
-SFT is deterministic on one machine given its inputs (a budget in optimiser steps, not in
-minutes): the pool (its text also trains the tokenizer), the fresh generated tasks, the agent
-format, the policy architecture and the :class:`SFTConfig`. :func:`sft_fingerprint` is the
-SHA-256 of those inputs as canonical JSON. The package ships the demo preset's SFT policy
-with its fingerprint in ``manifest.json``, built by the project's own SFT with::
-
-    envsched-gnn train demo-policy --out envsched_gnn/data/demo_sft
-
-A run whose fingerprint differs (another seed, a changed generator or recipe) trains its own
-policy and says why, so a packaged policy is never used with a pool it was not trained for.
+:func:`sft_fingerprint` is the SHA-256 of SFT's inputs (pool, fresh tasks, agent format,
+architecture, :class:`SFTConfig`) as canonical JSON; the packaged demo policy
+(``envsched-gnn train demo-policy --out envsched_gnn/data/demo_sft``) is used only when it matches.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """DAPO's dynamic sampling: over-sample uniformly, drop zero-variance groups, refill.
 
 Yu et al., 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", section
-3.2, as verl's DAPO recipe runs it: generation batches are rolled out until ``B`` groups
-with reward spread have accumulated, then one policy update trains on ``B`` of them.
-
-Every scheduler step s is one generation batch: G = min(ceil(oversample * B), selectable
-tasks) tasks drawn uniformly without replacement, all rolled out, K rollouts each, every one
-counted as spent. With P the groups pending before step s (in the order rolled out) and
-I(s) the groups of step s whose K rewards are not all equal (in batch order), P' = P + I(s);
-the groups of step s whose rewards are all equal (zero advantage) are dropped. Then
-
-- |P'| >= B: step s updates on the first B of P' (verl's ``batch[:train_batch_size * n]``);
-  the other |P'| - B are trimmed (dropped unused, counted as wasted); nothing stays pending;
-- else, when P' has waited ``max_generation_batches`` generation batches since the last
-  update (step s's included), or step s is the last the budget allows (``final``): step s
-  updates on all of P' (an update of fewer than B groups; none when P' is empty);
-- else: no update at step s; P' stays pending for step s + 1.
-
-No update happens while groups are pending, so they are on-policy when trained. The budget
-counts generation batches, not updates: at equal rollouts DAPO takes fewer updates, and
-``dapo/rollouts_spent_total`` = ``dapo/rollouts_trained_total`` +
-``dapo/rollouts_wasted_total`` + ``dapo/rollouts_pending`` after every step.
-
-Simplifies: tasks are drawn uniformly at every step (verl's data loader shuffles once per
-epoch), so a task may come back while an earlier group of it is still pending; both groups
-are trained (each is its own group of K).
+3.2, as verl's DAPO recipe runs it. Each step draws G = min(ceil(oversample * B), selectable)
+tasks uniformly; with P the pending groups and I(s) step s's groups with reward spread,
+P' = P + I(s). If |P'| >= B the step updates on the first B (the rest wasted); else if P' waited
+``max_generation_batches`` or the step is ``final`` it updates on all of P'; else P' stays
+pending. ``dapo/rollouts_spent_total`` = ``trained`` + ``wasted`` + ``dapo/rollouts_pending``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """DUMP-style selection: a UCB bandit over environments, scored by mean absolute advantage.
 
-Keeps: DUMP (Wang et al., 2025, "DUMP: Automated Distribution-Level Curriculum Learning for
-RL-based LLM Post-training", arXiv 2504.09710; code github.com/ZhentingWang/DUMP,
-``verl/utils/curriculum_learning.py``). Each environment e is a distribution (an arm). Its
-learnability is the mean absolute GRPO advantage of its most recent ``window_size`` rollouts,
-and its score adds a UCB exploration bonus over rollout counts:
+DUMP (Wang et al., 2025, arXiv 2504.09710; ``verl/utils/curriculum_learning.py``):
 
     A(i,k)  = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)     (sample std, as verl's GRPO)
     L_e     = mean of |A| over the last W rollouts of e            (0 before any)
     UCB_e   = L_e + c * sqrt(2 ln(N + 1) / (n_e + 1))
     p_e     = exp(UCB_e / tau) / sum_e' exp(UCB_e' / tau)
 
-with n_e the rollouts observed in e (all of them, not only the window), N = sum_e n_e.
-DUMP *samples* distributions from the softmax p (temperature tau), it does not take the
-argmax: each of the B slots of a batch draws an environment from p, then a task of it.
-Defaults are the code's: c = 1.0 (``exploration_weight``), W = 300 (``window_size``),
-tau = 0.1 (``temperature``), eps = 1e-6 (``compute_grpo_outcome_advantage``).
-Simplifies: the tasks of a batch are distinct (the project's interface), so a slot draws its
-environment from p restricted to environments with tasks not yet in the batch, then one of
-those tasks uniformly (DUMP draws prompts uniformly with replacement). A group whose K rewards
-are all equal has advantage exactly 0, as in
-:func:`~envsched_gnn.training.grpo.objective.group_advantages`. Observations of one step enter
-the windows in pool order, so a restore (which replays the log in step order) rebuilds the
-same windows.
+n_e the rollouts of e, N = sum_e n_e; defaults c = 1.0, W = 300, tau = 0.1, eps = 1e-6. Each
+slot samples an environment from p (restricted to those with tasks left), then a task uniformly.
 """
 
 from __future__ import annotations

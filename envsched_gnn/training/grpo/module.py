@@ -1,44 +1,12 @@
 """GRPO as a LightningModule with manual optimisation, a scheduler choosing every batch.
 
-One training step ``s``:
-
-1. the data stream yields the B tasks the scheduler chose for ``s`` (rank 0 chooses,
-   every rank receives the same batch);
-2. the B x K episodes are rolled out with the current policy, whole groups dealt to the
-   ranks round-robin;
-3. rewards (and tool calls) are gathered on every rank; step s's update trains every group
-   of the step or, with an over-sampling scheduler, the groups its ``filter_groups(s,
-   rewards, final=s is the last step)`` selects (:mod:`~envsched_gnn.scheduler.groups`;
-   decided on rank 0 and broadcast): DAPO's dynamic sampling accumulates groups with reward
-   spread over several steps' batches until B are pending. Pending groups are kept until
-   their update (:class:`~envsched_gnn.scheduler.groups.PendingGroups`: every rank their
-   records, each rank its own episodes of them); all rollouts count;
-4. the policy update on those groups, their episodes numbered over the update
-   (:mod:`~envsched_gnn.training.grpo.episodes`) (:mod:`~envsched_gnn.training.grpo.update`:
-   the objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
-   ``train/*`` metrics), through this module's optimiser, backward and strategy; a step
-   that trains no group changes no weight and logs the update's ``train/*`` metrics as NaN
-   (:meth:`~envsched_gnn.training.grpo.update.GRPOUpdate.idle`);
-5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
-   buffered sink; per-step metrics under the stable names of spec section 6.
-
-Metrics each step, besides the update's ``train/*``: ``batch/*`` (spec section 6, over all
-groups rolled out; ``tools_used`` = distinct (environment, tool) pairs called),
-``batch/rollouts`` (every rollout, filtered ones included), ``batch/kept_groups`` (the
-groups the step's update trained; 0 without one), the selection's counts (``dapo/*`` with
-DAPO), ``train/rollouts_total``, ``train/tokens_per_s`` (sequence tokens through the update per
-second), ``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
-``rollout/calls_per_episode``, ``rollout/malformed_per_episode``, ``rollout/answered_share``
-(episodes that ended with a final answer, not a limit), ``time/rollout_s``,
-``time/schedule_s``, ``time/update_s``, ``store/pending_observations`` (with a sink);
-``eval/mean_reward`` at each held-out evaluation.
-
-Checkpoints carry the scheduler state, the unwritten observations, the RNG states
-(:mod:`~envsched_gnn.training.rng`), the step, the per-step metrics and the pending groups
-(every rank's episodes of them, gathered into the one file rank 0 writes), so a resumed run
-chooses exactly the batches and updates the uninterrupted run would have; the run's batches
-and rewards are not stored a second time: a resumed run reads them back from the
-scheduler's observation log.
+One step ``s``: the scheduler (rank 0) picks B tasks; their B x K episodes are rolled out,
+groups dealt to the ranks round-robin; rewards are gathered, ``filter_groups`` picks the groups
+to train (:mod:`~envsched_gnn.scheduler.groups`, DAPO may keep them pending); the update of
+:mod:`.update` trains them (or :meth:`~.update.GRPOUpdate.idle` when none); then
+``scheduler.observe(s, rewards)`` and the ``batch/*`` metrics of docs/design.md §6, plus
+rollout, timing and store metrics. Checkpoints carry the scheduler state, unwritten
+observations, RNG states, step, metrics and pending groups, so a resumed run continues exactly.
 """
 
 from __future__ import annotations

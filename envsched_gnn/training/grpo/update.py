@@ -1,14 +1,8 @@
 """GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
 
-Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo.objective`: at step ``s`` the
-groups trained are ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
-``A(i,k)`` from the configured estimator (``grpo`` or ``dr_grpo``), negative ones multiplied by
-``c`` (``negative_advantage_scale``). ``T(i,k)`` are the policy's own tokens ``y_t`` of episode
-``(i,k)``, ``pi_old`` the rollout policy (its log-probabilities recorded while sampling),
-``pi_ref`` the initial policy; every distribution is ``softmax(z / temperature)``, the one the
-rollouts sampled from. ``ppo_epochs`` passes each shuffle the groups (a generator seeded by
-the step seed) and cut them into ``mini_batches`` mini-batches ``M``; each mini-batch is one
-optimiser step on
+``ppo_epochs`` passes each shuffle the groups (seeded by the step seed) into ``mini_batches``
+mini-batches ``M``, each one optimiser step on (notation of :mod:`.objective`; ``T(i,k)`` the
+policy tokens of episode ``(i,k)``, negative advantages multiplied by ``negative_advantage_scale``)
 
     L(theta) = (1 / D) sum_{(i,k) in M} sum_{t in T(i,k)}
                    [ max(-A(i,k) rho_t, -A(i,k) clip(rho_t, 1 - eps, 1 + eps)) + beta KL3_t ]
@@ -18,33 +12,12 @@ optimiser step on
     D     = sum_{(i,k) in M} |T(i,k)|                           (``token_mean``, DAPO)
           = |M| * max_turns * max_new_tokens                    (``token_sum_norm``, Dr. GRPO)
 
-with ``eps`` = ``clip`` and ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0). The gradient
-accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo.batch`:
-the shared prompt runs once), each adding its share ``(1 / D) sum ...``; it is clipped to the
-global norm ``max_grad_norm``, then one AdamW step and one learning-rate schedule step. Under
-data parallelism every rank takes its own episodes of each mini-batch and divides by
-``D / world``: DDP averages the ranks' gradients, so their sum is the gradient of ``L``.
-
-Metrics of the step (:meth:`GRPOUpdate.__call__`, summed over the ranks):
-
-- ``train/loss``, ``train/kl``: ``L`` and its ``(1 / D) sum KL3`` (the KL to the initial
-  policy), means over the step's optimiser steps;
-- ``train/clip_fraction``: share of policy tokens whose ``rho_t`` lies outside
-  ``[1 - eps, 1 + eps]``; ``train/approx_kl``: mean k3 estimate of ``KL(pi_old || pi_theta)``
-  per policy token; both over the policy tokens of every pass, before each mini-batch's step
-  (so 0 on the first mini-batch);
-- ``train/entropy``: mean entropy of ``pi_theta`` at the policy tokens of the first pass (the
-  rollout policy's when ``mini_batches`` = 1);
-- ``train/grad_norm`` (before clipping) and ``train/lr``: means over the optimiser steps;
-- ``train/advantage_abs_mean``: mean ``|A(i,k)|`` over the kept episodes;
-  ``train/advantage_token_mass``: mean ``|A|`` per policy token;
-  ``train/nonzero_advantage_token_share``: share of policy tokens with ``A != 0``;
-- ``train/tokens``: sequence tokens through the update (every pass);
-  ``train/optimizer_steps``: ``ppo_epochs x mini_batches``.
-
-A step without an update (DAPO's refill, :mod:`~envsched_gnn.scheduler.baselines.dapo`, still
-gathering groups) goes through :meth:`GRPOUpdate.idle`: no backward, no weight, moment or
-learning-rate change, and every metric above NaN (nothing was measured).
+with ``eps`` = ``clip``, ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0), every distribution
+``softmax(z / temperature)``. Gradients accumulate over one-task micro-batches (:mod:`.batch`),
+are clipped to ``max_grad_norm``, then one AdamW and one schedule step; under data parallelism
+each rank divides by ``D / world``. ``clip_fraction`` and ``approx_kl`` are measured before
+each mini-batch's step, ``entropy`` on the first pass. A step without an update (DAPO still
+gathering groups) goes through :meth:`GRPOUpdate.idle`: nothing changes, every metric NaN.
 """
 
 from __future__ import annotations
