@@ -17,11 +17,9 @@ from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 def to_hetero_data(graph: TaskGraph):
     """Load the graph into a PyTorch Geometric ``HeteroData``, full batch, float64 weights.
 
-    ``data['task'].num_nodes`` is N; ``data['task'].env`` (int64, N) the environment
-    index; ``data['task', r, 'task'].edge_index`` (2, E_r) with row 0 the neighbour j
-    (source) and row 1 the target i, ``edge_weight`` (E_r,) float64 the similarity, and
-    ``adj_t`` their sparse adjacency (:func:`add_adjacency`). The node order is
-    ``graph.task_ids``; ``data.task_ids`` and ``data.env_names`` keep it.
+    ``data['task'].env`` the environment index (N,); per relation ``edge_index`` (2, E_r) (row 0
+    the neighbour j, row 1 the target i), ``edge_weight`` (E_r,) and ``adj_t``
+    (:func:`add_adjacency`). ``data.task_ids`` and ``data.env_names`` keep the node order.
     """
     import torch
     from torch_geometric.data import HeteroData
@@ -43,11 +41,9 @@ def to_hetero_data(graph: TaskGraph):
 def add_adjacency(data):
     """Store ``adj_t`` on each relation's ``('task', r, 'task')`` edges of ``data``; returns it.
 
-    For a ``HeteroData`` built by hand (``to_hetero_data`` calls it); a relation without an
-    ``edge_index`` keeps the ``adj_t`` it has, or gets an empty one. Row i of ``adj_t`` lists
-    the in-neighbours j of target i in edge-list order (a stable sort by target, not PyG's
-    sort by (target, neighbour)), so that float64 sums over a row keep one fixed order.
-    Checks that the edges fit the nodes and the similarities are finite and > 0. O(E log E).
+    Row i lists target i's in-neighbours in edge-list order (a stable sort by target), so float64
+    row sums keep one order; a relation without ``edge_index`` keeps its ``adj_t`` or gets an
+    empty one. Checks the edges fit the nodes and similarities are finite and > 0. O(E log E).
     """
     num_nodes = int(data["task"].num_nodes)
     for relation in RELATIONS:

@@ -73,13 +73,9 @@ def approximate_cross(
     *,
     group: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cross in-neighbours of every node: ``(dst, src, sim)`` grouped by dst in node order,
-    best first, plus the nodes left to the exact path (ascending).
-
-    ``q``: fixed-point embeddings ``(N, D)``, or with ``group`` the groups already found:
-    ``q`` the distinct vectors ``(U, D)`` as :func:`embedding_groups` sorts them and ``group``
-    (N,) each node's; ``env_codes``: environment index per node; ``hashes``:
-    :func:`~envsched_gnn.graph_build.neighbours.task_hashes` of the node ids.
+    """Cross in-neighbours of every node, ``(dst, src, sim)`` grouped by dst, best first, plus the
+    nodes left to the exact path (ascending). Arguments as
+    :func:`~envsched_gnn.graph_build.cross.cross_neighbours` (``q`` as :func:`embedding_groups`).
     """
     distinct, group = embedding_groups(q) if group is None else (q, group)
     order = np.argsort(group, kind="stable")

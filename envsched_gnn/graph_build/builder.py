@@ -163,14 +163,10 @@ class EnvironmentPart:
 
 
 class GraphBuild:
-    """The steps of building the graph of a pool, run in order by :func:`build` (in memory) or
-    by :func:`~envsched_gnn.graph_store.stream.stream_build` (written to a store as produced):
-    :meth:`parts` (environment by environment: tasks, within edges, abstracts),
-    :meth:`embed`, :meth:`cross`.
-
-    Nodes are the pool's tasks in task-id order; ``cache`` maps abstract text -> embedding.
-    The pool is read one environment at a time (a
-    :class:`~envsched_gnn.envs.pool_stream.PoolStream` never holds more in memory).
+    """The steps of building a pool's graph, run in order by :func:`build` (in memory) or
+    :func:`~envsched_gnn.graph_store.stream.stream_build` (to a store): :meth:`parts` (per
+    environment: tasks, within edges, abstracts), :meth:`embed`, :meth:`cross`. Nodes in task-id
+    order; ``cache`` maps abstract text -> embedding.
     """
 
     def __init__(

@@ -37,13 +37,12 @@ def cross_neighbours(
     block: int = 1024,
     progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact cross in-neighbours of the ``targets`` (node indices) among all nodes of other
-    environments: ``(dst, src, sim)`` grouped by target in the order given, best first.
+    """Exact cross in-neighbours of the ``targets`` among all nodes of other environments:
+    ``(dst, src, sim)`` grouped by target in the order given, best first.
 
-    ``q``: fixed-point embeddings, one row per node ``(N, D)``, or with ``group`` one row per
-    distinct vector ``(U, D)`` and ``group`` (N,) each node's row; ``env_codes``: environment
-    index per node; ``hashes``: :func:`~envsched_gnn.graph_build.neighbours.task_hashes` of the
-    node ids. At most ``block`` targets, and :data:`CELLS_PER_BLOCK` cells, at a time.
+    ``q``: fixed-point embeddings (N, D), or the distinct vectors (U, D) with ``group`` (N,);
+    ``env_codes``: environment per node; ``hashes``: :func:`~.neighbours.task_hashes`. At most
+    ``block`` targets and :data:`CELLS_PER_BLOCK` cells at a time.
     """
     from tqdm.auto import tqdm
 

@@ -64,12 +64,9 @@ def _windowed(submit: Callable, items: Iterable[tuple], window: int, result=None
 
 
 def connect_ray(address: str) -> Any:
-    """The ``ray`` module, initialised: an existing instance, else one at ``address``.
-
-    A new connection ships this package to the cluster (``runtime_env`` ``py_modules``), so
-    every piece runs the driver's code whatever version of it a node has installed (none is
-    needed: nodes need only the dependencies). An existing instance keeps its own runtime
-    environment."""
+    """The ``ray`` module, initialised: an existing instance (its runtime environment kept), else
+    one at ``address`` shipping this package as ``py_modules``.
+    """
     try:
         import ray
     except ImportError as error:

@@ -65,12 +65,9 @@ def intra_op_threads(work: int) -> Iterator[None]:
 class AnalyticPredictor:
     """The fixed EnvSched predictor (spec section 4) over a ``HeteroData`` task graph.
 
-    ``predict(data, log, step)`` uses the observations with s < ``step`` only. ``log`` is an
-    :class:`ObservationLog` whose task order is the graph's node order, or the mapping of
-    arrays ``log.arrays()`` returns. ``data`` carries each relation's sparse adjacency
-    ``adj_t``, built once with the graph (:func:`envsched_gnn.graph.hetero.to_hetero_data`);
-    the predictor caches nothing about the graph. ``E_v``, ``E_m``, ``E_d`` of the
-    :class:`Prediction` are those of the long half-life.
+    ``predict(data, log, step)`` reads observations with s < ``step`` from ``log`` (an
+    :class:`ObservationLog` in node order, or its ``arrays()``) and each relation's ``adj_t``
+    from ``data``; it caches nothing. ``E_v``, ``E_m``, ``E_d`` are the long half-life's.
     """
 
     def __init__(self, config: PredictorConfig | None = None) -> None:
@@ -172,18 +169,13 @@ class AnalyticPredictor:
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
     ) -> tuple[dict[str, np.ndarray], _Nodes]:
-        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, C, M)
-        per relation, and those M nodes (all, or the touched ones and one *quiet* node:
-        unobserved, no observed neighbour).
+        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, C, M) per
+        relation, and those M nodes (all, or the touched ones and one *quiet* node).
 
-        ``evidence`` (H, C + 1, N) and ``g`` (H, C). Only the targets with an observed neighbour
-        (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
-        empty and gets G_r of an empty sum, g_y(t). Every quiet node thus gets the same
-        estimates, bit for bit, and so the same E, f, u: at 1M tasks with a few thousand
-        observed nearly all nodes are quiet, so one stands for them all until the outputs are
-        written out (``repeats`` of :func:`~envsched_gnn.models.calibration.average_rank`:
-        5 sorts of 1M values, then the writing of every intermediate array of every node, were
-        most of a step's prediction).
+        ``evidence`` (H, C + 1, N) and ``g`` (H, C). Only targets with an observed neighbour are
+        propagated; every quiet node (unobserved, no observed neighbour) gets g_y(t) and the same
+        E, f, u bit for bit, so one stands for them all (``repeats`` of
+        :func:`~envsched_gnn.models.calibration.average_rank`) until the outputs are written.
         """
         (half_lives, channels), n = g.shape, view.num_nodes
         g_t = torch.from_numpy(g)

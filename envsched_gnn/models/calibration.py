@@ -64,12 +64,9 @@ def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
 def average_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
     """1-based ranks of ``x``, ties (equal to :data:`TIE_DECIMALS` decimals) sharing their average.
 
-    Equal to ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``.
-    ``repeats``: how many tasks the last entry stands for (say, every task with no evidence at
-    all, whose values are the same bit for bit); the ranks are those among all
-    ``len(x) - 1 + repeats`` of them, and only the others are sorted: the block of entries
-    equal to the last is placed among them, which gives every entry the full sort's rank (each
-    is (start + 1 + end) / 2 of its block either way). Shapes: (M,) -> (M,).
+    Equal to ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``, with the last
+    entry standing for ``repeats`` equal tasks (placed as a block, the others sorted).
+    Shapes: (M,) -> (M,).
     """
     x = np.asarray(x, dtype=np.float64)
     # np.round(x, 12) is rint(x * 10^12) / 10^12, so these integers tie exactly when the
@@ -221,9 +218,8 @@ def calibrate(
 ) -> dict[str, np.ndarray]:
     """u_h = Q_v(w_v pr(E_v) + w_f pr(f)), with the intermediate percentiles. Shapes: (M,).
 
-    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``. ``repeats``: how
-    many tasks the last entry stands for, all with its E_v and f (:func:`average_rank`); the
-    ranks and Q_v are those over all of them.
+    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``; ``repeats`` as in
+    :func:`average_rank`.
     """
     pr_v = percentile_rank(e_v, repeats)
     pr_f = percentile_rank(f, repeats)

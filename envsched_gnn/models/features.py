@@ -53,11 +53,8 @@ class NodeFeatures:
 
 
 def node_features(data, log, step: int, config: PredictorConfig, predictor=None) -> NodeFeatures:
-    """Features of every task at ``step`` for (h_long, h_short) (module docstring).
-
-    ``data`` is the ``HeteroData`` graph (``data['task'].env``, the ``within`` / ``cross``
-    edges), ``log`` an ``ObservationLog`` in its node order (or its arrays); ``predictor`` an
-    ``AnalyticPredictor`` with ``config`` to reuse (its graph cache).
+    """Features of every task at ``step`` for (h_long, h_short) (module docstring), from the
+    ``HeteroData`` ``data``, ``log`` in its node order and an ``AnalyticPredictor`` to reuse.
     """
     from envsched_gnn.models.analytic import AnalyticPredictor
 

@@ -52,12 +52,9 @@ class RelationCSR:
     def observed_rows(self, observed: np.ndarray) -> tuple[np.ndarray | None, torch.Tensor]:
         """The targets with an ``observed`` (bool (N,)) in-neighbour, and their adjacency.
 
-        Returns ``rows`` (R,) and the (R, N) sparse CSR of those targets' rows, whole: only they
-        have an observed neighbour j in N^r_t(i) (spec 4.4), every other target's sum is
-        empty. A row keeps all its entries in order (an unobserved j adds sim x 0), so its
-        sum is bit for bit the one over the whole graph. ``rows`` is None when more than half
-        the targets qualify: then the whole (N, N) ``adj_t``. O(E) bytes and O(N) to find
-        them, plus the kept rows' entries.
+        Returns ``rows`` (R,) and those targets' whole rows of ``adj_t`` as an (R, N) CSR, so each
+        row's sum is bit for bit the one over the whole graph (every other target's sum is empty);
+        ``rows`` is None, with the whole ``adj_t``, when more than half the targets qualify.
         """
         num_nodes = self.crow.shape[0] - 1
         rows = self._rows_entered_by(observed)

@@ -72,10 +72,8 @@ class HistoryStats:
 
 
 def history_columns(log: ObservationLog | Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The columns ``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog`.
-
-    A mapping with those arrays (what ``ObservationLog.arrays()`` returns) is accepted as is,
-    so a caller holding the history as arrays need not build Python observations.
+    """The columns ``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog` (or of a
+    mapping of those arrays, as ``ObservationLog.arrays()`` returns, taken as is).
     """
     columns = log.arrays() if isinstance(log, ObservationLog) else log
     missing = [name for name in ("task", "step", *Y_NAMES) if name not in columns]
@@ -136,10 +134,8 @@ def half_life_stats(
 ) -> HistoryStats:
     """g_y(t), W(i,t) and W(i,t) ybar(i,t) for one half-life h (spec 4.1-4.3).
 
-    ``defaults`` is (g_v, g_m, g_d) (and g_z), used when there is no history at all. ``out``, a
-    float64 (N, C + 1) array (say, a slice of the propagation's evidence), receives
-    [W ybar_v, W ybar_m, W ybar_d, (W ybar_z,) W]; ``weighted_sum`` and ``weight`` are then
-    views of it.
+    ``defaults``: (g_v, g_m, g_d) (and g_z) without history. ``out``, float64 (N, C + 1),
+    receives [W ybar_v, W ybar_m, W ybar_d, (W ybar_z,) W]; the results are views of it.
     """
     t = history.step_now
     names = tuple(history.y)

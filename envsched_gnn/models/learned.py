@@ -160,15 +160,10 @@ class LearnedPropagation:
         return x, base_logits(features.base)
 
     def _graph(self, data: HeteroData, copies: int) -> dict:
-        """Per edge type, the float32 sparse CSR adjacency (rows = targets) of ``copies``
-        disjoint copies of the graph. A CSR product aggregates 3-4x faster on CPU than the
-        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes).
-
-        Cached, the one graph cache of ``models``: ``_graph_cache`` maps ``copies`` (2 per
-        example: 2 to predict, 2 x the examples of a training batch) to the adjacency, for
-        the ``adj_t`` tensors of one graph, held in ``_graph_source`` and compared by
-        identity. Another graph (a grown pool is a new ``HeteroData``, with new ``adj_t``)
-        empties it, and so do ``reset_parameters`` and ``load_state_dict``.
+        """Per edge type, the float32 CSR adjacency (rows = targets) of ``copies`` disjoint
+        copies of the graph (3-4x faster than scatter on CPU). Cached per ``copies`` for the
+        ``adj_t`` of one graph (compared by identity); another graph, ``reset_parameters`` and
+        ``load_state_dict`` empty the cache.
         """
         view = GraphView.of(data)
         source = tuple(data[et].adj_t for et in EDGE_TYPES)
@@ -262,10 +257,8 @@ class LearnedPropagation:
     # -- state ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        """JSON-serialisable state: weights, optimiser moments, sampler state, last step.
-
-        Training examples are not stored: they are functions of the observation log, and
-        the next ``update`` rebuilds the replay window from it.
+        """JSON-serialisable state: weights, optimiser moments, sampler state, last step (examples
+        are rebuilt from the observation log by the next ``update``).
         """
         if not hasattr(self, "model_"):
             return {}

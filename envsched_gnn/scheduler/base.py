@@ -181,11 +181,8 @@ class BaseScheduler:
     def grow(self, graph: TaskGraph) -> None:
         """Continue on ``graph``: this one's task ids plus new ones (``graph add-env``).
 
-        Every observation, the selection history, the retired environments and the
-        scheduler's own statistics are kept (the state is reloaded onto the new nodes); new
-        tasks start unobserved and never selected. A graph that lacks a task this scheduler
-        observed or selected is refused with a :class:`SchedulerError` naming them, and the
-        scheduler is left as it was.
+        All state is kept, reloaded onto the new nodes; new tasks start unobserved. A graph lacking
+        a task this scheduler observed or selected raises :class:`SchedulerError`, changing nothing.
         """
         state = self.state_dict()
         _check_covers(graph, state)

@@ -1,10 +1,5 @@
 """EnvSched: the analytic (or a learned) predictor's q fed to the greedy selector (spec 4-5).
-
-Each step t: q(., t) = predictor.predict(HeteroData, log, t).q (observations with s < t),
-then :class:`~envsched_gnn.scheduler.selector.GreedySelector` builds the batch from q and
-the selection history (c_i, C_e, the 3-step window, the consecutive cap). Ties draw on a
-uniform generator seeded by (seed, t), so a run restored from :meth:`state_dict` continues
-with the same batches.
+Ties draw on a generator seeded by (seed, t), so a restored run continues with the same batches.
 """
 
 from __future__ import annotations

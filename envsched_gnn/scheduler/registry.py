@@ -48,10 +48,8 @@ def make_scheduler(
     **overrides,
 ) -> Scheduler:
     """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass.
-
-    ``operations`` (``{task_id: operation pattern}``, from the pool's abstracts) reaches the
-    schedulers that read it (``envsched_ops``); the others ignore it, so a caller that has
-    the pool may always pass it."""
+    ``operations`` (``{task_id: operation pattern}``) reaches the schedulers that read it.
+    """
     try:
         factory = SCHEDULERS[name]
     except KeyError:

@@ -95,11 +95,9 @@ class GreedySelector:
     ) -> Selection:
         """Select ``batch_size`` distinct tasks.
 
-        Shapes: ``q (N,)`` float64, ``counts`` c_i (N,), ``window_counts`` W_e (E,),
-        ``blocked`` consecutive-cap mask (N,) bool, ``tie_break`` (N,) float64 uniform
-        numbers (smaller wins a tie), ``excluded`` (N,) bool or None: tasks never selected,
-        whatever the quotas (retired environments) -> ``Selection`` of ``batch_size``
-        indices.
+        Shapes: ``q (N,)`` float64, ``counts`` c_i (N,), ``window_counts`` W_e (E,), ``blocked``
+        consecutive-cap mask (N,) bool, ``tie_break`` (N,) float64 (smaller wins), ``excluded`` (N,)
+        bool or None (never selected) -> ``Selection`` of ``batch_size`` indices.
         """
         n = self.env.shape[0]
         if excluded is not None and np.shape(excluded) != (n,):
@@ -262,11 +260,9 @@ class _BatchBuilder:
     def fill_lazy(self, stage: str, slots: int) -> None:
         """The same argmax from a heap of keys (-g, -q, tie, index), stale keys as bounds.
 
-        An exploitation entry is one task. A coverage entry stands for the candidates of one
-        environment moved into the heap, its key the best of theirs when last evaluated: a
-        pick lowers the coverage score of every task of its environment (b_e grows), and one
-        re-evaluation of the environment's entry replaces one per task. A picked entry stays
-        in the heap as the bound of the rest of its group.
+        An exploitation entry is one task; a coverage entry stands for one environment's moved
+        candidates (a pick lowers all their scores), and stays as the bound of the rest of its
+        group.
         """
         reserve = _Reserve(self, stage)
         members: dict[int, np.ndarray] = {}
@@ -337,10 +333,8 @@ class _BatchBuilder:
 
 
 class _Reserve:
-    """Candidates not yet in the heap; all their keys are worse than ``bound``.
-
-    Held by node: each candidate's gain, -inf for every other node (ineligible, or moved), so
-    that a take neither gathers nor compacts the whole pool.
+    """Candidates not yet in the heap, all worse than ``bound``; held per node (-inf for the
+    others), so that a take neither gathers nor compacts the whole pool.
     """
 
     def __init__(self, build: _BatchBuilder, stage: str) -> None:
@@ -401,11 +395,8 @@ def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, k: int) -> np.ndarr
 
 
 def _kth_smallest(v: np.ndarray, k: int) -> float:
-    """The k-th smallest value of ``v`` (1 <= k <= its length).
-
-    A pool of 1M tasks ties by the hundred thousand (equal coverage scores, the equal q of
-    the tasks without evidence), so the middle entry likely holds the common value: when at
-    least k lie below it, only those are partitioned; when it is the k-th, none is.
+    """The k-th smallest value of ``v`` (1 <= k <= its length); large pools tie massively, so the
+    middle entry is tried first as the pivot.
     """
     probe = v[v.shape[0] // 2]
     below = v < probe

@@ -99,18 +99,9 @@ class DynamicSampling:
 
 
 class DapoScheduler(BaseScheduler):
-    """Over-samples with ``next_batch``; ``filter_groups`` applies :class:`DynamicSampling`
-    and counts every rollout (``dapo/*`` metrics).
-
-    Metrics of a step (also in its :class:`GroupSelection`): ``dapo/groups_generated``,
-    ``dapo/groups_zero_variance`` (dropped), ``dapo/groups_trained`` (in the step's update, 0
-    without one), ``dapo/groups_trimmed`` (surplus dropped by the update),
-    ``dapo/groups_pending`` (after the step), ``dapo/generation_batches`` (since the last
-    update, this one's included: those behind the step's update, or waiting),
-    ``dapo/rollouts_spent`` (the step's, all of them), ``dapo/rollouts_wasted`` (the
-    zero-variance and the trimmed ones); run totals ``dapo/rollouts_spent_total``,
-    ``dapo/rollouts_trained_total``, ``dapo/rollouts_wasted_total`` and
-    ``dapo/rollouts_pending``.
+    """Over-samples with ``next_batch``; ``filter_groups`` applies :class:`DynamicSampling` and
+    counts every rollout in ``dapo/*`` metrics (groups generated, zero-variance, trained,
+    trimmed, pending; generation batches; rollouts spent and wasted; run totals).
     """
 
     name = "dapo"

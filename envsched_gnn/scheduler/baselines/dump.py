@@ -54,11 +54,9 @@ class DumpConfig:
 def absolute_advantages(
     rewards: Sequence[float], normalize_std: bool = True, eps: float = 1e-6
 ) -> np.ndarray:
-    """|A(k)| of one group: ``|r_k - mean(r)| / (std(r) + eps)`` (sample std), or undivided.
-
-    The scheduler's copy of :func:`~envsched_gnn.training.grpo.objective.group_advantages` (it
-    cannot import the layer above it); a test holds the two equal. ``(K,) -> (K,)``; all-equal
-    groups give 0.
+    """|A(k)| of one group: ``|r_k - mean(r)| / (std(r) + eps)`` (sample std), or undivided;
+    ``(K,) -> (K,)``. A copy of :func:`~envsched_gnn.training.grpo.objective.group_advantages`
+    (a lower layer), held equal by a test.
     """
     r = np.asarray(rewards, np.float64)
     if r.size < 2 or np.all(r == r[0]):
