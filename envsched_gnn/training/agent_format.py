@@ -172,12 +172,8 @@ def format_tool_responses(results: Sequence[Any], max_chars: int) -> str:
 
 
 def parse_assistant(text: str) -> ParsedTurn:
-    """Parse an assistant turn; never raises.
-
-    Every ``<tool_call>`` block becomes a :class:`ParsedCall`: a :class:`ToolCall` when the
-    block is a JSON object with a string ``name`` and an object ``arguments`` (a JSON string
-    of an object is accepted, ``arguments`` may be absent), else the reason it is malformed.
-    A turn without any ``<tool_call>`` is a final answer.
+    """Parse an assistant turn; never raises. Each ``<tool_call>`` block becomes a
+    :class:`ParsedCall` (a :class:`ToolCall`, or why it is malformed); no block: a final answer.
     """
     calls = tuple(
         _parse_block(body, closed=bool(end)) for body, end in _TOOL_CALL_BLOCK.findall(text)
@@ -216,10 +212,9 @@ def error_result(message: str) -> dict[str, Any]:
 class ChatFormat:
     """Token pieces of a tokenizer's chat template, measured once by rendering placeholders.
 
-    ``prompt_ids(system, user)`` ends with the template's generation prompt; after the policy
-    stops at :attr:`eot_id`, ``continuation_ids(responses)`` holds the rest of the template's
-    assistant-turn ending, the user turn with the tool responses, and the next generation
-    prompt. Works for any chat template that renders messages in order (ChatML, Qwen3, ...).
+    ``prompt_ids(system, user)`` ends with the generation prompt; ``continuation_ids(responses)``
+    holds what follows :attr:`eot_id` up to the next generation prompt. Works for any template
+    that renders messages in order (ChatML, Qwen3, ...).
     """
 
     def __init__(self, tokenizer: Any) -> None:

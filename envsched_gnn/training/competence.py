@@ -70,12 +70,10 @@ class MixtureRun:
 def mixture_runs(
     runtime: Any, pool: Pool, tasks: Sequence[Task], profile: CompetenceProfile
 ) -> tuple[list[MixtureRun], dict[str, Any]]:
-    """Execute the mixture in ``runtime`` (an entered ``EnvRuntime`` serving ``pool``): every
-    planned imperfect solution and every reference. A variant that scores below 1 is kept;
-    one that scores 1 is no mistake and gives way to the reference (as do the unplanned
-    tasks); references below 1 are dropped, as in plain SFT. Returns the runs and what the
-    mixture held: the rates, and per kind the planned variants, the kept ones and their mean
-    reward."""
+    """Execute the mixture's imperfect solutions and references in ``runtime`` (an entered
+    ``EnvRuntime``); a variant scoring 1 gives way to the reference, references below 1 are
+    dropped. Returns the runs and what the mixture held (rates, planned and kept variants).
+    """
     rates = draw_rates(profile, tasks)
     planned = plan_mixture(pool, tasks, profile, rates)
     imperfect = [p for p in planned if p.kind is not None]

@@ -151,11 +151,8 @@ class ObservationSink:
 
 
 class StoreWriter:
-    """``write(observations)`` into the store named by ``spec``, opened on the first write.
-
-    Opening lazily means only the process that writes (rank 0 under DDP) opens the store.
-    A failed write closes it, so the sink's retry opens it again: a managed server killed
-    mid-run is restarted on the same folder and the writes go on.
+    """``write(observations)`` into the store named by ``spec``, opened on the first write (so
+    only the writing rank opens it); a failed write closes it, so a retry reopens it.
     """
 
     def __init__(self, spec: str) -> None:

@@ -107,18 +107,11 @@ def pool_corpus(pool: Pool, agent: AgentConfig | None = None) -> Iterator[str]:
 
 
 def train_tokenizer(corpus: Iterator[str], config: PolicyConfig) -> Any:
-    """A byte-level BPE tokenizer with a ChatML chat template; numbers are cut into chunks
-    of at most 3 digits before BPE (``33000`` -> ``330 00``), so most 3-digit record ids
-    become one token each and copying an id from the instruction or a tool response is a
-    one-token copy, like a name (digit-by-digit copying was what the CPU policy learned
-    last: teacher-forced digit accuracy 0.13-0.19 after 9 minutes of SFT, 0.49 after 12;
-    with 3-digit chunks 9 minutes gave 13 % of held-out groups with reward spread, not 1-2 %).
-
-    With ``config.space_tokens`` whitespace runs are cut out before byte-level BPE as well, so
-    no token holds a space and a word: the instruction's `` Vera`` and the call's ``"Vera`` then
-    share the token ``Vera`` (and ``enterprise``, ``POL``), which a 2-layer policy copies;
-    without it the packaged demo policy copied the first name of ``"Vera Lund"`` wrongly in
-    8 of 8 samples while copying ``Lund`` (tokenised alike in both) right."""
+    """A byte-level BPE tokenizer with a ChatML chat template; numbers are cut into chunks of at
+    most 3 digits (``33000`` -> ``330 00``), so copying an id is mostly a one-token copy (digit by
+    digit was what the CPU policy learned last). With ``config.space_tokens`` whitespace runs are
+    cut out too, so a word is the same token in the instruction and in a call.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

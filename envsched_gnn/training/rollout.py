@@ -49,11 +49,9 @@ class EpisodeSpec:
 class Episode:
     """One finished episode.
 
-    ``token_ids``, ``policy_mask`` and ``old_logprobs`` have the same length L.
-    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` for policy tokens, where
-    ``z_t`` are the logits predicting position t (``-inf`` outside the grammar's allowed set
-    when decoding is constrained) and T the sampling temperature (the full tempered
-    distribution, before any top-p truncation); 0 where the mask is 0.
+    ``token_ids``, ``policy_mask`` and ``old_logprobs`` have the same length L;
+    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` at policy tokens (``z_t`` -inf
+    outside the grammar's set when constrained; before top-p truncation), 0 elsewhere.
     """
 
     task_id: str

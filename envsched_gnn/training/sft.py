@@ -83,12 +83,8 @@ class SFTDataModule(L.LightningDataModule):
 
 
 def policy_token_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean next-token cross-entropy over labelled tokens (labels -100 elsewhere).
-
-    The rows' shared prefix (the system prompt of a batch from one environment) is run once
-    and the output head only at the N positions that predict a labelled token
-    (:func:`~envsched_gnn.training.shared_prefix.predicted_logits`); the result equals a plain
-    forward over every row, at a fraction of the cost.
+    """Mean next-token cross-entropy over labelled tokens (labels -100 elsewhere), through
+    :func:`~envsched_gnn.training.shared_prefix.predicted_logits` (equal to a plain forward).
     Shapes: ``input_ids, attention_mask, labels (B, L)`` -> scalar.
     """
     labels = batch["labels"]

@@ -38,11 +38,9 @@ class ReferenceRun:
 def run_references(
     runtime: EpisodeRuntime, tasks: Sequence[Task], chunk: int = 512, keep_empty: bool = False
 ) -> list[ReferenceRun]:
-    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``),
-    ``chunk`` tasks at a time (:func:`~envsched_gnn.envs.replay.replay`).
-
-    Tasks without a reference are left out, unless ``keep_empty``: then they are scored as
-    episodes of no call, and the runs are the tasks' in order."""
+    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``), ``chunk``
+    tasks at a time; tasks without one are left out unless ``keep_empty`` (scored with no call).
+    """
     runs: list[ReferenceRun] = []
     for start in range(0, len(tasks), chunk):
         part = [t for t in tasks[start : start + chunk] if keep_empty or t.reference_solution]
@@ -96,13 +94,10 @@ class SFTDataset(Dataset):
 
 
 class GroupedBatchSampler(Sampler[list[int]]):
-    """Batches drawn within one group (environment), in a shuffled order, reshuffled each
-    pass: epoch e uses the generator seeded ``seed + e``. A group smaller than the batch
-    size is one batch; otherwise its remainder is dropped for the pass.
-
-    With ``lengths``, a group's shuffled order is cut into windows of ``bucket_batches``
-    batches and each window sorted by length before it is cut into batches, so a batch
-    holds trajectories of similar length (little padding) while batches stay random."""
+    """Batches within one group (environment), shuffled with the generator seeded ``seed + e`` at
+    epoch e; a group's remainder is dropped (a small group is one batch). With ``lengths``,
+    windows of ``bucket_batches`` batches are sorted by length first (little padding).
+    """
 
     def __init__(
         self,

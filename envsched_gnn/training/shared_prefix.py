@@ -17,11 +17,8 @@ from torch import Tensor
 
 
 def shared_prefix_length(ids: Tensor, predicted: Tensor) -> int:
-    """``P = max(min(LCP, f - 1), 0)``: the rows' longest common prefix, cut so that the hidden
-    state predicting the first predicted token (at ``f - 1``, ``f`` the earliest predicted
-    position of any row) lies in the rows' own part; 0 when no token is predicted. A row
-    with no predicted token does not shorten P.
-
+    """``P = max(min(LCP, f - 1), 0)``: the rows' longest common prefix, cut before ``f - 1`` (``f``
+    the earliest predicted position); rows with no predicted token do not shorten it.
     Shapes: ``ids (R, L)`` int, ``predicted (R, L)`` bool -> int.
     """
     if not predicted.any():
@@ -38,12 +35,9 @@ def predicted_logits(
     predicted: Tensor,
     attention_mask: Tensor | None = None,
 ) -> Tensor:
-    """The logits ``z_{r,t}`` that predict each token with ``predicted[r, t]`` (t >= 1), in
-    row-major order, so that they line up with ``ids[:, 1:][predicted[:, 1:]]``; see the
-    module docstring. The shared prefix is :func:`shared_prefix_length`.
-
-    ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
-    ``attention_mask`` (1 on real tokens) is handed to its body when given.
+    """The logits ``z_{r,t}`` predicting each token with ``predicted[r, t]`` (t >= 1), row-major, in
+    line with ``ids[:, 1:][predicted[:, 1:]]`` (module docstring). ``model``: a Hugging Face causal
+    LM; ``attention_mask`` is handed to its body when given.
     Shapes: ``ids (R, L)``, ``predicted (R, L)`` bool -> ``(N, V)``, N the predicted tokens.
     """
     rows, length = ids.shape

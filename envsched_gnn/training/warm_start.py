@@ -76,14 +76,11 @@ def warm_start(
     package: Path = PACKAGED_DEMO_POLICY,
     base_fingerprint: str | None = None,
 ) -> tuple[Path, dict]:
-    """The SFT policy of a run in ``out_dir/policy``: a copy of the packaged one when its
-    manifest matches this SFT's inputs, else :func:`~envsched_gnn.training.sft.run_sft`.
+    """The SFT policy of a run in ``out_dir/policy``: the packaged one when its manifest matches
+    this SFT's fingerprint (:func:`sft_fingerprint`, or :func:`chained_fingerprint` when
+    ``model_dir`` has ``base_fingerprint``), else :func:`~envsched_gnn.training.sft.run_sft`.
     Returns the folder and what was done.
-
-    Inputs have a fingerprint when the built-in policy is asked for (``model_dir`` None:
-    :func:`sft_fingerprint`) or when ``model_dir`` is a policy whose own fingerprint is
-    ``base_fingerprint`` (SFT continues it: :func:`chained_fingerprint`); other models always
-    run SFT."""
+    """
     out = Path(out_dir)
     fingerprint = None
     if model_dir is None:

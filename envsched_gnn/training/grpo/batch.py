@@ -117,14 +117,9 @@ def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> 
 def policy_log_probs(
     model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0
 ) -> tuple[Tensor, Tensor]:
-    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens (``z`` set to
-    ``-inf`` outside ``batch.allowed`` when the rollouts were constrained: the distribution
-    they sampled from), and the entropy of that distribution there (detached), both ``(N,)``
-    in row-major order. The logits ``z`` come from one pass with the shared prompt run once
-    (:func:`~envsched_gnn.training.shared_prefix.predicted_logits`).
-
-    ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
-    the log-probabilities are float32 or wider (float64 stays float64).
+    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens (``z`` -inf outside
+    ``batch.allowed`` when constrained), and the detached entropy there, both ``(N,)`` row-major,
+    from one :func:`~envsched_gnn.training.shared_prefix.predicted_logits` pass; float32 or wider.
     """
     ids, policy = batch.ids, batch.policy
     logits = predicted_logits(model, ids, policy)

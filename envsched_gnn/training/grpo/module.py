@@ -234,11 +234,8 @@ class GRPOModule(L.LightningModule):
             self._evaluate(self.next_step)
 
     def _rollout(self, batch: ScheduledBatch) -> list[tuple[int, Episode]]:
-        """This rank's share of the B x K episodes, as (global index, episode): whole groups,
-        dealt round-robin, so that a group's episodes share their prompt in the update.
-
-        Episode (task, sample) draws its tokens from a generator seeded by (step seed, task,
-        sample), so the episodes do not depend on how they are split across ranks.
+        """This rank's share of the B x K episodes, as (global index, episode): whole groups dealt
+        round-robin; seeds per (step seed, task, sample), so the split changes no episode.
         """
         k = self.config.group_size
         specs = [EpisodeSpec(task_id, sample) for task_id in batch.task_ids for sample in range(k)]

@@ -104,10 +104,8 @@ def clipped_token_losses(logp: Tensor, old_logp: Tensor, advantages: Tensor, cli
 def loss_denominator(
     aggregation: str, policy_tokens: int, episodes: int, max_response_tokens: int
 ) -> float:
-    """The constant ``D`` that divides a mini-batch's summed token losses: ``sum |T(i,k)|``, the
-    policy tokens of its episodes (``"token_mean"``, DAPO), or ``|M| * max_response_tokens``
-    (``"token_sum_norm"``, Dr. GRPO: no length bias); at least 1. Every micro-batch of the
-    mini-batch divides by the same ``D``, so that their gradients add up to the mini-batch's.
+    """The constant ``D`` dividing a mini-batch's summed token losses: its policy tokens
+    (``"token_mean"``) or ``|M| * max_response_tokens`` (``"token_sum_norm"``); at least 1.
     """
     if aggregation == "token_mean":
         denominator = float(policy_tokens)

@@ -124,11 +124,10 @@ class GRPOUpdate:
         records: Sequence[EpisodeSummary],
         hooks: UpdateHooks,
     ) -> dict[str, float]:
-        """``ppo_epochs`` passes over the groups of ``records`` (every rank's episodes of the
-        update, group-major by ``index``), each split (in a seeded order) into
-        ``mini_batches`` optimiser steps; this rank trains on its ``episodes`` (as (index,
-        episode)) of each mini-batch. A group is ``index // K``, not a task: one update may
-        train two groups of a task rolled out at different steps. Returns the metrics."""
+        """``ppo_epochs`` passes over the groups of ``records`` (all ranks' episodes, group-major by
+        ``index``; a group is ``index // K``), each split in a seeded order into ``mini_batches``
+        optimiser steps; this rank trains on its ``episodes``. Returns the metrics.
+        """
         config, k = self.config, self.config.group_size
         records = sorted(records, key=lambda r: r.index)
         rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)
@@ -175,13 +174,10 @@ class GRPOUpdate:
         }
 
     def idle(self, hooks: UpdateHooks) -> dict[str, float]:
-        """A step without an update: the metric names of :meth:`__call__`, each NaN. Nothing
-        is trained: no backward, no learning-rate schedule step. The optimiser wrapper is still
-        stepped ``ppo_epochs x mini_batches`` times, with every gradient None, only because
-        Lightning counts its steps (``max_steps``, the checkpoint cadence and the logging step
-        are in optimiser steps, that many per GRPO step): ``torch.optim`` skips a parameter
-        whose gradient is None (``Optimizer.zero_grad``'s documentation), so AdamW applies no
-        weight decay and leaves its moments and step counts as they are."""
+        """A step without an update: the metric names of :meth:`__call__`, each NaN. The optimiser
+        is still stepped ``ppo_epochs x mini_batches`` times with every gradient None (Lightning
+        counts optimiser steps); ``torch.optim`` skips such parameters, so nothing changes.
+        """
         optimizer = hooks.optimizer
         optimizer.zero_grad(set_to_none=True)
         for _ in range(self.config.optimizer_steps_per_step):
