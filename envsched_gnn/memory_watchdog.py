@@ -1,13 +1,8 @@
 """A watchdog on the resident memory of this process and every process it started.
 
-A large build runs this process, worker processes and the store's Java server side by side;
-when their resident memory together passes a limit, the run stops itself with a message that
-names each one, instead of driving the machine out of memory. The watchdog polls
-``/proc`` (Linux; elsewhere it watches nothing) from a thread; on the limit it signals the
-main thread (``SIGUSR1``, handled by the watchdog while it runs, which also ends a blocking
-socket wait), whose handler raises :class:`MemoryLimitExceeded`, so the run unwinds through
-its ``with`` blocks (the managed store is stopped cleanly). A run still over the limit
-``grace`` seconds later is killed, its child processes first.
+A thread polls ``/proc`` (Linux only); over the limit it signals the main thread
+(``SIGUSR1``), which raises :class:`MemoryLimitExceeded` naming each process, so ``with``
+blocks unwind; a run still over the limit ``grace`` seconds later is killed, children first.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Worker processes: the one start-method rule, and jobs that share one context run in them.
-
-Every process pool of the package starts its processes from :func:`process_context`.
-
-On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (a rollout is
-a sequence of small decode steps), so two jobs side by side, one thread each, finish sooner
-than the same two one after the other. The shared context goes to each worker once, by its
-initializer, not with every job.
+"""Worker processes: the one start-method rule (:func:`process_context`), and jobs that share
+one context, sent once per worker by its initializer. On CPU two one-thread jobs side by
+side beat one two-thread job after the other.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The dual-relation task graph in memory and its ``graph.json`` snapshot.
-
-Nodes are environment-task pairs; edges are directed neighbour -> target under the
-relations ``within`` (same environment) and ``cross`` (other environments), each
-carrying its similarity ``sim`` in (0, 1] (spec sections 3 and 8).
-"""
+"""The dual-relation task graph in memory and its ``graph.json`` snapshot (spec sections 3, 8)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The cross relation's kNN (spec section 3): each target's top ``k_cross`` tasks of other
 environments by ``cos(e(a_i), e(a_j))``, exact below the ANN threshold, else approximate.
-
-Embeddings come as the *distinct* fixed-point vectors ``q`` (U, D) and each node's row of
-them, ``group`` (N,): tasks that share an abstract share a vector, and at 1M tasks the (N, D)
-float64 matrix alone would take 3 GB. The cosine of two nodes is the cosine of their groups'
-vectors, and every dot product of fixed-point vectors is an exact integer, so a similarity
-expanded from the groups is bit for bit the one computed between the nodes' own vectors.
-Ties go by the pair key of :mod:`~envsched_gnn.graph_build.neighbours`.
+Embeddings come as the distinct fixed-point vectors ``q`` (U, D) and each node's ``group``
+(N,); fixed-point dot products are exact, so this is bit for bit the per-node result.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Where a build's independent pieces of work run: in this process, in spawned worker
-processes, or as Ray tasks on a cluster; results always come back in input order.
-
-Each piece (one environment's within TF-IDF, one chunk of abstracts to embed) is a pure
-function of its arguments, so the graph does not depend on where it ran (tested:
-``graph build --ray local``, ``--within-workers 2`` and a build on a Ray cluster of two node
-processes give the graph of the plain build).
-At most ``window`` pieces are in flight, so the inputs of a streamed pool are read from disk
-only a few environments ahead of the results.
+processes, or as Ray tasks on a cluster; results always come back in input order, at most
+``window`` pieces in flight. Each piece is a pure function, so the graph is the same anywhere.
 """
 
 from __future__ import annotations

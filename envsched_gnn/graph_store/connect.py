@@ -1,9 +1,5 @@
 """Opening a store: a Bolt URI or a folder -> the driver (and the managed ArcadeDB), checked.
-
-:func:`open_store` owns what it opens: the managed server of a folder, and the driver; it
-closes the driver, then stops the server, when its ``with`` block ends. The connection is
-checked with ``driver.verify_connectivity()`` (the server answers and takes the
-credentials); the database is checked by the first work in it, creating the constraints.
+:func:`open_store` closes the driver, then stops the server, when its ``with`` block ends.
 """
 
 from __future__ import annotations

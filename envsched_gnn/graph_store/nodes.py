@@ -1,13 +1,9 @@
 """What the store's nodes hold: pool objects, observations and predictions as node properties.
 
-Each function maps one kind of record to the rows its query takes (or back), and checks it
-first: a bad value raises an error naming the task, the field and the value, and nothing is
-written. ``init_config``, ``checks`` and ``reference_solution`` are JSON text on the Task
-node. Observation and prediction keys are ``"<step>:<task_id>"`` (:func:`record_key`): unique
-per (task, step), so a replay MERGEs onto the same node and never duplicates it. An Abstract
-node caches the sentence embedding of one abstract text, keyed by :func:`text_key` and stored
-once however many tasks share it; a task names its abstract by ``abstract_key`` (so neither a
-rebuild nor growth re-embeds a known abstract).
+Each function maps one kind of record to its query's rows (or back), checking it first (an
+error names task, field and value). Observation and prediction keys are
+``"<step>:<task_id>"`` (:func:`record_key`); an Abstract node caches one text's embedding,
+keyed by :func:`text_key` and named by a task's ``abstract_key``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The rows of a Cypher statement as plain values, rendered as a table, JSON or CSV.
 
-Driver values become JSON values: a node is its properties with ``_labels`` (and
-``_element_id``), a relationship its properties with ``_type``, ``_start`` and ``_end``
-(element ids), a path the list of its nodes and relationships in order; temporal and spatial
-values their ISO text (``str``). In the table and the CSV a string is written as it is and
-every other value as its JSON text.
+Nodes become their properties with ``_labels`` and ``_element_id``, relationships with
+``_type``, ``_start``, ``_end``, paths the list of their parts, temporal and spatial values
+``str``; table and CSV write strings as they are, other values as JSON.
 """
 
 from __future__ import annotations

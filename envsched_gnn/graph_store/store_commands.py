@@ -1,13 +1,7 @@
 """``envsched-gnn store ...``: Cypher against the store, and its observations as history.jsonl.
 
-``store query CYPHER [--param NAME=VALUE ...] [--format table|json|csv] [--write]`` runs one
-statement against the store (the managed ArcadeDB of a folder, or a ``bolt://`` /
-``neo4j://`` server), read-only unless ``--write``. ``store export-history --out FILE``
-writes the store's observations in the exchange format of spec section 8 (one
-``{"task_id", "step", "rewards"}`` object per line, ordered by step and task);
-``store import-history FILE`` writes such a file's observations into the store, all or
-nothing (unknown tasks, or rewards that differ from those stored for a (task, step), are
-refused; identical ones are a no-op).
+``store query CYPHER`` (read-only unless ``--write``), ``store export-history --out FILE`` and
+``store import-history FILE`` (all or nothing; identical observations are a no-op).
 """
 
 from __future__ import annotations

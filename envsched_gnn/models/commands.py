@@ -1,10 +1,8 @@
 """``envsched-gnn predict`` and ``envsched-gnn explain``: the analytic predictor from the shell.
 
-``predict --graph graph.json --history history.jsonl --step T --out pred.json`` writes
-``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}`` for every task, using
-the observations with step < T only. ``explain TASK --step T`` prints the evidence behind
-one task's prediction (``--json`` for machines), from snapshot files or from the store; with
-``--png FILE`` / ``--html FILE`` also as a picture (:mod:`.evidence_picture`).
+``predict`` writes ``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}`` from
+observations with step < T; ``explain TASK --step T`` prints one prediction's evidence
+(``--json``, ``--png``, ``--html``), from snapshot files or from the store.
 """
 
 from __future__ import annotations

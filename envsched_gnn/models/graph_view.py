@@ -1,10 +1,5 @@
-"""What the predictors read from a ``HeteroData`` graph: NumPy views of its ``adj_t``, no copy.
-
-Per relation, the in-neighbour lists sorted by target as CSR (``crow``, ``col``, ``sim``:
-row i lists the neighbours j of target i) are the memory of the ``adj_t`` that
-:func:`envsched_gnn.graph.hetero.add_adjacency` built once with the graph, so taking a
-:class:`GraphView` each step costs O(1) and nothing is cached; each step takes from them the
-``torch.sparse_csr_tensor`` of the entries whose neighbour is observed (the fused propagation).
+"""What the predictors read from a ``HeteroData`` graph: NumPy views of its ``adj_t``
+(``crow``, ``col``, ``sim`` per relation), no copy, so a :class:`GraphView` per step is O(1).
 """
 
 from __future__ import annotations

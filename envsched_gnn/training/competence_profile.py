@@ -1,10 +1,6 @@
-"""The competence profile: how often a start's demonstrations of a decision are imperfect.
-
-Rates r ~ Beta(mu kappa, (1 - mu) kappa), one per environment and mistake kind
-(``by = "environment"``) or one per task (``by = "task"``, i.i.d.); see
-:mod:`~envsched_gnn.training.competence` for how the SFT mixture uses them. Kept apart from
-the mixture so that :class:`~envsched_gnn.training.sft_config.SFTConfig` (and the CLI) loads
-fast.
+"""The competence profile: how often a start's demonstrations of a decision are imperfect,
+r ~ Beta(mu kappa, (1 - mu) kappa) per environment and mistake kind or per task (used by
+:mod:`~envsched_gnn.training.competence`; apart so that ``SFTConfig`` loads fast).
 """
 
 from __future__ import annotations

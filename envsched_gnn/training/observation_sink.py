@@ -1,13 +1,9 @@
 """Buffered, idempotent writes of each step's observations to the graph store.
 
-Training hands observations to :meth:`ObservationSink.put` and goes on at once; a
-background thread writes them in batches. A write that fails (store slow, restarting,
-unreachable) is retried with exponential backoff until it succeeds, so nothing is lost;
-the store's writes are keyed by (task, step) and idempotent (``MERGE``), so a retry of a
-write that did land never duplicates it. Observations not yet written are part of the
-trainer's checkpoint (:meth:`state_dict`), and survive a crash of the trainer too. A batch
-the store refuses as invalid (``ObservationError``: unknown task, conflicting rewards) is
-not retried: it is kept in :attr:`rejected` with the error and reported.
+:meth:`ObservationSink.put` returns at once; a background thread writes batches, retrying
+failures with exponential backoff (writes are ``MERGE``s keyed by (task, step), so a retry
+never duplicates). Unwritten observations go into the checkpoint (:meth:`state_dict`); a
+batch the store refuses as invalid (``ObservationError``) is kept in :attr:`rejected`.
 """
 
 from __future__ import annotations

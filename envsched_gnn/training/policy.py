@@ -1,13 +1,8 @@
 """The default policy: a small Qwen3-architecture causal LM and a BPE tokenizer for a pool.
 
-:func:`build_default_policy` writes an ordinary Hugging Face model folder (config,
-safetensors weights, tokenizer with a ChatML chat template), so the rest of the code cannot
-tell it from a downloaded model: :func:`load_policy` loads either with
-``AutoModelForCausalLM`` / ``AutoTokenizer`` and ``local_files_only=True``.
-
-Sizing follows the tiny-policy probe (shared notes): hidden 128, 2 layers, 4 heads,
-intermediate 384, tied embeddings (0.82 M parameters with the 3 k vocabulary) is what learns
-to call tools within minutes of SFT on 2 CPU cores.
+:func:`build_default_policy` writes an ordinary Hugging Face model folder, which
+:func:`load_policy` loads like a downloaded one (``local_files_only=True``). The size (0.82 M
+parameters) is what learned to call tools within minutes of SFT on 2 CPU cores.
 """
 
 from __future__ import annotations

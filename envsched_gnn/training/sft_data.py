@@ -1,9 +1,5 @@
-"""SFT examples: reference solutions executed in the runtime and rendered in the agent format.
-
-Each task's ``reference_solution`` is replayed in a fresh episode (all tasks of a chunk in
-parallel, :func:`~envsched_gnn.envs.replay.replay`), so the rendered trajectory holds
-the tool responses the environment really gives. Trajectories whose final state does not
-pass all checks are dropped: the policy imitates only solutions that score 1.
+"""SFT examples: reference solutions executed in the runtime and rendered in the agent format;
+trajectories that do not pass all checks are dropped.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """GRPO's update batches: the kept groups cut into mini-batches (one optimiser step each), their
 episodes packed by shared prompt into micro-batches, the policy tokens' log-probabilities
-computed with the shared prompt run once and the output head run on policy tokens only.
-
-The K episodes of a task start with the same prompt (system message with the tool list, then
-the instruction: ~75 % of a demo episode's tokens), and only the policy's own tokens (~15 %)
-carry a loss; :mod:`~envsched_gnn.training.shared_prefix` runs such a micro-batch at a
-fraction of the cost of a plain forward of every row, with the same loss and gradients.
+computed with the shared prompt run once (:mod:`~envsched_gnn.training.shared_prefix`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Several GRPO runs from one starting policy, in spawned processes when the cores allow
-(:mod:`~envsched_gnn.workers` says why). Each run is
-:func:`~envsched_gnn.training.grpo.train.train_grpo`, unchanged, on its own config and graph;
-results come back in the order of the runs, each as soon as it and those before it are done.
-The starting policy's step-0 evaluation, which every run would make alike, is made once
-(:func:`evaluate_start`) and shared.
+"""Several GRPO runs from one starting policy, in spawned processes when the cores allow; each
+is :func:`~envsched_gnn.training.grpo.train.train_grpo` unchanged, results in run order, the
+shared step-0 evaluation made once (:func:`evaluate_start`).
 """
 
 from __future__ import annotations

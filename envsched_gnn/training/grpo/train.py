@@ -1,11 +1,7 @@
 """One GRPO run: the policy, the scheduler on the train split's graph, the Lightning trainer.
 
-:func:`train_grpo` is what ``envsched-gnn train grpo`` and the main job call; it returns
-the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) and leaves in
-``out_dir``: ``checkpoints/`` (``last.ckpt`` and every ``checkpoint_every`` steps),
-``logs/`` (CSV, and TensorBoard when installed), ``policy/`` (the trained HF folder),
-``grpo_result.json`` and ``history.jsonl`` (every group rolled out, in the exchange format of
-spec section 8).
+:func:`train_grpo` returns the :class:`GRPOResult` and leaves in ``out_dir``: ``checkpoints/``,
+``logs/``, ``policy/`` (the trained HF folder), ``grpo_result.json`` and ``history.jsonl``.
 """
 
 from __future__ import annotations
