@@ -179,11 +179,8 @@ class ObservationConfig:
 class ObservationLog:
     """Append-only, columnar log of observations: the compute view of the history.
 
-    Columns are NumPy arrays (``task`` int64 node index, ``step`` int64, ``m``, ``v``,
-    ``d`` float64), so statistics over the whole history are vectorised. Observations
-    of unknown tasks are rejected; a (task, step) pair already recorded is ignored when
-    the rewards are identical (idempotent replay) and rejected otherwise. Groups smaller
-    than ``config.min_rewards`` are rejected or kept out of the columns (``config``).
+    Columns ``task`` (node index), ``step`` int64 and ``m``, ``v``, ``d`` float64. Unknown tasks
+    are rejected; a (task, step) seen again is ignored with identical rewards, else rejected.
     """
 
     def __init__(self, task_ids: Sequence[str], config: ObservationConfig | None = None) -> None:

@@ -16,12 +16,9 @@ _WORKER: tuple[Callable, Any] | None = None
 
 
 def process_context() -> BaseContext:
-    """The multiprocessing context every worker process is started from: ``spawn``.
-
-    Never ``fork``: the parent may have run torch already (a graph build, a policy), and a
-    child forked after torch has started its thread pools inherits their locks without the
-    threads that hold them, so it can hang. A spawned child starts a fresh interpreter; what
-    it runs must be picklable (a module-level function and its arguments)."""
+    """The multiprocessing context every worker process is started from: ``spawn``, never ``fork``
+    (a child forked after torch started its thread pools can hang on their locks).
+    """
     return get_context("spawn")
 
 

@@ -341,10 +341,9 @@ class ManagedArcadeDB:
     def sql(self, command: str, *, transaction: bool = True, timeout: float = 3600.0) -> list:
         """Run one ArcadeDB SQL command over the loopback HTTP API; returns its result rows.
 
-        ``transaction=False`` lets the command manage its own transactions (``IMPORT
-        DATABASE ... WITH commitEvery``) instead of running inside one (a whole import in one
-        transaction exhausts the heap). A failure is a :class:`StoreError` with the server's
-        message.
+        ``transaction=False`` lets the command manage its own transactions (``IMPORT DATABASE
+        ... WITH commitEvery``; one transaction would exhaust the heap). Failures raise
+        :class:`StoreError`.
         """
         import base64
         import urllib.error

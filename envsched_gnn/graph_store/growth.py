@@ -163,15 +163,11 @@ def _rerank_old_targets(
     hashes: np.ndarray,
     k: int,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by
-    similarity, then pair key. Returns which old cross edges stay (bool, in ``old_cross``
-    order) and the newcomer edges ``(src, dst, sim)`` that enter. Node indices are the grown
-    graph's.
-
-    Only the targets a newcomer can reach are re-ranked: those with fewer than ``k``
-    in-neighbours and a newcomer of similarity > 0, or whose best newcomer is at least as
-    similar as their weakest in-neighbour (equal: the pair key decides). The best newcomer of
-    every node comes from the distinct embeddings, (U, distinct newcomers) cosines.
+    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by similarity, then
+    pair key: which old cross edges stay (bool, ``old_cross`` order) and the newcomer edges
+    ``(src, dst, sim)`` that enter, in the grown graph's indices. Only targets a newcomer can
+    reach (its best newcomer at least as similar as the weakest in-neighbour, or fewer than
+    ``k``) are re-ranked.
     """
     src, dst, sim = old_cross
     n = group.shape[0]
@@ -247,10 +243,8 @@ def add_environment(
     *,
     embedder: Embedder | None = None,
 ) -> TaskGraph:
-    """Add environment ``env_id`` of ``pool`` to a store or an in-memory graph; return the graph.
-
-    A store supplies the old tasks' embeddings from its snapshot or its cache and receives the
-    changes; an in-memory graph's old tasks must be in ``pool`` (they are embedded again).
+    """Add environment ``env_id`` of ``pool`` to a store (old embeddings from its snapshot or
+    cache) or an in-memory graph (old tasks re-embedded from ``pool``); return the graph.
     """
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)

@@ -45,10 +45,7 @@ def _now() -> str:
 
 class GraphStore(StoreConnection):
     """Environments, tasks, the dual-relation graph, observations and predictions in a Cypher store.
-
-    The store opens and closes nothing: :func:`~envsched_gnn.graph_store.connect.open_store`
-    owns the driver and the managed server, and closes both when its ``with`` block ends.
-    The connection (sessions, retries, a dead server named) is :class:`StoreConnection`'s.
+    It opens and closes nothing (:func:`~envsched_gnn.graph_store.connect.open_store` does).
     """
 
     @property
@@ -141,11 +138,8 @@ class GraphStore(StoreConnection):
         return {task_id: abstracts[key] for task_id, key in tasks if key in abstracts}
 
     def write_graph(self, graph: TaskGraph, *, build: str | None = None) -> None:
-        """Make the stored nodes' edges equal ``graph``'s: MERGE its edges, delete the others.
-
-        Task nodes missing from the store are created with their environment. Observations
-        and predictions are never touched. The graph is marked complete at the end, under
-        ``build`` (from :meth:`begin_graph_build`) or a build of its own.
+        """Make the stored nodes' edges equal ``graph``'s: MERGE its edges, delete the others,
+        create missing task nodes; then mark it complete under ``build`` (or a build of its own).
         """
         build = build or self.begin_graph_build()
         self.write_rows(
@@ -237,11 +231,9 @@ class GraphStore(StoreConnection):
         self.write_rows(queries.CREATE_EDGES[relation], grouped, chunk=max(1, chunk // per_target))
 
     def read_graph(self, *, empty_ok: bool = False) -> TaskGraph:
-        """The whole graph in one read transaction; nodes in task-id order.
-
-        Raises :class:`StoreError` unless the store holds a completely written graph (see
-        the module docstring); with ``empty_ok``, a store without tasks gives an empty graph.
-        A snapshot of the same complete build (:mod:`.snapshot`) is read instead of the store.
+        """The whole graph in one read transaction, nodes in task-id order, or the snapshot of the
+        same complete build; :class:`StoreError` unless the graph is complete (with ``empty_ok``, a
+        store without tasks gives an empty graph).
         """
         marker = self.query(queries.READ_BUILD, id=queries.GRAPH_BUILD)
         marker = marker[0]["props"] if marker else {}
@@ -299,11 +291,8 @@ class GraphStore(StoreConnection):
 
     def write_observations(self, observations: Iterable[Observation | Mapping]) -> int:
         """Store observations keyed by (task, step), all or nothing; returns how many are new.
-
-        Everything is checked before anything is written, in the same transaction:
-        rewards finite and in [0, 1], steps non-negative integers, every task a node of
-        the store, and a (task, step) already stored only with identical rewards (a
-        replay, which is then a no-op). A bad observation raises ``ObservationError``.
+        Everything is checked first, in the same transaction (rewards, steps, known tasks, a
+        stored (task, step) only with identical rewards); a bad one raises ``ObservationError``.
         """
         rows = observation_rows(observations)
 
@@ -342,13 +331,9 @@ class GraphStore(StoreConnection):
     # -- predictions and their evidence ---------------------------------------------------
 
     def write_predictions(self, step: int, rows: Sequence[Mapping]) -> None:
-        """Store the predictions of ``step``, one per task, with one EVIDENCE edge per neighbour.
-
-        Each row has ``task_id``, the scalar fields of
-        :data:`~envsched_gnn.graph_store.nodes.PREDICTION_FIELDS` (numbers or None) and
-        ``neighbours``: dicts with ``task_id`` and
-        :data:`~envsched_gnn.graph_store.nodes.EVIDENCE_FIELDS`. A replay replaces the
-        prediction and its evidence; all rows are checked before anything is written.
+        """Store the predictions of ``step``, one per task, with one EVIDENCE edge per neighbour
+        (rows as :func:`~envsched_gnn.graph_store.nodes.prediction_rows` takes them). A replay
+        replaces prediction and evidence; all rows are checked before anything is written.
         """
         predictions, evidence, ids = prediction_rows(step, rows)
 

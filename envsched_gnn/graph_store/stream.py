@@ -110,10 +110,8 @@ def stream_build(
     phases: dict[str, float] | None = None,
 ) -> BuiltGraph:
     """Build the graph of ``pool`` into ``store`` part by part; returns what was built.
-
-    ``phases``, when given, receives the seconds of each phase: ``store_write`` (every
-    write, the bulk file and its import included), ``within`` (reading each environment and
-    its TF-IDF), ``embed`` and ``cross`` (computing only).
+    ``phases``, when given, receives the seconds of ``store_write``, ``within``, ``embed`` and
+    ``cross``.
     """
     started = time.perf_counter()
     clock = phases if phases is not None else {}
