@@ -43,30 +43,23 @@ class GraphConfig:
     block: int = 1024
     """Rows of the cross-similarity matrix computed at a time."""
     within_workers: int = 1
-    """Processes computing within edges, environments split among them (results in
-    environment order, identical for any count; 1: in this process)."""
+    """Processes computing within edges (identical for any count; 1: in this process)."""
     embed_workers: int = 1
-    """Processes embedding the distinct abstracts, in chunks (each vector a pure function of
-    its text: identical for any count; 1: in this process)."""
+    """Processes embedding the distinct abstracts (identical for any count; 1: in this process)."""
     ray: str | None = None
-    """Run the within TF-IDF and the embedding as Ray tasks: 'local' (a Ray on this machine)
-    or a cluster address such as ray://head:10001; the cross kNN and the writes stay here."""
+    """Run within TF-IDF and embedding as Ray tasks: 'local' or an address (ray://head:10001)."""
     bulk: bool = True
-    """Write a first build into an empty managed ArcadeDB store through ArcadeDB's importer
-    (one JSONL file, IMPORT DATABASE) instead of batched UNWIND transactions."""
+    """Write a first build into an empty managed ArcadeDB through its importer (IMPORT DATABASE)."""
     show_progress: bool = True
     """Show progress bars on the long parts."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     """How abstracts are embedded."""
     ann_threshold: int = 50_000
-    """Pools of at least this many tasks find cross neighbours with the approximate kNN of
-    :mod:`~envsched_gnn.graph_build.ann` (HNSW candidates, exact re-rank); smaller ones
-    with the exact row-block kNN."""
+    """Pools of at least this many tasks use the approximate cross kNN (:mod:`.ann`)."""
     hnsw: HnswConfig = field(default_factory=HnswConfig)
     """The HNSW index of the approximate kNN."""
     llm_extractor: LlmExtractor | None = None
-    """Hook deriving a task's abstract (e.g. with an LLM) when the pool gives none; else the
-    deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
+    """Hook deriving a task's abstract (an LLM, say) when the pool gives none."""
 
     def __post_init__(self) -> None:
         names = ("k_within", "k_cross", "block", "within_workers", "embed_workers", "ann_threshold")

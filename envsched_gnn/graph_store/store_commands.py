@@ -23,13 +23,11 @@ class QueryArgs:
     cypher: str
     """One Cypher statement; give values as $parameters."""
     params: list[str] | None = None
-    """A parameter of the statement as NAME=VALUE (repeat for more); VALUE is read as JSON
-    when it parses (12, 0.5, true, null, [1, 2], {"a": 1}, "quoted"), else as text."""
+    """A parameter as NAME=VALUE (repeatable); VALUE is JSON when it parses, else text."""
     format: str = "table"
     """How the rows are printed: table, json or csv."""
     write: bool = False
-    """Let the statement write (committed). Without it the statement runs in a read
-    transaction that is rolled back, and one that writes is an error."""
+    """Let the statement write (committed); without it a writing statement is an error."""
     store: str | None = None
     """bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a
     folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)."""

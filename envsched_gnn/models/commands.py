@@ -49,12 +49,9 @@ class ExplainArgs:
     json: bool = False
     """Print the evidence as JSON."""
     store_evidence: bool = False
-    """Also write every task's prediction and evidence at step T into the store, where Cypher
-    finds them: (:Prediction)-[:EVIDENCE]->(:Task) (needs --store)."""
+    """Also write every prediction and its evidence at step T into the store (needs --store)."""
     png: Path | None = None
-    """Also draw the evidence as a picture into this PNG file: the neighbours by relation
-    (environment, sim, W, share), the global reference's share, the own history, how u was
-    reached."""
+    """Also draw the evidence as a picture into this PNG file."""
     html: Path | None = None
     """Also write the picture and its numbers as one self-contained HTML page (offline)."""
 

@@ -153,8 +153,7 @@ class LearnedConfig:
     use_text: bool = False
     """Append ``data['task'].x`` (e.g. a sentence embedding of the task) to the features."""
     residual: bool = True
-    """Correct the analytic estimate in logit space, starting from zero (module docstring);
-    False: the head's output alone is the estimate."""
+    """Correct the analytic estimate in logit space (False: the head's output alone)."""
     seed: int = 0
     """Seed of the initial weights and of the mini-batch sampling."""
     predictor: PredictorConfig = field(default_factory=PredictorConfig)

@@ -65,10 +65,7 @@ class Scheduler(Protocol):
     """B: the tasks of a step's update (an over-sampling scheduler may return more)."""
     last_batch: BatchInfo | None
     over_samples: bool
-    """True for over-sampling baselines (DAPO's dynamic sampling): ``next_batch`` returns more
-    than B tasks and ``filter_groups`` chooses which groups enter which update (it keeps
-    state: ask it once per step, on one process); False: every group rolled out enters the
-    update of its step."""
+    """True for over-sampling baselines (DAPO); their ``filter_groups`` keeps state."""
 
     def next_batch(self, step: int) -> list[str]: ...
 

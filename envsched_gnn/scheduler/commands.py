@@ -33,8 +33,7 @@ class SelectArgs:
     seed: int = 0
     """Seed of tie-breaking / sampling."""
     scheduler: str = "envsched"
-    """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, mopps, greso,
-    dps, dump, or another registered name."""
+    """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, ... (registered)."""
 
 
 def _select(args: argparse.Namespace) -> int:

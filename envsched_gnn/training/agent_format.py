@@ -63,16 +63,11 @@ class AgentConfig:
     max_calls_per_turn: int = 4
     """Tool calls executed from one assistant turn; further calls get an error response."""
     temperature: float = 1.0
-    """Sampling temperature (1.0: the policy's own distribution; the tiny-policy probe saw
-    more reward spread at 1.3-1.6, but at 1.4 our SFT policy made 4x more malformed calls)."""
+    """Sampling temperature (1.0: the policy's own distribution; 1.4 made 4x more bad calls)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 samples from the full tempered distribution."""
     constrained: bool = False
-    """Decode under each environment's tool-call grammar (guided decoding): a call is always
-    well-formed JSON naming one of the environment's tools, with its parameter names, every
-    required one, and values of their schema types (enum values, strings, numbers); an answer
-    is text without a tool call. Rollouts and the GRPO update use the constrained
-    distribution alike (:mod:`~envsched_gnn.training.constrained`)."""
+    """Decode under each environment's tool-call grammar (:mod:`~.constrained`)."""
     tool_response_max_chars: int = 1200
     """Tool results are cut to this many characters of JSON before the policy sees them."""
     final_message: str = "Done."

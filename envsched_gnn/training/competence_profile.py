@@ -22,13 +22,11 @@ class CompetenceProfile:
     """How often the SFT data's demonstration of a decision is imperfect (module docstring)."""
 
     by: str = "environment"
-    """What a rate belongs to: ``environment`` (one per environment and mistake kind) or
-    ``task`` (one per task, i.i.d.: no structure left)."""
+    """What a rate belongs to: ``environment`` (and mistake kind) or ``task`` (i.i.d.)."""
     mean: float = 0.5
     """mu: the mean rate of an imperfect demonstration, in (0, 1)."""
     concentration: float = 4.0
-    """kappa: rates are Beta(mu kappa, (1 - mu) kappa); smaller spreads them wider
-    (kappa = 4 at mu = 0.5 is Beta(2, 2), standard deviation 0.22)."""
+    """kappa: rates are Beta(mu kappa, (1 - mu) kappa); smaller spreads them wider."""
     kinds: tuple[str, ...] = MISTAKE_KINDS
     """Mistake kinds in the mix (of ``envs.generator.mistakes.MISTAKE_KINDS``)."""
     seed: int = 0

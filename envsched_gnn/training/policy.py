@@ -54,15 +54,9 @@ class PolicyConfig:
     max_positions: int = 4096
     """Longest sequence (rotary positions) the model is configured for."""
     vocab_size: int = 3072
-    """Target BPE vocabulary, special tokens included; the trained one may come out smaller.
-    3072 leaves room for most 3-digit numbers as single tokens (on the demo pool 759 of
-    100-999; 2048 had 161)."""
+    """Target BPE vocabulary, special tokens included (3072: most 3-digit numbers one token)."""
     space_tokens: bool = False
-    """Whitespace runs are tokens of their own, so a word or value is spelt with the same
-    tokens wherever it stands: byte-level BPE otherwise glues a leading space to a word, and
-    ``Vera`` in ``"name": "Vera Lund"`` is another token than `` Vera`` in the instruction
-    ("find coach Vera Lund"), so the policy must learn a mapping per word instead of copying
-    (see :func:`train_tokenizer`)."""
+    """Whitespace runs are tokens of their own, so a word is one token everywhere."""
     min_frequency: int = 2
     """A BPE merge needs a pair seen at least this often."""
     rope_theta: float = 10000.0

@@ -75,8 +75,7 @@ class Episode:
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds of the rollout batch this episode ran in (shared by its batch)."""
     allowed_ids: torch.Tensor | None = None
-    """(L,) int64 with constrained decoding: the :attr:`allowed_table` id of the mask each
-    policy token was sampled under; -1 where the mask is 0. None when unconstrained."""
+    """(L,) int64: each policy token's :attr:`allowed_table` mask id (-1 elsewhere), or None."""
     allowed_table: MaskTable | None = None
     """The masks ``allowed_ids`` refer to (shared by the engine's episodes)."""
 

@@ -37,8 +37,7 @@ class DumpConfig:
     temperature: float = 0.1
     """tau of the softmax that turns UCB scores into environment probabilities (> 0)."""
     normalize_std: bool = True
-    """Divide each group's centred rewards by its sample std (GRPO, as DUMP); False: centred
-    only (Dr. GRPO), so L_e is the plain mean absolute deviation of rewards."""
+    """Divide centred rewards by the group's sample std (GRPO, as DUMP); False: Dr. GRPO."""
     eps: float = 1e-6
     """Added to the group std before dividing (> 0)."""
 

@@ -39,11 +39,9 @@ class SharedStart:
     agent: AgentConfig
     runtime: RuntimeConfig
     launch: LaunchConfig
-    """How each run's trainer runs; Lightning's progress bar is always off (the bars of runs
-    side by side would garble each other), ``print_steps`` prints a line per step instead."""
+    """How each run's trainer runs (no progress bar; ``print_steps`` prints lines instead)."""
     initial_eval: dict[str, Any] | None = None
-    """The starting policy's step-0 evaluation, made once for every run
-    (:func:`evaluate_start`); None: each run makes its own."""
+    """The starting policy's step-0 evaluation, made once (None: each run makes its own)."""
     eval_seed: int | None = None
     """Seed of the held-out subset and its sampling (None: each run's own seed)."""
 

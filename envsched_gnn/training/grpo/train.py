@@ -53,8 +53,7 @@ class GRPOResult:
     unwritten_observations: int = 0
     rejected_observations: int = 0
     picks: list[dict[str, Any]] = field(default_factory=list)
-    """Per step, how the batch was picked (``scheduled_batches.pick_record``): the stage and
-    the score at the pick of each task, in batch order."""
+    """Per step, the stage and score of each pick, in batch order (``pick_record``)."""
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -81,8 +81,7 @@ class UpdateHooks:
     backward: Callable[[Tensor], None]
     """``loss.backward()`` as the strategy runs it (precision plugin, DDP's gradient sync)."""
     no_sync: Callable[[], AbstractContextManager[Any]]
-    """A context whose backward passes skip DDP's gradient sync (all micro-batches but the
-    last of an optimiser step)."""
+    """A context skipping DDP's gradient sync (all micro-batches but an optimiser step's last)."""
     reduce_sum: Callable[[Tensor], Tensor]
     """Sum of a tensor over the ranks."""
     world_size: int
