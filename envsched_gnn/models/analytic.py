@@ -237,10 +237,9 @@ def _spread_level(e_z: np.ndarray) -> dict[str, np.ndarray]:
 def _observed_columns(
     evidence: np.ndarray, observed: np.ndarray, targets: dict
 ) -> tuple[torch.Tensor, dict]:
-    """The evidence of the ``observed`` nodes, node-major (O + 1, H, C + 1) with a last row of
-    zeros, and the kept rows of ``targets`` with their columns renumbered into it: an observed
-    neighbour to its row, any other to the zero row, which is its evidence (W = 0 makes every
-    channel 0). The entries and their order are unchanged, so every sum is the same."""
+    """The evidence of the ``observed`` nodes (O + 1, H, C + 1), last row zeros, and the kept
+    rows of ``targets`` with columns renumbered into it (others to the zero row); same sums.
+    """
     from envsched_gnn.graph.hetero import csr_tensor
 
     sources = np.flatnonzero(observed)

@@ -25,11 +25,8 @@ def _default_relation_weights() -> dict[str, float]:
 
 @dataclass
 class PredictorConfig:
-    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration.
-
-    The ablations of the paper are values, not code paths: within-only is
-    ``relation_weights={"within": 1.0, "cross": 0.0}``, cross-only
-    ``{"within": 0.0, "cross": 1.0}``.
+    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration (ablations
+    are ``relation_weights`` values).
     """
 
     half_life_long: float = 8.0

@@ -15,9 +15,8 @@ from envsched_gnn.graph.task_graph import RELATIONS
 
 @dataclass(frozen=True)
 class RelationCSR:
-    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]`` with similarities ``sim`` (E,).
-
-    ``adj_t`` is the graph's (N, N) sparse CSR tensor of which the three arrays are views.
+    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]``, similarities ``sim`` (E,), views
+    of the graph's (N, N) CSR ``adj_t``.
     """
 
     crow: np.ndarray

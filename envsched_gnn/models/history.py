@@ -51,11 +51,8 @@ class ObservedHistory:
 
 @dataclass(frozen=True)
 class HistoryStats:
-    """The statistics of one half-life h at step t.
-
-    ``g``: (g_v, g_m, g_d), float64 (3,); ``weight``: W(i,t), float64 (N,);
-    ``weighted_sum``: sum_s w_h(t,s) y~(i,s) = W(i,t) ybar(i,t), float64 (N, C) in the
-    history's channel order (0 where W = 0).
+    """The statistics of one half-life h at step t: ``g`` (3,), ``weight`` W(i,t) (N,) and
+    ``weighted_sum`` W(i,t) ybar(i,t) (N, C) (0 where W = 0), float64.
     """
 
     half_life: float

@@ -89,11 +89,9 @@ class _Example:
 
 
 class LearnedPropagation:
-    """Online-trained heterogeneous GNN predictor with the analytic calibration (module doc).
-
-    scikit-learn conventions: ``__init__`` stores the config; ``update`` learns and
-    returns ``self``; learned attributes end in ``_`` (``model_``, ``optimizer_``,
-    ``examples_``, ``last_step_``). Seeded by ``config.seed``.
+    """Online-trained heterogeneous GNN predictor with the analytic calibration (module doc);
+    scikit-learn conventions, learned attributes ``model_``, ``optimizer_``, ``examples_``,
+    ``last_step_``; seeded by ``config.seed``.
     """
 
     def __init__(self, config: LearnedConfig | None = None) -> None:

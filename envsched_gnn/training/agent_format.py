@@ -205,11 +205,9 @@ def error_result(message: str) -> dict[str, Any]:
 
 
 class ChatFormat:
-    """Token pieces of a tokenizer's chat template, measured once by rendering placeholders.
-
-    ``prompt_ids(system, user)`` ends with the generation prompt; ``continuation_ids(responses)``
-    holds what follows :attr:`eot_id` up to the next generation prompt. Works for any template
-    that renders messages in order (ChatML, Qwen3, ...).
+    """Token pieces of a tokenizer's chat template, measured once by rendering placeholders:
+    ``prompt_ids(system, user)`` and ``continuation_ids(responses)`` (what follows
+    :attr:`eot_id`). Works for any template that renders messages in order.
     """
 
     def __init__(self, tokenizer: Any) -> None:
@@ -284,9 +282,8 @@ def render_trajectory(
     turns: Sequence[tuple[str, Sequence[dict[str, Any]] | None]],
     config: AgentConfig,
 ) -> RenderedEpisode:
-    """Render a finished chat: ``turns`` = (assistant text, tool results or None for the last).
-
-    The ids are built exactly as the rollout engine builds them while acting.
+    """Render a finished chat, ``turns`` = (assistant text, tool results or None for the last),
+    into ids built exactly as the rollout engine builds them.
     """
     ids = fmt.prompt_ids(system_message(env, config.tool_format), user_message(task))
     mask = [0] * len(ids)

@@ -70,9 +70,8 @@ class MixtureRun:
 def mixture_runs(
     runtime: Any, pool: Pool, tasks: Sequence[Task], profile: CompetenceProfile
 ) -> tuple[list[MixtureRun], dict[str, Any]]:
-    """Execute the mixture's imperfect solutions and references in ``runtime`` (an entered
-    ``EnvRuntime``); a variant scoring 1 gives way to the reference, references below 1 are
-    dropped. Returns the runs and what the mixture held (rates, planned and kept variants).
+    """Execute the mixture in ``runtime``; a variant scoring 1 gives way to the reference,
+    references below 1 are dropped. Returns the runs and what the mixture held.
     """
     rates = draw_rates(profile, tasks)
     planned = plan_mixture(pool, tasks, profile, rates)

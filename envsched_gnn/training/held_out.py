@@ -32,10 +32,9 @@ def heldout_evaluator(
     pool_tasks: Sequence[str] = (),
     pool_samples: int = 0,
 ) -> Callable[[Any, int], dict[str, Any]]:
-    """``evaluate(engine, step)``: mean reward and more over ``tasks`` x ``k`` samples, with
-    the same sampling seed at every evaluation (differences come from the policy only), and
-    ``per_task`` rewards (task id -> k rewards) for comparisons paired by task; with
-    ``pool_samples`` the same over ``pool_tasks`` x ``pool_samples`` under ``pool``."""
+    """``evaluate(engine, step)``: rewards over ``tasks`` x ``k`` samples, same seed at every
+    evaluation, with ``per_task`` rewards; with ``pool_samples`` also ``pool_tasks`` under ``pool``.
+    """
 
     def evaluate(engine: Any, step: int) -> dict[str, Any]:
         result = _evaluation(engine, tasks, k, seed)

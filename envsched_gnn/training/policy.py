@@ -96,10 +96,9 @@ def pool_corpus(pool: Pool, agent: AgentConfig | None = None) -> Iterator[str]:
 
 
 def train_tokenizer(corpus: Iterator[str], config: PolicyConfig) -> Any:
-    """A byte-level BPE tokenizer with a ChatML chat template; numbers are cut into chunks of at
-    most 3 digits (``33000`` -> ``330 00``), so copying an id is mostly a one-token copy (digit by
-    digit was what the CPU policy learned last). With ``config.space_tokens`` whitespace runs are
-    cut out too, so a word is the same token in the instruction and in a call.
+    """A byte-level BPE tokenizer with a ChatML template; numbers are cut into chunks of at most 3
+    digits (``33000`` -> ``330 00``) and, with ``config.space_tokens``, whitespace runs too, so
+    ids and words are copied as single tokens.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -172,9 +171,8 @@ def build_default_policy(
 def load_policy(
     path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
 ) -> tuple[torch.nn.Module, Any]:
-    """Load any local HF causal LM folder with a chat template: ``(model, tokenizer)``.
-
-    ``dtype`` defaults to float32 (bf16 autocast is applied around forward passes on CUDA).
+    """Load any local HF causal LM folder with a chat template: ``(model, tokenizer)``; ``dtype``
+    defaults to float32 (bf16 autocast around forward passes on CUDA).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -47,11 +47,8 @@ class EpisodeSpec:
 
 @dataclass
 class Episode:
-    """One finished episode.
-
-    ``token_ids``, ``policy_mask`` and ``old_logprobs`` have the same length L;
-    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` at policy tokens (``z_t`` -inf
-    outside the grammar's set when constrained; before top-p truncation), 0 elsewhere.
+    """One finished episode; ``token_ids``, ``policy_mask`` and ``old_logprobs`` have length L,
+    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` at policy tokens (else 0).
     """
 
     task_id: str

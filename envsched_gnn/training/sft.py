@@ -187,10 +187,7 @@ def build_examples(
 def run_sft(
     pool: Pool, model_dir: str | Path | None, config: SFTConfig, out_dir: str | Path
 ) -> Path:
-    """SFT warm start; returns the folder of the trained policy (``out_dir/policy``).
-
-    ``model_dir`` None builds the built-in policy for ``pool`` in ``out_dir/init`` first.
-    """
+    """SFT warm start; returns ``out_dir/policy`` (``model_dir`` None: builds the policy first)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trainer = lightning_trainer(

@@ -90,9 +90,8 @@ class SFTDataset(Dataset):
 
 
 class GroupedBatchSampler(Sampler[list[int]]):
-    """Batches within one group (environment), shuffled with the generator seeded ``seed + e`` at
-    epoch e; a group's remainder is dropped (a small group is one batch). With ``lengths``,
-    windows of ``bucket_batches`` batches are sorted by length first (little padding).
+    """Batches within one group (environment), shuffled by ``seed + e`` at epoch e, remainders
+    dropped; with ``lengths``, windows of ``bucket_batches`` batches are sorted by length first.
     """
 
     def __init__(

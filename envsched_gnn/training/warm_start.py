@@ -77,9 +77,8 @@ def warm_start(
     base_fingerprint: str | None = None,
 ) -> tuple[Path, dict]:
     """The SFT policy of a run in ``out_dir/policy``: the packaged one when its manifest matches
-    this SFT's fingerprint (:func:`sft_fingerprint`, or :func:`chained_fingerprint` when
-    ``model_dir`` has ``base_fingerprint``), else :func:`~envsched_gnn.training.sft.run_sft`.
-    Returns the folder and what was done.
+    this SFT's fingerprint, else :func:`~envsched_gnn.training.sft.run_sft`; returns the folder
+    and what was done.
     """
     out = Path(out_dir)
     fingerprint = None
@@ -121,10 +120,9 @@ def package_policy(
     model_dir: str | Path | None = None,
     base_fingerprint: str | None = None,
 ) -> Path:
-    """Run SFT (of the built-in policy, or continuing ``model_dir`` whose fingerprint is
-    ``base_fingerprint``) and leave it in ``out_dir`` (replaced) with its ``manifest.json``:
-    the fingerprint of its inputs, the command that built it, SFT's summary. The training
-    run's logs and checkpoints stay out of the package."""
+    """Run SFT (built-in policy, or continuing ``model_dir``) and leave the policy in ``out_dir``
+    with its ``manifest.json`` (fingerprint, command, summary), without logs and checkpoints.
+    """
     import tempfile
 
     from envsched_gnn.training.sft import run_sft

@@ -112,9 +112,8 @@ def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> 
 def policy_log_probs(
     model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0
 ) -> tuple[Tensor, Tensor]:
-    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens (``z`` -inf outside
-    ``batch.allowed`` when constrained), and the detached entropy there, both ``(N,)`` row-major,
-    from one :func:`~envsched_gnn.training.shared_prefix.predicted_logits` pass; float32 or wider.
+    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` (``z`` -inf outside ``batch.allowed``) at the
+    policy's tokens and the detached entropy there, both ``(N,)`` row-major, float32 or wider.
     """
     ids, policy = batch.ids, batch.policy
     logits = predicted_logits(model, ids, policy)

@@ -276,10 +276,9 @@ class GRPOModule(L.LightningModule):
         return frozenset((env_id, call.name) for call in episode.tool_calls if call.name in known)
 
     def _selection(self, step: int, rewards: Mapping[str, list[float]]) -> GroupSelection:
-        """The groups step ``step``'s update trains and those it keeps pending: every group of
-        the step, or an over-sampling scheduler's choice (it keeps state: decided on rank 0,
-        broadcast); the run's last step (``config.steps - 1``) is ``final``. Every rollout
-        counts towards the budget either way."""
+        """The groups step ``step``'s update trains and those it keeps pending: all of the step's,
+        or an over-sampling scheduler's choice (rank 0, broadcast; ``final`` at the last step).
+        """
         if not self.scheduler.over_samples:
             return GroupSelection.every_group(step, rewards)
         final = step == self.config.steps - 1

@@ -123,9 +123,8 @@ class GRPOUpdate:
         records: Sequence[EpisodeSummary],
         hooks: UpdateHooks,
     ) -> dict[str, float]:
-        """``ppo_epochs`` passes over the groups of ``records`` (all ranks' episodes, group-major by
-        ``index``; a group is ``index // K``), each split in a seeded order into ``mini_batches``
-        optimiser steps; this rank trains on its ``episodes``. Returns the metrics.
+        """``ppo_epochs`` seeded passes over the groups of ``records`` (group ``index // K``), each
+        in ``mini_batches`` optimiser steps; this rank trains its ``episodes``. Returns metrics.
         """
         config, k = self.config, self.config.group_size
         records = sorted(records, key=lambda r: r.index)
