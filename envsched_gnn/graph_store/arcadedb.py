@@ -119,7 +119,8 @@ def page_cache_mib(heap: str) -> int:
 
 
 class ManagedArcadeDB:
-    """An ArcadeDB server with the Bolt plugin, owned by this process.
+    """An ArcadeDB server with the Bolt plugin, owned by this process (a context manager, or
+    :meth:`start` / :meth:`stop`).
 
     Args:
         folder: where databases, logs and the root password live (default ``.envsched/store``).
@@ -127,8 +128,6 @@ class ManagedArcadeDB:
         heap: maximum Java heap, as ``-Xmx`` takes it (default :func:`default_heap`).
         start_timeout: seconds to wait for Bolt to answer before giving up (default 120).
         lock_timeout: seconds to wait for another process to release the folder (default 60).
-
-    Use as a context manager, or call :meth:`start` / :meth:`stop`.
     """
 
     def __init__(

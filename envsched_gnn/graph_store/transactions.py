@@ -57,11 +57,9 @@ class StoreConnection:
     Args:
         driver: an open ``neo4j`` driver (one per process).
         database: the database every session names.
-        server: the managed ArcadeDB server behind the driver, if any: a transaction that
-            fails on a dead server says so and names its log (default None: a remote server).
+        server: the managed ArcadeDB behind the driver, named when it dies (default None).
         uri: where the driver points, for messages.
-        retry_s: seconds this class retries a transaction whose connection failed (default 0:
-            the driver's own retries only).
+        retry_s: seconds to retry a transaction whose connection failed (default 0).
     """
 
     def __init__(

@@ -62,11 +62,9 @@ class CallGrammar:
     """The grammar of the module docstring for one environment's tools.
 
     Args:
-        tools: OpenAI function schemas (``{"type": "function", "function": {...}}`` or the
-            function object itself).
-        open_marker, close_marker: how ``<tool_call>`` and ``</tool_call>`` are spelled in
-            units: one special-token unit each (the tokenizer has them as single tokens), or
-            their bytes.
+        tools: OpenAI function schemas (wrapped in ``{"type": "function", ...}`` or bare).
+        open_marker, close_marker: ``<tool_call>`` and ``</tool_call>`` in units: one
+            special-token unit each, or their bytes.
     """
 
     def __init__(

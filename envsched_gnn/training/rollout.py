@@ -109,12 +109,11 @@ class _Live:
 
 
 class RolloutEngine:
-    """Runs a policy in the environments; see the module docstring for the algorithm.
+    """Runs a policy in the environments (module docstring).
 
     Args:
         policy: a causal LM (``forward(input_ids, attention_mask, position_ids, cache,
-            use_cache, logits_to_keep)`` returning ``.logits`` and ``.cache``, a cache with
-            ``batch_select_indices``), e.g. any transformers 5 causal LM.
+            use_cache, logits_to_keep)`` -> ``.logits``, ``.cache``), e.g. any transformers 5 one.
         tokenizer: its tokenizer, with a chat template.
         runtime: an entered ``EnvRuntime`` (``reset`` / ``call`` / ``score`` / ``release``).
         agent_config: turn and token limits, temperature, top_p.

@@ -54,13 +54,11 @@ class Refill:
 
 
 class DynamicSampling:
-    """DAPO's accumulation rule (module docstring) on group rewards alone: each generation
-    batch's rewards go in, the groups of the step's update come out.
+    """DAPO's accumulation rule (module docstring) on group rewards alone.
 
     Args:
         batch_size: B, the groups of a full update.
-        max_generation_batches: generation batches after which the update takes what is
-            pending.
+        max_generation_batches: generation batches after which the update takes what is pending.
     """
 
     def __init__(self, batch_size: int, max_generation_batches: int) -> None:

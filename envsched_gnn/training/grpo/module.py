@@ -53,17 +53,14 @@ class GRPOModule(L.LightningModule):
     """GRPO on a pool of executable environments with a scheduler in the loop.
 
     Args:
-        policy: a Hugging Face causal LM (the module trains it in place).
+        policy: a Hugging Face causal LM (trained in place).
         tokenizer: its tokenizer (with a chat template).
         pool: the environments and tasks.
-        scheduler: chooses the batches (``envsched_gnn.scheduler.registry.make_scheduler``);
-            its observation log holds this run's steps only (a resumed run reads its batches
-            and rewards back from it).
+        scheduler: chooses the batches; its observation log holds this run's steps only.
         config: the run's :class:`GRPOConfig`.
         agent_config: turn and token limits and the sampling temperature of the rollouts.
-        runtime_config: worker processes of the environment runtime (started when fitting
-            starts, stopped at teardown).
-        sink: buffered writer of observations to the graph store (used on rank 0), or None.
+        runtime_config: worker processes of the environment runtime (started at fit start).
+        sink: buffered writer of observations to the graph store (rank 0), or None.
         evaluator: ``evaluator(engine, step) -> {"mean_reward": ..., ...}`` on held-out tasks,
             run before the first step and every ``config.eval_every`` steps, or None.
     """

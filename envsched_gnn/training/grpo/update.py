@@ -93,10 +93,9 @@ class GRPOUpdate:
 
     Args:
         policy: the Hugging Face causal LM being trained.
-        config: the run's :class:`GRPOConfig` (estimator, clip, KL weight, passes, batching).
+        config: the run's :class:`GRPOConfig`.
         temperature: the rollouts' sampling temperature.
-        max_response_tokens: ``max_turns * max_new_tokens``, the per-episode token budget of
-            the ``token_sum_norm`` denominator.
+        max_response_tokens: ``max_turns * max_new_tokens``, for ``token_sum_norm``.
         ref_policy: the frozen initial policy ``pi_ref`` (needed when ``config.kl_coef > 0``).
     """
 
