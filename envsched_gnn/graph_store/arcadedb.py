@@ -89,10 +89,9 @@ HEAP_VARIABLE = "ENVSCHED_ARCADEDB_HEAP"
 
 
 def default_heap() -> str:
-    """The managed server's maximum heap: ``$ENVSCHED_ARCADEDB_HEAP`` when set, else a quarter
-    of the machine's memory, between 1 and 8 GiB. The JVM takes memory as it needs it, so a
-    small store stays small; the bulk import of a first build needs the room (at 100,000 tasks,
-    about 2 million records, 1 GiB ran out)."""
+    """The managed server's maximum heap: ``$ENVSCHED_ARCADEDB_HEAP``, else a quarter of the
+    machine's memory, between 1 and 8 GiB (a large bulk import needs the room).
+    """
     if os.environ.get(HEAP_VARIABLE):
         return os.environ[HEAP_VARIABLE]
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -112,9 +111,7 @@ def heap_mib(heap: str) -> int:
 
 
 def page_cache_mib(heap: str) -> int:
-    """The server's page cache (``arcadedb.maxPageRAM``): a third of its heap. ArcadeDB's own
-    default is 4 GiB, or 80 % of a smaller heap, which left the importer of a large build
-    too little of the rest; the operating system caches the files besides."""
+    """The server's page cache (``arcadedb.maxPageRAM``): a third of its heap (room for imports)."""
     return max(64, heap_mib(heap) // 3)
 
 

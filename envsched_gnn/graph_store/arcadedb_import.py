@@ -94,9 +94,9 @@ class ArcadeImportFile:
             self._vertex("Abstract", {"key": text_key(text), "text": text, "embedding": embedding})
 
     def relation(self, relation: str, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> None:
-        """Edges ``src[e] -> dst[e]`` (node indices) of ``relation`` with similarity ``sim[e]``:
-        the lines :meth:`_edge` writes, formatted directly (json.dumps took 18 us an edge, a
-        third of a 1M-task build's writes). A finite float's JSON is its ``repr``."""
+        """Edges ``src[e] -> dst[e]`` of ``relation`` with ``sim[e]``, formatted directly (faster
+        than ``json.dumps``; a finite float's JSON is its ``repr``).
+        """
         kind, task = EDGE_TYPES[relation], BUCKETS["Task"]
         head = f'{{"t":"e","c":{{"t":"{kind}","r":"#{BUCKETS[kind]}:'
         first = self.counts[kind]

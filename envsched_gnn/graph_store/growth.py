@@ -36,9 +36,9 @@ RERANK_BLOCK = 65_536
 
 @dataclass
 class Growth:
-    """What adding one environment changes: the new tasks, their abstracts and embeddings,
-    the edges added ``(src, dst, sim)`` per relation and the cross edges removed
-    ``(src, dst)``, as task ids; the grown graph and every node's abstract."""
+    """What adding one environment changes, as task ids: new tasks, abstracts, embeddings, edges
+    added and cross edges removed; the grown graph and every node's abstract.
+    """
 
     tasks: list[Task]
     abstracts: dict[str, str]

@@ -44,7 +44,7 @@ def _now() -> str:
 
 
 class GraphStore(StoreConnection):
-    """Environments, tasks, the dual-relation graph, observations and predictions in a Cypher store.
+    """Environments, tasks, the graph, observations and predictions in a Cypher store.
     It opens and closes nothing (:func:`~envsched_gnn.graph_store.connect.open_store` does).
     """
 
@@ -54,10 +54,9 @@ class GraphStore(StoreConnection):
         return self.server.folder / SNAPSHOT_FILE if self.server is not None else None
 
     def ensure_constraints(self) -> list[str]:
-        """Create the uniqueness constraints of ``queries.CONSTRAINTS`` that the store lacks
-        (``IF NOT EXISTS``); returns their names. Only missing ones are sent, so a user without
-        the right to create constraints (Neo4j Enterprise's roles) works once an administrator
-        has created them; a refusal names the statements to run."""
+        """Create the missing constraints of ``queries.CONSTRAINTS``; returns their names (only
+        missing ones are sent, so a user without that right works once they exist).
+        """
         from neo4j.exceptions import Forbidden
 
         present = {row["name"] for row in self.constraints()}
@@ -220,9 +219,9 @@ class GraphStore(StoreConnection):
     def create_edges(
         self, relation: str, rows: Sequence[tuple[str, str, float]], *, chunk: int = CHUNK
     ) -> None:
-        """CREATE ``(src, dst, sim)`` edges (no MERGE check: for a relation just emptied), about
-        ``chunk`` edges a transaction, grouped by target (1.3x the edges/s of one row an edge
-        into ArcadeDB)."""
+        """CREATE ``(src, dst, sim)`` edges (no MERGE: for a relation just emptied), grouped by
+        target, about ``chunk`` edges a transaction.
+        """
         by_target: dict[str, list[dict]] = {}
         for s, d, w in rows:
             by_target.setdefault(d, []).append({"src": s, "sim": w})

@@ -282,9 +282,7 @@ def render_trajectory(
     turns: Sequence[tuple[str, Sequence[dict[str, Any]] | None]],
     config: AgentConfig,
 ) -> RenderedEpisode:
-    """Render a finished chat, ``turns`` = (assistant text, tool results or None for the last),
-    into ids built exactly as the rollout engine builds them.
-    """
+    """Render ``turns`` (assistant text, tool results) into ids as the rollout engine does."""
     ids = fmt.prompt_ids(system_message(env, config.tool_format), user_message(task))
     mask = [0] * len(ids)
     for index, (text, results) in enumerate(turns):

@@ -70,9 +70,7 @@ class MixtureRun:
 def mixture_runs(
     runtime: Any, pool: Pool, tasks: Sequence[Task], profile: CompetenceProfile
 ) -> tuple[list[MixtureRun], dict[str, Any]]:
-    """Execute the mixture in ``runtime``; a variant scoring 1 gives way to the reference,
-    references below 1 are dropped. Returns the runs and what the mixture held.
-    """
+    """Execute the mixture in ``runtime``: the runs (variants scoring 1 replaced by references)."""
     rates = draw_rates(profile, tasks)
     planned = plan_mixture(pool, tasks, profile, rates)
     imperfect = [p for p in planned if p.kind is not None]

@@ -32,9 +32,7 @@ def heldout_evaluator(
     pool_tasks: Sequence[str] = (),
     pool_samples: int = 0,
 ) -> Callable[[Any, int], dict[str, Any]]:
-    """``evaluate(engine, step)``: rewards over ``tasks`` x ``k`` samples, same seed at every
-    evaluation, with ``per_task`` rewards; with ``pool_samples`` also ``pool_tasks`` under ``pool``.
-    """
+    """``evaluate(engine, step)``: reward summary over ``tasks`` x ``k`` (and ``pool_tasks``)."""
 
     def evaluate(engine: Any, step: int) -> dict[str, Any]:
         result = _evaluation(engine, tasks, k, seed)

@@ -15,9 +15,8 @@ from envsched_gnn.training.policy_engine import on_gpu
 def lightning_trainer(
     out: Path, seed: int, accelerator: str, logger: Logger | list[Logger], **settings: Any
 ) -> L.Trainer:
-    """Seeds everything with ``seed`` (before the policy is built), then a ``Trainer`` on
-    ``accelerator`` (``bf16-mixed`` on a GPU, else ``32-true``) writing under ``out`` to
-    ``logger``, no model summary, no epoch limit; ``settings`` are extra ``Trainer`` arguments.
+    """Seeds everything with ``seed``, then a ``Trainer`` (``bf16-mixed`` on GPU, else ``32-true``)
+    on ``accelerator`` writing under ``out`` to ``logger``; ``settings`` are extra arguments.
     """
     L.seed_everything(seed, workers=True, verbose=False)
     return L.Trainer(

@@ -147,9 +147,7 @@ class ObservationSink:
 
 
 class StoreWriter:
-    """``write(observations)`` into the store named by ``spec``, opened on the first write (so
-    only the writing rank opens it); a failed write closes it, so a retry reopens it.
-    """
+    """``write(observations)`` into the store ``spec``, opened lazily, reopened after a failure."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec

@@ -171,9 +171,7 @@ def build_default_policy(
 def load_policy(
     path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
 ) -> tuple[torch.nn.Module, Any]:
-    """Load any local HF causal LM folder with a chat template: ``(model, tokenizer)``; ``dtype``
-    defaults to float32 (bf16 autocast around forward passes on CUDA).
-    """
+    """Load any local HF causal LM folder with a chat template: ``(model, tokenizer)``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(path)

@@ -61,9 +61,7 @@ def rollout_groups(
     tasks_per_batch: int = 16,
     progress: str | None = None,
 ) -> RolloutGroups:
-    """Roll out ``k`` samples of each task id with ``engine``, ``tasks_per_batch`` tasks at a time
-    (rewards do not depend on it); a progress bar named ``progress`` when given.
-    """
+    """Roll out ``k`` samples of each task id with ``engine``, ``tasks_per_batch`` tasks a batch."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not tasks:

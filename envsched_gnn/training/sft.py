@@ -66,9 +66,7 @@ class CosineBudget:
 
 
 class SFTDataModule(L.LightningDataModule):
-    """Right-padded batches of rendered trajectories, each batch from one environment (so the
-    rows share their system prompt) and of similar lengths, batches in a seeded shuffled
-    order."""
+    """Right-padded batches, each from one environment and of similar lengths, in seeded order."""
 
     def __init__(self, dataset: SFTDataset, batch_size: int, pad_id: int, seed: int) -> None:
         super().__init__()
@@ -131,9 +129,7 @@ class SFTModule(L.LightningModule):
 
 
 def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
-    """The train split (unless ``include_train_split`` is off) plus ``extra_tasks_per_env``
-    fresh generated tasks per environment with references no longer than the pool's longest;
-    returns the pool that serves them all (extra tasks added) and the task list."""
+    """The SFT tasks (train split and fresh generated ones) and the pool that serves them all."""
     tasks = pool.split("train") if config.include_train_split else []
     if config.extra_tasks_per_env <= 0:
         return pool, tasks
@@ -154,9 +150,9 @@ def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
 def build_examples(
     pool: Pool, tokenizer: Any, config: SFTConfig
 ) -> tuple[list[tuple[str, RenderedEpisode]], dict[str, float], dict[str, Any] | None]:
-    """Execute and render the SFT tasks' reference solutions (with ``config.competence``, the
-    mixture of :func:`~envsched_gnn.training.competence.mixture_examples`, whose summary is
-    returned third; else None)."""
+    """Execute and render the SFT tasks' references (or the competence mixture, whose summary is
+    returned third; else None).
+    """
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
 

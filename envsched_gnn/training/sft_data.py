@@ -34,9 +34,7 @@ class ReferenceRun:
 def run_references(
     runtime: EpisodeRuntime, tasks: Sequence[Task], chunk: int = 512, keep_empty: bool = False
 ) -> list[ReferenceRun]:
-    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``), ``chunk``
-    tasks at a time; tasks without one are left out unless ``keep_empty`` (scored with no call).
-    """
+    """Execute every task's reference solution in ``runtime``, ``chunk`` tasks at a time."""
     runs: list[ReferenceRun] = []
     for start in range(0, len(tasks), chunk):
         part = [t for t in tasks[start : start + chunk] if keep_empty or t.reference_solution]
@@ -65,9 +63,7 @@ def render_references(
 
 
 class SFTDataset(Dataset):
-    """Rendered episodes; an item is ``(input_ids, labels)`` with labels -100 off the mask.
-
-    ``groups`` lists the example indices of each environment (for same-prefix batches)."""
+    """Rendered episodes as ``(input_ids, labels)``; ``groups`` holds each environment's indices."""
 
     def __init__(self, examples: Sequence[tuple[str, RenderedEpisode]], max_length: int) -> None:
         kept = [(env, e) for env, e in examples if len(e.input_ids) <= max_length]

@@ -45,9 +45,7 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
 
 
 def _sft_view(task: Task) -> dict:
-    """A task as SFT sees it: every field but ``abstract`` (the graph's operation summary,
-    which no prompt or target contains, so a better tool categoriser leaves the policy as
-    it is)."""
+    """A task as SFT sees it: every field but ``abstract`` (which no prompt or target contains)."""
     view = asdict(task)
     del view["abstract"]
     return view
@@ -120,9 +118,7 @@ def package_policy(
     model_dir: str | Path | None = None,
     base_fingerprint: str | None = None,
 ) -> Path:
-    """Run SFT (built-in policy, or continuing ``model_dir``) and leave the policy in ``out_dir``
-    with its ``manifest.json`` (fingerprint, command, summary), without logs and checkpoints.
-    """
+    """Run SFT and leave the policy in ``out_dir`` with its ``manifest.json``."""
     import tempfile
 
     from envsched_gnn.training.sft import run_sft

@@ -60,9 +60,9 @@ def split_groups(groups: Sequence[str], parts: int) -> list[list[str]]:
 def pack_micro_batches(
     items: Sequence[UpdateItem], max_rows: int, max_tokens: int
 ) -> list[list[UpdateItem]]:
-    """Micro-batches of episodes of one task each (they share the task's whole prompt), each
-    at most ``max_rows`` episodes with ``rows x longest <= max_tokens`` (one episode always
-    fits); tasks in order of first appearance, episodes by length within a task."""
+    """Micro-batches of one task's episodes each, at most ``max_rows`` rows and
+    ``rows x longest <= max_tokens``; tasks in order of first appearance, episodes by length.
+    """
     by_task: dict[str, list[UpdateItem]] = {}
     for item in items:
         by_task.setdefault(item.episode.task_id, []).append(item)

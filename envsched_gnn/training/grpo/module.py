@@ -370,9 +370,7 @@ class GRPOModule(L.LightningModule):
 def _run_history(
     scheduler_state: Mapping[str, Any], steps: int
 ) -> tuple[list[list[str]], list[dict[str, list[float]]]]:
-    """The batches and rewards of steps ``0 .. steps - 1``, read from a scheduler state's
-    observation log (``state["log"]["observations"]``: ``{"task_id", "step", "rewards"}`` in
-    the order observed; each step observed every task of its batch, in batch order)."""
+    """The batches and rewards of steps ``0 .. steps - 1``, from a scheduler state's log."""
     rewards: list[dict[str, list[float]]] = [{} for _ in range(steps)]
     for row in scheduler_state["log"]["observations"]:
         if row["step"] < steps:

@@ -67,9 +67,7 @@ def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
 
 
 def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> Iterator[GRPOResult]:
-    """Train every run from ``start``, yielding the results in the order of ``runs`` as they
-    finish; ``workers`` > 1 runs them in that many spawned processes, each with one torch
-    thread (:func:`~envsched_gnn.workers.map_in_workers`)."""
+    """Train every run from ``start``, yielding results in run order (``workers`` > 1: spawned)."""
     return map_in_workers(_train, runs, start, workers)
 
 

@@ -188,9 +188,7 @@ class GRPOUpdate:
         first_pass: bool,
         hooks: UpdateHooks,
     ) -> dict[str, float]:
-        """One optimiser step on a mini-batch (this rank's ``items`` of the groups of
-        ``part_records``, which cover every rank): gradients accumulated over micro-batches,
-        clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
+        """One optimiser step on a mini-batch (this rank's ``items``); returns this rank's sums."""
         config = self.config
         denominator = loss_denominator(
             config.loss_aggregation,
