@@ -42,9 +42,7 @@ def write_json_atomically(
 
 
 def write_text_atomically(path: str | Path, write: Callable[[TextIO], None]) -> Path:
-    """Call ``write`` on a UTF-8 text stream of a temporary file beside ``path``, then rename
-    the file over ``path``; returns the path. The guarantees of :func:`write_json_atomically`
-    hold (parent created, umask mode, ``path`` unchanged on any failure)."""
+    """:func:`write_json_atomically` for text: ``write`` gets a UTF-8 stream of the temp file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

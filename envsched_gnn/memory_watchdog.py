@@ -101,10 +101,7 @@ def _describe(tree: dict[int, tuple[str, int]]) -> str:
 def memory_watchdog(
     limit: int, *, interval: float = 0.5, grace: float = 30.0
 ) -> Iterator[WatchdogReport]:
-    """Stop the run when this process and its descendants hold more than ``limit`` bytes.
-
-    Raises :class:`MemoryLimitExceeded` (from the interrupted run) once it fired.
-    """
+    """Raise :class:`MemoryLimitExceeded` when the run and its children pass ``limit`` bytes."""
     report = WatchdogReport(limit)
     main = threading.main_thread().ident
     in_main = threading.current_thread() is threading.main_thread()

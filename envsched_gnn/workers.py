@@ -23,9 +23,9 @@ def process_context() -> BaseContext:
 
 
 def map_in_workers(fn: Callable, jobs: Iterable, shared: Any, workers: int) -> Iterator:
-    """``fn(job, shared)`` of every job, each yielded as soon as it and those before it are
-    done; ``workers`` > 1 runs them in that many processes (:func:`process_context`, so
-    ``fn`` must be at module level), each with one torch thread."""
+    """``fn(job, shared)`` of every job, yielded in order; ``workers`` > 1 runs them in processes of
+    :func:`process_context` (``fn`` at module level), one torch thread each.
+    """
     if workers <= 1:
         for job in jobs:
             yield fn(job, shared)

@@ -113,9 +113,7 @@ class TaskGraph:
                 yield self.task_ids[s], self.task_ids[d], relation, w
 
     def subgraph(self, task_ids: Iterable[str]) -> TaskGraph:
-        """The graph induced by ``task_ids``: those tasks in this graph's order and the edges
-        between them (the train split, so that held-out tasks are never chosen). A task id
-        that is not a node raises :class:`GraphError`."""
+        """The graph induced by ``task_ids``, in node order (unknown ids: :class:`GraphError`)."""
         keep = set(task_ids)
         missing = keep - set(self.task_ids)
         if missing:

@@ -119,9 +119,9 @@ def _candidate_groups(
     k: int,
     complete: bool,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Groups whose tasks hold the top ``k`` cross candidates of every task of group ``g``, with
-    their exact cosines to g (clipped to 1), best first; None when the retrieved groups cannot
-    settle it (then the exact path must)."""
+    """Groups holding the top ``k`` cross candidates of every task of group ``g``, with exact
+    cosines, best first; None when the retrieved groups cannot settle it.
+    """
     groups = np.unique(np.r_[g, retrieved])
     sims = np.minimum(exact_cosines(distinct[g : g + 1], distinct[groups])[0], 1.0)
     best = np.lexsort((groups, -sims))

@@ -70,10 +70,7 @@ def cross_edges(
     block: int = 1024,
     progress: bool = False,
 ) -> list[EdgeRow]:
-    """Exact cross edges into the ``targets`` (node indices) from all nodes of other environments.
-
-    ``ids`` in task-id order, ``q`` their fixed-point embeddings ``(N, 384)``.
-    """
+    """Exact cross edges into the ``targets`` from all nodes of other environments."""
     env_codes = np.unique(np.asarray(envs), return_inverse=True)[1].reshape(-1)
     found = cross_neighbours(
         q, env_codes, task_hashes(ids), targets, k, block=block, progress=progress
@@ -82,9 +79,9 @@ def cross_edges(
 
 
 def distinct_groups(vectors: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``vectors[codes]``, sorted, and each node's row:
-    ``(T, D), (N,) -> (U, D), (N,)``, the same as
-    :func:`~envsched_gnn.graph_build.ann.embedding_groups` of the (N, D) matrix, without it."""
+    """Distinct rows of ``vectors[codes]``, sorted, and each node's row, ``(T, D), (N,) -> (U, D),
+    (N,)``: :func:`~envsched_gnn.graph_build.ann.embedding_groups` without the (N, D) matrix.
+    """
     distinct, inverse = np.unique(vectors, axis=0, return_inverse=True)
     used = np.unique(inverse.reshape(-1)[codes])  # rows of vectors no node uses drop out
     renumber = np.full(distinct.shape[0], -1, np.int64)

@@ -103,9 +103,7 @@ _WORKER_EMBEDDERS: dict[tuple, Embedder] = {}
 
 
 def encode_in_worker(texts: Sequence[str], config: EmbeddingConfig) -> np.ndarray:
-    """:meth:`Embedder.encode` in a worker process or Ray task, on one torch thread, the
-    encoder loaded once per process. A vector is a pure function of its text, so it equals
-    the one this process would compute."""
+    """:meth:`Embedder.encode` in a worker process or Ray task, on one torch thread."""
     import torch
 
     torch.set_num_threads(1)

@@ -58,9 +58,7 @@ def _windowed(submit: Callable, items: Iterable[tuple], window: int, result=None
 
 
 def connect_ray(address: str) -> Any:
-    """The ``ray`` module, initialised: an existing instance (its runtime environment kept), else
-    one at ``address`` shipping this package as ``py_modules``.
-    """
+    """The ``ray`` module, initialised: an existing instance, else one at ``address``."""
     try:
         import ray
     except ImportError as error:

@@ -92,9 +92,8 @@ _shape_structure = lru_cache(maxsize=4096)(source_structure_text)
 
 
 def check_structure_text(source: str) -> str:
-    """One check's syntax tree as :func:`_structure_tokens`, or ``<unparsable>``; computed once per
-    shape (:func:`_shape_of`: checks repeat in shape, 8 among 125,785), a source whose literals
-    cannot be read that way parsed as it is.
+    """One check's syntax tree as :func:`_structure_tokens`, or ``<unparsable>``; computed once
+    per literal shape (:func:`_shape_of`), since checks repeat in shape.
     """
     shape = _shape_of(source)
     return source_structure_text(source) if shape is None else _shape_structure(shape)

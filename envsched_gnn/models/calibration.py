@@ -145,9 +145,9 @@ def percentile_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SortedWithBlock:
-    """Sorted values with a block of ``count`` copies of ``value`` at positions ``below`` ..
-    ``below + count - 1`` that is not stored: ``rest`` holds the others, sorted. Reads like
-    the whole sorted array for :func:`quantile_map` (``shape``, indexing by positions)."""
+    """Sorted values whose block of ``count`` copies of ``value`` at ``below`` is not stored
+    (``rest`` holds the others); reads like the whole array for :func:`quantile_map`.
+    """
 
     rest: np.ndarray
     value: float

@@ -25,9 +25,7 @@ def _default_relation_weights() -> dict[str, float]:
 
 @dataclass
 class PredictorConfig:
-    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration (ablations
-    are ``relation_weights`` values).
-    """
+    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration."""
 
     half_life_long: float = 8.0
     """h_long of the half-life weight w_h(t,s) = 2^(-(t-s)/h) (steps 4.1-4.6 run per half-life)."""

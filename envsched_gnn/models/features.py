@@ -53,9 +53,7 @@ class NodeFeatures:
 
 
 def node_features(data, log, step: int, config: PredictorConfig, predictor=None) -> NodeFeatures:
-    """Features of every task at ``step`` for (h_long, h_short) (module docstring), from the
-    ``HeteroData`` ``data``, ``log`` in its node order and an ``AnalyticPredictor`` to reuse.
-    """
+    """Features of every task at ``step`` for (h_long, h_short) (module docstring)."""
     from envsched_gnn.models.analytic import AnalyticPredictor
 
     predictor = predictor or AnalyticPredictor(config)

@@ -15,9 +15,7 @@ from envsched_gnn.graph.task_graph import RELATIONS
 
 @dataclass(frozen=True)
 class RelationCSR:
-    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]``, similarities ``sim`` (E,), views
-    of the graph's (N, N) CSR ``adj_t``.
-    """
+    """In-neighbours of one relation, ``col[crow[i]:crow[i+1]]`` with ``sim``; views of adj_t."""
 
     crow: np.ndarray
     col: np.ndarray

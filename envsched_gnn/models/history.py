@@ -69,9 +69,7 @@ class HistoryStats:
 
 
 def history_columns(log: ObservationLog | Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The columns ``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog` (or of a
-    mapping of those arrays, as ``ObservationLog.arrays()`` returns, taken as is).
-    """
+    """``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog` or its ``arrays()``."""
     columns = log.arrays() if isinstance(log, ObservationLog) else log
     missing = [name for name in ("task", "step", *Y_NAMES) if name not in columns]
     if missing:

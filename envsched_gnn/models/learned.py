@@ -255,9 +255,7 @@ class LearnedPropagation:
     # -- state ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        """JSON-serialisable state: weights, optimiser moments, sampler state, last step (examples
-        are rebuilt from the observation log by the next ``update``).
-        """
+        """JSON-serialisable state: weights, optimiser moments, sampler state, last step."""
         if not hasattr(self, "model_"):
             return {}
         return {

@@ -40,9 +40,9 @@ class SchedulerError(ValueError):
 
 @dataclass
 class BatchInfo:
-    """The last batch: task ids, the stage that chose each, the quotas relaxed, extras, and
-    the score each task had when it was picked (EnvSched: q; empty for a scheduler that ranks
-    tasks by no per-task score)."""
+    """The last batch: task ids, the stage that chose each, quotas relaxed, extras, and each
+    task's score at its pick (EnvSched: q; empty without per-task scores).
+    """
 
     step: int
     batch: list[str]
@@ -254,9 +254,7 @@ class BaseScheduler:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`, also onto a grown graph (the state's tasks plus new
-        ones: they start unobserved). A graph lacking a task the state observed or selected
-        is refused, naming them, before anything changes."""
+        """Restore :meth:`state_dict`, also onto a grown graph (as :meth:`grow` does)."""
         for key, mine in (("name", self.name), ("batch_size", self.batch_size)):
             if state.get(key) != mine:
                 raise SchedulerError(
@@ -336,9 +334,7 @@ def _check_covers(graph: TaskGraph, state: dict) -> None:
 
 
 def known_env_ids(graph: TaskGraph, env_ids: Iterable[str] | str) -> frozenset[str]:
-    """``env_ids`` as a set, refused with a :class:`SchedulerError` naming those ``graph``
-    has no task of (what :meth:`BaseScheduler.retire` accepts, checkable before a run loads
-    anything)."""
+    """``env_ids`` as a set; a :class:`SchedulerError` names those ``graph`` has no task of."""
     env_ids = _env_set(env_ids)
     unknown = sorted(env_ids - set(graph.env_ids))
     if unknown:

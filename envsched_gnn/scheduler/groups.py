@@ -34,9 +34,9 @@ class GroupSelection:
 
 
 class PendingGroups(Generic[T]):
-    """A learner's side of :class:`GroupSelection`: each group's rollouts, in whatever form the
-    learner trains on (episodes, simulated rollouts), kept from the step that rolled it out
-    until the selection that trains or drops it."""
+    """A learner's side of :class:`GroupSelection`: each group's rollouts, kept from the step that
+    rolled it out until the selection that trains or drops it.
+    """
 
     def __init__(self) -> None:
         self.groups: dict[GroupKey, T] = {}

@@ -47,8 +47,8 @@ def make_scheduler(
     operations: Mapping[str, str] | None = None,
     **overrides,
 ) -> Scheduler:
-    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass.
-    ``operations`` (``{task_id: operation pattern}``) reaches the schedulers that read it.
+    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass, and
+    ``operations`` reaches the schedulers that read it.
     """
     try:
         factory = SCHEDULERS[name]

@@ -348,10 +348,7 @@ class _Reserve:
         self.taken = 0
 
     def take(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Remove the ``k`` best candidates by (g desc, q desc, tie asc, index asc).
-
-        Returns their keys' columns (-g, -q, tie, index) as arrays.
-        """
+        """Remove the ``k`` best candidates; returns their key columns (-g, -q, tie, index)."""
         if k >= self.size:
             pos = np.flatnonzero(self.gain > -math.inf)
         else:
@@ -395,9 +392,7 @@ def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, k: int) -> np.ndarr
 
 
 def _kth_smallest(v: np.ndarray, k: int) -> float:
-    """The k-th smallest value of ``v`` (1 <= k <= its length); large pools tie massively, so the
-    middle entry is tried first as the pivot.
-    """
+    """The k-th smallest value of ``v`` (1 <= k <= its length), trying the middle entry first."""
     probe = v[v.shape[0] // 2]
     below = v < probe
     count = int(np.count_nonzero(below))

@@ -43,9 +43,9 @@ class DapoConfig:
 
 @dataclass(frozen=True)
 class Refill:
-    """One generation batch through :class:`DynamicSampling`: the selection of its step, the
-    step's zero-variance task ids, the pending groups its update trimmed, and the rollouts of
-    every group named (the step's and those pending before it)."""
+    """One generation batch through :class:`DynamicSampling`: its selection, zero-variance task ids,
+    trimmed pending groups, and the rollouts of every group named.
+    """
 
     selection: GroupSelection
     zero_variance: tuple[str, ...]
