@@ -15,11 +15,9 @@ from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 
 
 def to_hetero_data(graph: TaskGraph):
-    """Load the graph into a PyTorch Geometric ``HeteroData``, full batch, float64 weights.
-
-    ``data['task'].env`` the environment index (N,); per relation ``edge_index`` (2, E_r) (row 0
-    the neighbour j, row 1 the target i), ``edge_weight`` (E_r,) and ``adj_t``
-    (:func:`add_adjacency`). ``data.task_ids`` and ``data.env_names`` keep the node order.
+    """Load the graph into a PyTorch Geometric ``HeteroData``, full batch, float64 weights:
+    ``data['task'].env`` (N,); per relation ``edge_index`` (2, E_r) (row 0 the neighbour j),
+    ``edge_weight`` (E_r,), ``adj_t`` (:func:`add_adjacency`); node order in ``data.task_ids``.
     """
     import torch
     from torch_geometric.data import HeteroData

@@ -26,11 +26,9 @@ def ordered_map(
     ray: str | None = None,
     window: int | None = None,
 ) -> Iterator[tuple[tuple, Any]]:
-    """``(args, fn(*args))`` for every ``args`` of ``items``, in order.
-
-    ``ray``: run each call as a Ray task (:data:`RAY_LOCAL` or a cluster address; an
-    already initialised Ray is used as it is); else ``workers`` > 1 spawned processes, else
-    this process. ``window``: calls in flight (default 4 per worker).
+    """``(args, fn(*args))`` for every ``args`` of ``items``, in order: as Ray tasks (``ray``: an
+    address or :data:`RAY_LOCAL`), in ``workers`` > 1 spawned processes, or here; ``window``
+    calls in flight (default 4 per worker).
     """
     if ray is not None:
         yield from _ray_map(fn, items, ray, window)

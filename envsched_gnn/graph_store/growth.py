@@ -58,10 +58,8 @@ def plan_growth(
     embedder: Embedder,
     cache=None,
 ) -> Growth:
-    """The changes that add ``pool``'s environment ``env_id`` to ``graph`` (nothing is written).
-
-    ``old``: the abstract of every node of ``graph`` (codes in its node order);
-    ``cache``: abstract text -> embedding.
+    """The changes that add ``pool``'s environment ``env_id`` to ``graph``, nothing written
+    (``old``: every node's abstract code; ``cache``: abstract text -> embedding).
     """
     if env_id not in pool.envs:
         raise ValueError(f"environment {env_id!r} is not defined in the pool")

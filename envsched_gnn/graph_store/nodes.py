@@ -152,10 +152,8 @@ def observation_row(observation: Observation | Mapping) -> dict:
 
 
 def prediction_rows(step: int, rows: Sequence[Mapping]) -> tuple[list[dict], list[dict], set[str]]:
-    """The Prediction rows of ``step``, their EVIDENCE rows, and every task id they name.
-
-    Each row has ``task_id``, the scalar fields of :data:`PREDICTION_FIELDS` (numbers or
-    None) and ``neighbours``: dicts with ``task_id`` and :data:`EVIDENCE_FIELDS`.
+    """The Prediction rows of ``step``, their EVIDENCE rows, and every task id they name (rows:
+    ``task_id``, :data:`PREDICTION_FIELDS`, ``neighbours`` with :data:`EVIDENCE_FIELDS`).
     """
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise StoreError(f"prediction step {step!r} is not a non-negative integer")

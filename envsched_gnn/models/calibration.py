@@ -50,8 +50,8 @@ def shrink(
 ) -> np.ndarray:
     """E_y = (W ybar + lambda_s P_y) / (W + lambda_s).
 
-    Shapes: ``weighted_sum`` and ``prior`` alike, say (N, C) or (H, C, N); ``weight``
-    broadcastable against them, (N, 1) or (H, 1, N) -> the shape of ``weighted_sum``.
+    Shapes: ``weighted_sum``, ``prior`` (N, C) or (H, C, N); ``weight`` broadcastable, (N, 1) or
+    (H, 1, N) -> the shape of ``weighted_sum``.
     """
     return (weighted_sum + lambda_s * prior) / (weight + lambda_s)
 
@@ -126,9 +126,9 @@ def _sorted_ranks(key: np.ndarray) -> np.ndarray:
 
 
 def percentile_from_rank(ranks: np.ndarray, population: int | None = None) -> np.ndarray:
-    """pr = (rank - 1) / (N - 1) in [0, 1]; :data:`SINGLE_TASK_PERCENTILE` when N = 1.
-
-    ``population``: N, default the number of ranks."""
+    """pr = (rank - 1) / (N - 1) in [0, 1] (``population`` N, default the number of ranks);
+    :data:`SINGLE_TASK_PERCENTILE` when N = 1.
+    """
     n = ranks.shape[0] if population is None else population
     if n == 1:
         return np.full(ranks.shape[0], SINGLE_TASK_PERCENTILE)
@@ -136,10 +136,9 @@ def percentile_from_rank(ranks: np.ndarray, population: int | None = None) -> np
 
 
 def percentile_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
-    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (M,).
-
-    ``repeats``: how many tasks the last entry stands for, N = M - 1 + ``repeats``
-    (:func:`average_rank`)."""
+    """pr(x): percentile rank of each entry among all N = M - 1 + ``repeats`` (average rank for
+    ties, :func:`average_rank`). Shapes: (M,).
+    """
     return percentile_from_rank(average_rank(x, repeats), x.shape[0] - 1 + repeats)
 
 
@@ -167,9 +166,9 @@ class SortedWithBlock:
 
 
 def sorted_values(x: np.ndarray, repeats: int = 1) -> np.ndarray | SortedWithBlock:
-    """The values of ``x`` sorted, the last entry standing for ``repeats`` tasks: ``np.sort(x)``
-    when it is one, else a :class:`SortedWithBlock` in which only the entries unequal to the
-    last are sorted. Shapes: (M,) -> (M - 1 + repeats,)."""
+    """``x`` sorted, the last entry standing for ``repeats`` tasks (a :class:`SortedWithBlock`
+    when more than one). Shapes: (M,) -> (M - 1 + repeats,).
+    """
     if repeats == 1:
         return np.sort(x)
     common = x == x[-1]
@@ -180,10 +179,8 @@ def sorted_values(x: np.ndarray, repeats: int = 1) -> np.ndarray | SortedWithBlo
 
 
 def quantile_map(ordered: np.ndarray | SortedWithBlock, p: np.ndarray) -> np.ndarray:
-    """Q(p): empirical quantiles of the sorted values ``ordered`` at levels ``p`` in [0, 1].
-
-    The same numbers as ``np.quantile(values, p)`` (method "linear", including numpy's
-    two-sided interpolation formula), without re-sorting. Shapes: (N,), (M,) -> (M,).
+    """Q(p): empirical quantiles of the sorted values ``ordered`` at levels ``p`` in [0, 1], the
+    numbers of ``np.quantile(values, p)`` (linear) without re-sorting. Shapes: (N,), (M,) -> (M,).
     """
     n = ordered.shape[0]
     if n == 0:

@@ -29,11 +29,8 @@ CLIP_UPPER = {"v": 0.25, "m": 1.0, "d": 1.0, SPREAD: 1.0}
 class ObservedHistory:
     """The observations with step < t, columnar, with the per-step means ybar(s).
 
-    ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per statistic (``Y_NAMES``,
-    then z when asked), in channel order;
-    ``deviation``: y(i,s) - ybar(s) of each observation, per name, float64 (n,);
-    ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,);
-    ``step_index``: each observation's position in ``steps``, int64 (n,).
+    ``task``, ``step`` (n,); ``y`` and ``deviation`` (y(i,s) - ybar(s)): per statistic, float64
+    (n,); ``steps`` (S,) the distinct steps, ``means`` their ybar(s); ``step_index`` (n,).
     """
 
     step_now: int

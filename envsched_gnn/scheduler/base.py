@@ -89,10 +89,9 @@ class Scheduler(Protocol):
 class BaseScheduler:
     """Graph, observation log, selection history, last batch; subclasses choose batches.
 
-    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)``, choosing
-    only tasks where ``self.eligible`` is true (retired environments' are not), and may
-    extend ``_extra_state`` / ``_load_extra_state`` (JSON-serialisable) and
-    ``_graph_changed`` (what it derives from the graph, rebuilt by :meth:`grow`).
+    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)`` over
+    ``self.eligible`` tasks, and may extend ``_extra_state`` / ``_load_extra_state`` and
+    ``_graph_changed`` (rebuilt by :meth:`grow`).
     """
 
     name = "base"

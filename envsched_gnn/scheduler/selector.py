@@ -292,9 +292,9 @@ class _BatchBuilder:
     def _entries(
         self, stage: str, moved: tuple[np.ndarray, ...], members: dict[int, np.ndarray]
     ) -> list[tuple]:
-        """Heap entries for the candidates ``moved`` out of the reserve: one per task, or in the
-        coverage stage the best key of each environment's newcomers, who join ``members``
-        (kept in the order (q desc, tie asc, index asc) that breaks ties of equal gain)."""
+        """Heap entries for the candidates ``moved`` out of the reserve: one per task, or per
+        environment its newcomers' best key (they join ``members``, in tie-break order).
+        """
         if stage != COVERAGE:
             return _keys(*moved)
         neg_gain, neg_q, tie, idx = moved
