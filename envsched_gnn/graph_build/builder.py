@@ -1,10 +1,6 @@
-"""Building the dual-relation task graph from a pool (spec section 3).
-
-within: the top ``k_within`` of i's environment by ``sim_within(i, j) = (1/6) sum_v
-cos(x_v(i), x_v(j))`` (:mod:`views`); cross: the top ``k_cross`` of other environments by
-``sim_cross(i, j) = cos(e(a_i), e(a_j))`` (:mod:`embeddings`, :mod:`.cross`). Edges j -> i,
-similarities clipped into (0, 1]. A build reads the pool one environment at a time
-(:class:`GraphBuild`) and embeds each distinct abstract once.
+"""Building the dual-relation task graph from a pool (spec section 3): within edges
+(:mod:`views`) and cross edges (:mod:`embeddings`, :mod:`.cross`), read one environment at a
+time (:class:`GraphBuild`), each distinct abstract embedded once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Each target's top-k neighbours: by similarity, ties by a hash of the pair (spec section 3).
-
-:func:`top_neighbours` keeps the ``k`` valid candidates with ``sim(i, j) > 0`` of largest
-``min(sim(i, j), 1)``, equal similarities ordered by the smaller
+"""Each target's top-k neighbours: by similarity, ties by a hash of the pair (spec section 3),
 ``pair_key(i, j) = mix64(h(i) XOR mix64(h(j)))`` (``h`` = :func:`task_hashes`, ``mix64``
-splitmix64's finaliser); why not by task id: docs/design.md §3.
+splitmix64's finaliser), smaller first.
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@
     u_h(i,t) = Q_v(0.65 pr(E_v)(i) + 0.35 pr(f)(i))
     u(i,t)   = u_long - eta max(u_long - u_short, 0),     q(i,t) = pr(u)(i)
 
-pr is the percentile rank over all N tasks (average rank for ties, (rank - 1) / (N - 1); values
-equal to 12 decimals tie, see :data:`TIE_DECIMALS`);
-Q_v the empirical quantile of E_v(., t) with linear interpolation (numpy's default).
-All functions are float64 and vectorised; sorting dominates at O(N log N).
+pr and Q_v as in docs/design.md §4.6 (ties to :data:`TIE_DECIMALS` decimals); float64,
+vectorised, O(N log N).
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 r"""The learned propagation: a heterogeneous GNN that replaces the fixed layer of spec 4.4-4.5.
 
 Per half-life, node features (:mod:`.features`) pass through :mod:`.variance_gnn`, whose head
-corrects the analytic estimate E^a in logit space (``residual``; zero-initialised, so an
-untrained layer predicts what the fixed one does):
+corrects the analytic estimate E^a in logit space (``residual``; zero-initialised):
 
 .. math::
     E_v = 0.25\,\sigma(\mathrm{logit}(E^{a}_v / 0.25) + o_v), \quad
     E_m = \sigma(\mathrm{logit}(E^{a}_m) + o_m), \quad
     E_d = \sigma(\mathrm{logit}(E^{a}_d) + o_d)
 
-or E_v = 0.25 sigmoid(o_v), ... without it; spec 4.6-4.7 then apply unchanged. ``update``
-trains on every earlier step (features from history before s, targets its (v, m, d)) with
-loss mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2), taking
-``gradient_steps`` Adam steps over a replay window (why residual: docs/results/predictor.md).
+then spec 4.6-4.7. ``update`` fits every earlier step's (v, m, d) with loss
+mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) (docs/results/predictor.md).
 """
 
 from __future__ import annotations

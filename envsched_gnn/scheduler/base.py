@@ -1,6 +1,4 @@
-"""The interface every scheduler offers an RL loop, and the bookkeeping they share.
-
-A training loop drives a scheduler like this::
+"""The interface every scheduler offers an RL loop, and the bookkeeping they share::
 
     batch = scheduler.next_batch(step)            # B distinct task ids, before rollouts
     rewards = {task_id: [r_1..r_K] for task_id in batch}   # roll out K times each
@@ -9,10 +7,8 @@ A training loop drives a scheduler like this::
     scheduler.observe(step, rewards)              # every group rolled out
     log(scheduler.metrics())
 
-Over-sampling baselines (``over_samples = True``) return more than B tasks and filter groups
-(:mod:`~envsched_gnn.scheduler.groups`). ``next_batch`` is deterministic in ``(seed, step)``
-and the state, so a restored scheduler continues identically. Growth and retirement of
-environments: docs/design.md §9.2.
+``next_batch`` is deterministic in ``(seed, step)`` and the state; over-sampling baselines
+filter groups (:mod:`~envsched_gnn.scheduler.groups`); growth and retirement: §9.2.
 """
 
 from __future__ import annotations

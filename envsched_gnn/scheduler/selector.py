@@ -5,10 +5,8 @@
                                [* (1 + C_o / n_o + b_o)^(-1/2) with operation_coverage, §9.4]
     greedy gain          g_i = stage score - lambda_sim * max_{j in batch} sim(i, j)
 
-Quotas, their relaxation, tie-breaks and the exact lazy greedy: docs/design.md §5. The lazy
-heap is seeded with the best ``initial_candidates`` (the reserve is moved over, doubling, when
-its bound is reached); in the coverage stage one entry bounds a whole environment's moved
-candidates. ``SelectorConfig(lazy=False)`` runs the naive loop, same batch.
+Quotas, relaxation, tie-breaks and the exact lazy greedy: docs/design.md §5.
+``SelectorConfig(lazy=False)`` runs the naive loop, same batch.
 """
 
 from __future__ import annotations

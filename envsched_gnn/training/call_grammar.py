@@ -1,15 +1,13 @@
-"""The tool-call grammar of one environment: which continuations of an assistant turn are well
-formed, as an automaton over *units* (a byte of text, or a special token of the format)::
+"""The tool-call grammar of one environment, an automaton over *units* (a byte, or a special
+token of the format)::
 
     turn    := call+ | answer
     call    := OPEN '{"name": "' NAME '", "arguments": {' [arg (', ' arg)*] '}}' CLOSE
     arg     := '"' KEY '": ' VALUE[KEY]
     answer  := text without OPEN (as a special token or spelled out), at least one byte
 
-NAME is a tool name, KEY one of its parameters (each at most once, all required ones before
-``'}}'``), VALUE follows the parameter's JSON schema (enum, escape-free string, integer,
-number, boolean, else any JSON value); separators are ``json.dumps``'s. States are hashable
-tuples; :meth:`CallGrammar.advance` returns the next state or ``None``.
+NAME a tool, KEY its parameters (each once, required ones before ``'}}'``), VALUE of the
+parameter's JSON schema type; separators are ``json.dumps``'s.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Batched multi-turn rollouts of a causal-LM policy in the environment runtime.
 
-All live episodes share one KV cache (:mod:`kv_cache`) and advance turn by turn: *feed* each
-pending segment left-padded (pads masked, positions counting real tokens only), *decode* one
-token per episode until end-of-turn or ``max_new_tokens``, *act* (parse, run tool calls in one
-batched ``runtime.call``, drop finished episodes). Sampling is per episode
-(:mod:`~envsched_gnn.training.sampling`), so batched and one-by-one rollouts agree; with
-``AgentConfig.constrained`` tokens come from the grammar's masks (:mod:`.constrained`).
+Live episodes share one KV cache (:mod:`kv_cache`) and advance turn by turn: *feed* (left
+padded, positions over real tokens), *decode* to end-of-turn or ``max_new_tokens``, *act*
+(tool calls in one ``runtime.call``). Sampling is per episode (:mod:`.sampling`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """DUMP-style selection: a UCB bandit over environments, scored by mean absolute advantage.
 
-DUMP (Wang et al., 2025, arXiv 2504.09710; ``verl/utils/curriculum_learning.py``):
+DUMP (Wang et al., 2025, arXiv 2504.09710), with c = 1.0, W = 300, tau = 0.1, eps = 1e-6:
 
     A(i,k)  = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)     (sample std, as verl's GRPO)
     L_e     = mean of |A| over the last W rollouts of e            (0 before any)
-    UCB_e   = L_e + c * sqrt(2 ln(N + 1) / (n_e + 1))
+    UCB_e   = L_e + c * sqrt(2 ln(N + 1) / (n_e + 1))              (N = sum_e n_e rollouts)
     p_e     = exp(UCB_e / tau) / sum_e' exp(UCB_e' / tau)
 
-n_e the rollouts of e, N = sum_e n_e; defaults c = 1.0, W = 300, tau = 0.1, eps = 1e-6. Each
-slot samples an environment from p (restricted to those with tasks left), then a task uniformly.
+Each slot samples an environment from p (among those with tasks left), then a task uniformly.
 """
 
 from __future__ import annotations

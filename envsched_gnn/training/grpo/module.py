@@ -1,12 +1,9 @@
 """GRPO as a LightningModule with manual optimisation, a scheduler choosing every batch.
 
-One step ``s``: the scheduler (rank 0) picks B tasks; their B x K episodes are rolled out,
-groups dealt to the ranks round-robin; rewards are gathered, ``filter_groups`` picks the groups
-to train (:mod:`~envsched_gnn.scheduler.groups`, DAPO may keep them pending); the update of
-:mod:`.update` trains them (or :meth:`~.update.GRPOUpdate.idle` when none); then
-``scheduler.observe(s, rewards)`` and the ``batch/*`` metrics of docs/design.md §6, plus
-rollout, timing and store metrics. Checkpoints carry the scheduler state, unwritten
-observations, RNG states, step, metrics and pending groups, so a resumed run continues exactly.
+One step: rank 0's scheduler picks B tasks, their B x K episodes are rolled out (groups dealt
+round-robin to ranks), ``filter_groups`` picks the groups :mod:`.update` trains, and
+``scheduler.observe`` records the rewards. Checkpoints carry everything a resumed run needs
+to continue exactly (scheduler, sink, RNG, step, metrics, pending groups).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
 
-``ppo_epochs`` passes each shuffle the groups (seeded by the step seed) into ``mini_batches``
-mini-batches ``M``, each one optimiser step on (notation of :mod:`.objective`; ``T(i,k)`` the
-policy tokens of episode ``(i,k)``, negative advantages multiplied by ``negative_advantage_scale``)
+``ppo_epochs`` passes shuffle the groups (step seed) into ``mini_batches`` mini-batches ``M``,
+each one optimiser step on (``T(i,k)`` the policy tokens of episode ``(i,k)``; negative
+advantages scaled by ``negative_advantage_scale``)
 
     L(theta) = (1 / D) sum_{(i,k) in M} sum_{t in T(i,k)}
                    [ max(-A(i,k) rho_t, -A(i,k) clip(rho_t, 1 - eps, 1 + eps)) + beta KL3_t ]
@@ -12,12 +12,9 @@ policy tokens of episode ``(i,k)``, negative advantages multiplied by ``negative
     D     = sum_{(i,k) in M} |T(i,k)|                           (``token_mean``, DAPO)
           = |M| * max_turns * max_new_tokens                    (``token_sum_norm``, Dr. GRPO)
 
-with ``eps`` = ``clip``, ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0), every distribution
-``softmax(z / temperature)``. Gradients accumulate over one-task micro-batches (:mod:`.batch`),
-are clipped to ``max_grad_norm``, then one AdamW and one schedule step; under data parallelism
-each rank divides by ``D / world``. ``clip_fraction`` and ``approx_kl`` are measured before
-each mini-batch's step, ``entropy`` on the first pass. A step without an update (DAPO still
-gathering groups) goes through :meth:`GRPOUpdate.idle`: nothing changes, every metric NaN.
+with ``eps`` = ``clip``, ``beta`` = ``kl_coef``, distributions ``softmax(z / temperature)``;
+gradients accumulate over one-task micro-batches (:mod:`.batch`), clipped to
+``max_grad_norm``; each DDP rank divides by ``D / world``.
 """
 
 from __future__ import annotations
