@@ -1,8 +1,6 @@
-"""A watchdog on the resident memory of this process and every process it started.
-
-A thread polls ``/proc`` (Linux only); over the limit it signals the main thread
-(``SIGUSR1``), which raises :class:`MemoryLimitExceeded` naming each process, so ``with``
-blocks unwind; a run still over the limit ``grace`` seconds later is killed, children first.
+"""A watchdog on the resident memory of this process and every process it started: a thread
+polls ``/proc``; over the limit the main thread gets ``SIGUSR1`` and raises
+:class:`MemoryLimitExceeded`; still over ``grace`` seconds later, the run is killed.
 """
 
 from __future__ import annotations

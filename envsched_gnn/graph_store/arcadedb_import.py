@@ -1,9 +1,6 @@
-"""The bulk path of a first build into the managed ArcadeDB: one file, one ``IMPORT DATABASE``.
-
-Records go to a JSONL file in ArcadeDB's export format (``{"t": "v", "c": {"t": type, "r": rid,
-"p": properties}}``, edges ``{"t": "e", "c": {..., "o": source rid, "i": target rid}}``, rids
-file-local), in build order (vertices before their edges), then ``IMPORT DATABASE file://...
-WITH commitEvery = N`` over the loopback HTTP API. Same labels and properties as the batched path.
+"""The bulk path of a first build into the managed ArcadeDB: the records, in build order, as
+one JSONL file of ArcadeDB's export format (file-local rids), then ``IMPORT DATABASE
+file://... WITH commitEvery = N`` over the loopback HTTP API.
 """
 
 from __future__ import annotations

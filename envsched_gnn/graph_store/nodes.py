@@ -1,9 +1,6 @@
-"""What the store's nodes hold: pool objects, observations and predictions as node properties.
-
-Each function maps one kind of record to its query's rows (or back), checking it first (an
-error names task, field and value). Observation and prediction keys are
-``"<step>:<task_id>"`` (:func:`record_key`); an Abstract node caches one text's embedding,
-keyed by :func:`text_key` and named by a task's ``abstract_key``.
+"""What the store's nodes hold: pool objects, observations and predictions as node properties,
+checked before writing (errors name task, field and value); keys from :func:`record_key`
+(``"<step>:<task_id>"``) and :func:`text_key` (an Abstract's text).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The rows of a Cypher statement as plain values, rendered as a table, JSON or CSV.
-
-Nodes become their properties with ``_labels`` and ``_element_id``, relationships with
-``_type``, ``_start``, ``_end``, paths the list of their parts, temporal and spatial values
-``str``; table and CSV write strings as they are, other values as JSON.
+"""The rows of a Cypher statement as plain values (nodes, relationships and paths as JSON
+with ``_labels`` / ``_type`` keys, temporal values ``str``), rendered as a table, JSON or CSV.
 """
 
 from __future__ import annotations

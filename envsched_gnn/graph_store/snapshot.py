@@ -1,8 +1,6 @@
-"""A columnar snapshot of the stored graph beside the managed store, keyed by its build id.
-
-``graph-snapshot.npz`` (ids, environments, edge arrays, abstracts, embeddings) loads in a
-second where Bolt takes minutes; written atomically when a graph is completed or read, used
-only while the store's complete ``GraphBuild`` names the same build id and counts.
+"""A columnar snapshot of the stored graph beside the managed store (``graph-snapshot.npz``,
+loads in a second), written atomically and used only while the store's complete
+``GraphBuild`` names the same build id and counts.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""A start that is sometimes right: SFT data with imperfect demonstrations at profiled rates.
-
-The SFT data mixes each task's reference with imperfect solutions
-(:mod:`~envsched_gnn.envs.generator.mistakes`) at rates r ~ Beta(mu kappa, (1 - mu) kappa):
-``by = "environment"`` draws r(e, c) per environment and mistake kind, ``by = "task"`` one r(t)
-per task (no structure left). Imperfect solutions are executed for real; one that still
-scores 1 keeps the correct reference. Rates are saved with the policy (``competence.json``).
+"""A start that is sometimes right: SFT data mixing references with imperfect solutions
+(:mod:`~envsched_gnn.envs.generator.mistakes`) at the rates of a competence profile
+(:mod:`.competence_profile`), executed for real; rates saved as ``competence.json``.
 """
 
 from __future__ import annotations

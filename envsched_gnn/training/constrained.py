@@ -4,9 +4,8 @@ as boolean masks over the policy's vocabulary (what vLLM and SGLang call guided 
     A(s) = { v : every unit of token v is accepted in turn from s }  (+ end-of-turn if allowed)
     pi_A(v | s) = softmax(z / T)[v] / sum_{w in A(s)} softmax(z / T)[w]   for v in A(s), else 0
 
-A(s) is found by a walk over a trie of the vocabulary's units (bytes, or a special token's
-text), cached per state; inside a string it is the loop units' tokens plus the few leaving
-the loop. Rollouts and the update use the same masks (:class:`MaskTable` ids per episode).
+A(s) comes from a walk over a trie of the vocabulary's units, cached per state (inside a
+string, from the loop units). Rollouts and the update share the masks (:class:`MaskTable`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""A KV cache for many short decode steps: preallocated buffers that grow by doubling.
-
-transformers' ``DynamicLayer`` copies the whole cache per token (75% of a CPU rollout at 512
-episodes); here each layer writes into ``(B, H, capacity, D)`` buffers and returns views,
-doubling the capacity when full; dropping episodes indexes the buffers.
+"""A KV cache for many short decode steps: preallocated ``(B, H, capacity, D)`` buffers per
+layer that double when full (transformers' ``DynamicLayer`` copies the cache every token).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Buffered, idempotent writes of each step's observations to the graph store.
 
 :meth:`ObservationSink.put` returns at once; a background thread writes batches, retrying
-failures with exponential backoff (writes are ``MERGE``s keyed by (task, step), so a retry
-never duplicates). Unwritten observations go into the checkpoint (:meth:`state_dict`); a
-batch the store refuses as invalid (``ObservationError``) is kept in :attr:`rejected`.
+with backoff (``MERGE`` by (task, step): no duplicates); unwritten ones go into the
+checkpoint, invalid ones into :attr:`rejected`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The default policy: a small Qwen3-architecture causal LM and a BPE tokenizer for a pool.
-
-:func:`build_default_policy` writes an ordinary Hugging Face model folder, which
-:func:`load_policy` loads like a downloaded one (``local_files_only=True``). The size (0.82 M
-parameters) is what learned to call tools within minutes of SFT on 2 CPU cores.
+"""The default policy: a small Qwen3-architecture causal LM (0.82 M parameters, what learned to
+call tools within minutes of SFT on 2 CPU cores) and a BPE tokenizer for a pool, written as
+an ordinary Hugging Face folder that :func:`load_policy` loads like a downloaded one.
 """
 
 from __future__ import annotations

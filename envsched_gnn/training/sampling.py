@@ -1,8 +1,5 @@
-"""Per-episode sampling that does not depend on the batch: each episode's seed, and inverse-CDF
-draws from the tempered, optionally nucleus-truncated distribution.
-
-Episode (task_id, sample) draws its uniforms up front from ``episode_seed(seed, task_id,
-sample)``; its n-th token is (p zeroed outside the ``top_p`` nucleus; log-probabilities
+"""Per-episode sampling that does not depend on the batch: uniforms drawn up front from
+``episode_seed(seed, task_id, sample)``, and inverse-CDF draws (``top_p`` nucleus; log-probs
 under the full tempered distribution)
 
     x_n = min { v : sum_{w <= v} p(w) > u_n sum_w p(w) },   p = softmax(z_n / T)

@@ -3,8 +3,7 @@
     L     = - sum_{t: mask_t = 1} log p(x_t | x_<t) / sum_t mask_t
     lr(p) = lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2     (after a linear warm-up)
 
-p the larger elapsed share of ``max_steps`` and of ``minutes``. Examples: the ``train``
-split's references plus, optionally, fresh generated tasks (against overfitting).
+p the larger elapsed share of ``max_steps`` and of ``minutes``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The main job's warm start: a packaged SFT policy when it was trained on exactly this run's
-SFT inputs, else SFT now.
-
-:func:`sft_fingerprint` is the SHA-256 of SFT's inputs (pool, fresh tasks, agent format,
-architecture, :class:`SFTConfig`) as canonical JSON; the packaged demo policy
-(``envsched-gnn train demo-policy --out envsched_gnn/data/demo_sft``) is used only when it matches.
+"""The main job's warm start: the packaged SFT policy when :func:`sft_fingerprint` (SHA-256 of
+SFT's inputs as canonical JSON) matches its manifest, else SFT now.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What a GRPO step keeps of its episodes: the records every rank gathers, and each group as a
-rank holds it until its update, with their checkpoint forms (tensors and plain values only).
-
-Episodes are numbered task-major, ``index = position * K + sample``, over a step's batch and
-again over an update's groups (:func:`numbered`), so no two groups share an index.
+"""What a GRPO step keeps of its episodes: the records every rank gathers, each group as a rank
+holds it until its update, and their checkpoint forms. Episodes are numbered
+``index = position * K + sample`` over a step's batch and over an update (:func:`numbered`).
 """
 
 from __future__ import annotations
