@@ -27,14 +27,9 @@ def write_json_atomically(
     ensure_ascii: bool = True,
     non_finite_as_null: bool = False,
 ) -> Path:
-    """Write ``payload`` as JSON (and a final newline) to a temporary file beside ``path``,
-    then rename it over ``path``; returns the path.
-
-    The parent folder is created. The file gets the mode of any file written under the
-    process's umask (``mkstemp`` alone would leave it 0600). On any failure the temporary
-    file is removed and ``path`` keeps what it held; a process killed before the rename
-    leaves ``path`` as it was. With ``non_finite_as_null`` a NaN or infinite float (an
-    undefined score) is written as ``null``; otherwise as ``json`` writes it (``NaN``).
+    """Write ``payload`` as JSON (and a newline) to a temporary file beside ``path``, then rename
+    it over ``path``; returns the path. Creates the folder; the file gets the umask's mode; on
+    failure ``path`` keeps what it held. ``non_finite_as_null`` writes NaN and inf as ``null``.
     """
     if non_finite_as_null:
         payload = _non_finite_as_null(payload)
@@ -47,9 +42,7 @@ def write_json_atomically(
 
 
 def write_text_atomically(path: str | Path, write: Callable[[TextIO], None]) -> Path:
-    """Call ``write`` on a UTF-8 text stream of a temporary file beside ``path``, then rename
-    the file over ``path``; returns the path. The guarantees of :func:`write_json_atomically`
-    hold (parent created, umask mode, ``path`` unchanged on any failure)."""
+    """:func:`write_json_atomically` for text: ``write`` gets a UTF-8 stream of the temp file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

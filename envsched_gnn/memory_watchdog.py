@@ -1,13 +1,6 @@
-"""A watchdog on the resident memory of this process and every process it started.
-
-A large build runs this process, worker processes and the store's Java server side by side;
-when their resident memory together passes a limit, the run stops itself with a message that
-names each one, instead of driving the machine out of memory. The watchdog polls
-``/proc`` (Linux; elsewhere it watches nothing) from a thread; on the limit it signals the
-main thread (``SIGUSR1``, handled by the watchdog while it runs, which also ends a blocking
-socket wait), whose handler raises :class:`MemoryLimitExceeded`, so the run unwinds through
-its ``with`` blocks (the managed store is stopped cleanly). A run still over the limit
-``grace`` seconds later is killed, its child processes first.
+"""A watchdog on the resident memory of this process and every process it started: a thread
+polls ``/proc``; over the limit the main thread gets ``SIGUSR1`` and raises
+:class:`MemoryLimitExceeded`; still over ``grace`` seconds later, the run is killed.
 """
 
 from __future__ import annotations
@@ -106,10 +99,7 @@ def _describe(tree: dict[int, tuple[str, int]]) -> str:
 def memory_watchdog(
     limit: int, *, interval: float = 0.5, grace: float = 30.0
 ) -> Iterator[WatchdogReport]:
-    """Stop the run when this process and its descendants hold more than ``limit`` bytes.
-
-    Raises :class:`MemoryLimitExceeded` (from the interrupted run) once it fired.
-    """
+    """Raise :class:`MemoryLimitExceeded` when the run and its children pass ``limit`` bytes."""
     report = WatchdogReport(limit)
     main = threading.main_thread().ident
     in_main = threading.current_thread() is threading.main_thread()

@@ -1,18 +1,11 @@
 """Rollout observations (spec section 2) and the ``history.jsonl`` exchange format (section 8).
 
-Task i selected at step s yields K rewards r(i,s,1..K); per observation
-
     m(i,s) = (1/K) sum_k r(i,s,k)
     v(i,s) = (1/K) sum_k (r(i,s,k) - m(i,s))^2            (population variance)
     d(i,s) = clip_[0,1]( v(i,s) / max(m(i,s) (1 - m(i,s)), 0.01) )
 
-Rewards outside [0, 1], NaN or inf are rejected with an error naming the task and step.
-
-**[decision]** A group of fewer than 2 rewards (K = 1) carries no variance evidence: its v is 0
-whatever the task, so counted as an observation it would read as a task without reward
-spread (one such group dropped a task's q from 0.818 to 0.0). The spec is silent; by default
-:class:`ObservationLog` rejects such groups with an error, or, with
-``ObservationConfig(small_groups="ignore")``, keeps them out of the evidence.
+Rewards outside [0, 1] or not finite are errors naming task and step; groups of fewer than 2
+rewards are errors or, with ``small_groups="ignore"``, kept out of the evidence (§2).
 """
 
 from __future__ import annotations
@@ -186,11 +179,8 @@ class ObservationConfig:
 class ObservationLog:
     """Append-only, columnar log of observations: the compute view of the history.
 
-    Columns are NumPy arrays (``task`` int64 node index, ``step`` int64, ``m``, ``v``,
-    ``d`` float64), so statistics over the whole history are vectorised. Observations
-    of unknown tasks are rejected; a (task, step) pair already recorded is ignored when
-    the rewards are identical (idempotent replay) and rejected otherwise. Groups smaller
-    than ``config.min_rewards`` are rejected or kept out of the columns (``config``).
+    Columns ``task`` (node index), ``step`` int64 and ``m``, ``v``, ``d`` float64. Unknown tasks
+    are rejected; a (task, step) seen again is ignored with identical rewards, else rejected.
     """
 
     def __init__(self, task_ids: Sequence[str], config: ObservationConfig | None = None) -> None:

@@ -1,11 +1,6 @@
-"""Worker processes: the one start-method rule, and jobs that share one context run in them.
-
-Every process pool of the package starts its processes from :func:`process_context`.
-
-On a CPU machine one torch process with 2 threads is not 2x one with 1 thread (a rollout is
-a sequence of small decode steps), so two jobs side by side, one thread each, finish sooner
-than the same two one after the other. The shared context goes to each worker once, by its
-initializer, not with every job.
+"""Worker processes: the one start-method rule (:func:`process_context`), and jobs that share
+one context, sent once per worker by its initializer. On CPU two one-thread jobs side by
+side beat one two-thread job after the other.
 """
 
 from __future__ import annotations
@@ -21,19 +16,16 @@ _WORKER: tuple[Callable, Any] | None = None
 
 
 def process_context() -> BaseContext:
-    """The multiprocessing context every worker process is started from: ``spawn``.
-
-    Never ``fork``: the parent may have run torch already (a graph build, a policy), and a
-    child forked after torch has started its thread pools inherits their locks without the
-    threads that hold them, so it can hang. A spawned child starts a fresh interpreter; what
-    it runs must be picklable (a module-level function and its arguments)."""
+    """The multiprocessing context every worker process is started from: ``spawn``, never ``fork``
+    (a child forked after torch started its thread pools can hang on their locks).
+    """
     return get_context("spawn")
 
 
 def map_in_workers(fn: Callable, jobs: Iterable, shared: Any, workers: int) -> Iterator:
-    """``fn(job, shared)`` of every job, each yielded as soon as it and those before it are
-    done; ``workers`` > 1 runs them in that many processes (:func:`process_context`, so
-    ``fn`` must be at module level), each with one torch thread."""
+    """``fn(job, shared)`` of every job, yielded in order; ``workers`` > 1 runs them in processes of
+    :func:`process_context` (``fn`` at module level), one torch thread each.
+    """
     if workers <= 1:
         for job in jobs:
             yield fn(job, shared)

@@ -1,16 +1,8 @@
 """The task graph as a PyTorch Geometric ``HeteroData``, with its sparse adjacency built once.
 
-Per relation r the edge list (``edge_index``, ``edge_weight``) and, as PyG's
-``ToSparseTensor(remove_edge_index=False, layout=torch.sparse_csr)`` would store it, the
-transposed adjacency ``adj_t``: the float64 (N, N) ``torch.sparse_csr_tensor`` whose row i
-holds sim_r(i, j) for each in-neighbour j of target i. It is the one form of the graph a
-scheduling step uses, built here once per graph: the analytic predictor reads it (and NumPy
-views of its arrays) every step; the learned one keeps float32 block copies of it, the one
-graph cache of ``models`` (``LearnedPropagation._graph``). A grown graph is a new
-``HeteroData``: edit the edges of a loaded one in place and its ``adj_t`` no longer
-describes them (call :func:`add_adjacency` again). Beside ``adj_t``, each relation keeps
-its entries by source (``source_ptr``, ``source_targets``), so that a step finds the targets
-of its few observed tasks without a pass over all E entries.
+Per relation: ``edge_index``, ``edge_weight``, the float64 CSR ``adj_t`` (row i holds sim_r(i, j)
+for its in-neighbours j, as PyG's ``ToSparseTensor`` stores it) and the entries by source
+(``source_ptr``, ``source_targets``). Edit the edges and call :func:`add_adjacency` again.
 """
 
 from __future__ import annotations
@@ -23,13 +15,9 @@ from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 
 
 def to_hetero_data(graph: TaskGraph):
-    """Load the graph into a PyTorch Geometric ``HeteroData``, full batch, float64 weights.
-
-    ``data['task'].num_nodes`` is N; ``data['task'].env`` (int64, N) the environment
-    index; ``data['task', r, 'task'].edge_index`` (2, E_r) with row 0 the neighbour j
-    (source) and row 1 the target i, ``edge_weight`` (E_r,) float64 the similarity, and
-    ``adj_t`` their sparse adjacency (:func:`add_adjacency`). The node order is
-    ``graph.task_ids``; ``data.task_ids`` and ``data.env_names`` keep it.
+    """Load the graph into a PyTorch Geometric ``HeteroData``, full batch, float64 weights:
+    ``data['task'].env`` (N,); per relation ``edge_index`` (2, E_r) (row 0 the neighbour j),
+    ``edge_weight`` (E_r,), ``adj_t`` (:func:`add_adjacency`); node order in ``data.task_ids``.
     """
     import torch
     from torch_geometric.data import HeteroData
@@ -51,11 +39,9 @@ def to_hetero_data(graph: TaskGraph):
 def add_adjacency(data):
     """Store ``adj_t`` on each relation's ``('task', r, 'task')`` edges of ``data``; returns it.
 
-    For a ``HeteroData`` built by hand (``to_hetero_data`` calls it); a relation without an
-    ``edge_index`` keeps the ``adj_t`` it has, or gets an empty one. Row i of ``adj_t`` lists
-    the in-neighbours j of target i in edge-list order (a stable sort by target, not PyG's
-    sort by (target, neighbour)), so that float64 sums over a row keep one fixed order.
-    Checks that the edges fit the nodes and the similarities are finite and > 0. O(E log E).
+    Row i lists target i's in-neighbours in edge-list order (a stable sort by target), so float64
+    row sums keep one order; a relation without ``edge_index`` keeps its ``adj_t`` or gets an
+    empty one. Checks the edges fit the nodes and similarities are finite and > 0. O(E log E).
     """
     num_nodes = int(data["task"].num_nodes)
     for relation in RELATIONS:

@@ -1,9 +1,4 @@
-"""The dual-relation task graph in memory and its ``graph.json`` snapshot.
-
-Nodes are environment-task pairs; edges are directed neighbour -> target under the
-relations ``within`` (same environment) and ``cross`` (other environments), each
-carrying its similarity ``sim`` in (0, 1] (spec sections 3 and 8).
-"""
+"""The dual-relation task graph in memory and its ``graph.json`` snapshot (spec sections 3, 8)."""
 
 from __future__ import annotations
 
@@ -118,9 +113,7 @@ class TaskGraph:
                 yield self.task_ids[s], self.task_ids[d], relation, w
 
     def subgraph(self, task_ids: Iterable[str]) -> TaskGraph:
-        """The graph induced by ``task_ids``: those tasks in this graph's order and the edges
-        between them (the train split, so that held-out tasks are never chosen). A task id
-        that is not a node raises :class:`GraphError`."""
+        """The graph induced by ``task_ids``, in node order (unknown ids: :class:`GraphError`)."""
         keep = set(task_ids)
         missing = keep - set(self.task_ids)
         if missing:

@@ -1,30 +1,10 @@
 """Approximate cross kNN for large pools: HNSW candidates over distinct embeddings, exact re-rank.
 
-The exact cross relation (:func:`~envsched_gnn.graph_build.cross.cross_neighbours`) compares
-every target with every task: O(N^2 d). At or above ``GraphConfig.ann_threshold`` tasks the
-builder uses this module instead, in three steps:
-
-1. **groups**: tasks with the same fixed-point embedding ``q`` (in practice, the same
-   abstract text) form one group; only the U distinct vectors are indexed (U << N where
-   abstracts repeat: 3,785 distinct among 10,200 generated tasks).
-2. **candidates**: for each group g, the ``ann_candidates`` groups h with the largest
-   ``cos(e_g, e_h)``, from an HNSW graph (faiss ``IndexHNSWFlat``, inner product on the
-   unit-norm float32 embeddings), g itself always included. The index is built on one
-   thread, vectors added in group order (groups sorted by their fixed-point vector), so the
-   search is deterministic (the queries run on every thread, each on its own).
-3. **exact re-rank**: the candidate groups are re-sorted by the exact fixed-point cosine
-   (:func:`~envsched_gnn.graph_build.embeddings.exact_cosines`) and taken best first until
-   every environment of g sees at least ``k_cross`` candidate tasks outside itself; groups
-   tied with the last one taken come along. For each target task i of g the top ``k_cross``
-   of those candidate tasks j (other environments) are chosen by
-   :func:`~envsched_gnn.graph_build.neighbours.top_neighbours`: similarity, then the pair key.
-
-The ANN only decides which groups are looked at; every similarity and every tie-break is
-the exact one. A group whose retrieved candidates cannot settle its top ``k_cross`` (too few
-tasks, or the last similarity taken ties the last one retrieved, so tied groups may lie
-beyond) is done by the exact path over all tasks. Hence: when the HNSW returns each group's
-true nearest groups, the result equals the exact path bit for bit; otherwise a target can
-miss a neighbour (``bench graph`` reports recall@k_cross against the exact path).
+Tasks with the same fixed-point embedding form a group; an HNSW index (faiss, one thread,
+groups in sorted order: deterministic) over the distinct vectors proposes ``ann_candidates``
+groups per group, re-ranked by the exact cosine until every environment sees ``k_cross``
+candidates, then cut by :func:`~envsched_gnn.graph_build.neighbours.top_neighbours`. A group
+whose candidates leave its top in doubt takes the exact path (docs/design.md §3).
 """
 
 from __future__ import annotations
@@ -93,13 +73,9 @@ def approximate_cross(
     *,
     group: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cross in-neighbours of every node: ``(dst, src, sim)`` grouped by dst in node order,
-    best first, plus the nodes left to the exact path (ascending).
-
-    ``q``: fixed-point embeddings ``(N, D)``, or with ``group`` the groups already found:
-    ``q`` the distinct vectors ``(U, D)`` as :func:`embedding_groups` sorts them and ``group``
-    (N,) each node's; ``env_codes``: environment index per node; ``hashes``:
-    :func:`~envsched_gnn.graph_build.neighbours.task_hashes` of the node ids.
+    """Cross in-neighbours of every node, ``(dst, src, sim)`` grouped by dst, best first, plus the
+    nodes left to the exact path (ascending). Arguments as
+    :func:`~envsched_gnn.graph_build.cross.cross_neighbours` (``q`` as :func:`embedding_groups`).
     """
     distinct, group = embedding_groups(q) if group is None else (q, group)
     order = np.argsort(group, kind="stable")
@@ -143,9 +119,9 @@ def _candidate_groups(
     k: int,
     complete: bool,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Groups whose tasks hold the top ``k`` cross candidates of every task of group ``g``, with
-    their exact cosines to g (clipped to 1), best first; None when the retrieved groups cannot
-    settle it (then the exact path must)."""
+    """Groups holding the top ``k`` cross candidates of every task of group ``g``, with exact
+    cosines, best first; None when the retrieved groups cannot settle it.
+    """
     groups = np.unique(np.r_[g, retrieved])
     sims = np.minimum(exact_cosines(distinct[g : g + 1], distinct[groups])[0], 1.0)
     best = np.lexsort((groups, -sims))

@@ -1,22 +1,6 @@
-"""Building the dual-relation task graph from a pool (spec section 3).
-
-For each target task i:
-
-* within: the top ``k_within`` tasks j of i's own environment by
-  ``sim_within(i, j) = (1/6) sum_v cos(x_v(i), x_v(j))`` (TF-IDF views fitted per
-  environment, :mod:`views`);
-* cross: the top ``k_cross`` tasks j of the other environments by
-  ``sim_cross(i, j) = cos(e(a_i), e(a_j))``, the cosine of the sentence embeddings of
-  their abstract operation descriptions (:mod:`embeddings`).
-
-Each chosen neighbour gives a directed edge j -> i; similarities <= 0 are dropped and
-the rest clipped into (0, 1]. Nodes are in task-id order. A build reads the pool one
-environment at a time (:class:`GraphBuild`): its within similarities (never an N x N over all
-tasks) and its abstracts; then the distinct abstracts are embedded once each, and the cross
-kNN (:mod:`~envsched_gnn.graph_build.cross`) runs over the distinct vectors.
-
-Ties in the ranking are broken by a hash of the pair (target i, candidate j):
-see :mod:`~envsched_gnn.graph_build.neighbours`.
+"""Building the dual-relation task graph from a pool (spec section 3): within edges
+(:mod:`views`) and cross edges (:mod:`embeddings`, :mod:`.cross`), read one environment at a
+time (:class:`GraphBuild`), each distinct abstract embedded once.
 """
 
 from __future__ import annotations
@@ -55,30 +39,23 @@ class GraphConfig:
     block: int = 1024
     """Rows of the cross-similarity matrix computed at a time."""
     within_workers: int = 1
-    """Processes computing within edges, environments split among them (results in
-    environment order, identical for any count; 1: in this process)."""
+    """Processes computing within edges (identical for any count; 1: in this process)."""
     embed_workers: int = 1
-    """Processes embedding the distinct abstracts, in chunks (each vector a pure function of
-    its text: identical for any count; 1: in this process)."""
+    """Processes embedding the distinct abstracts (identical for any count; 1: in this process)."""
     ray: str | None = None
-    """Run the within TF-IDF and the embedding as Ray tasks: 'local' (a Ray on this machine)
-    or a cluster address such as ray://head:10001; the cross kNN and the writes stay here."""
+    """Run within TF-IDF and embedding as Ray tasks: 'local' or an address (ray://head:10001)."""
     bulk: bool = True
-    """Write a first build into an empty managed ArcadeDB store through ArcadeDB's importer
-    (one JSONL file, IMPORT DATABASE) instead of batched UNWIND transactions."""
+    """Write a first build into an empty managed ArcadeDB through its importer (IMPORT DATABASE)."""
     show_progress: bool = True
     """Show progress bars on the long parts."""
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     """How abstracts are embedded."""
     ann_threshold: int = 50_000
-    """Pools of at least this many tasks find cross neighbours with the approximate kNN of
-    :mod:`~envsched_gnn.graph_build.ann` (HNSW candidates, exact re-rank); smaller ones
-    with the exact row-block kNN."""
+    """Pools of at least this many tasks use the approximate cross kNN (:mod:`.ann`)."""
     hnsw: HnswConfig = field(default_factory=HnswConfig)
     """The HNSW index of the approximate kNN."""
     llm_extractor: LlmExtractor | None = None
-    """Hook deriving a task's abstract (e.g. with an LLM) when the pool gives none; else the
-    deterministic extractor of :mod:`envsched_gnn.envs.abstract` is used."""
+    """Hook deriving a task's abstract (an LLM, say) when the pool gives none."""
 
     def __post_init__(self) -> None:
         names = ("k_within", "k_cross", "block", "within_workers", "embed_workers", "ann_threshold")
@@ -175,14 +152,10 @@ class EnvironmentPart:
 
 
 class GraphBuild:
-    """The steps of building the graph of a pool, run in order by :func:`build` (in memory) or
-    by :func:`~envsched_gnn.graph_store.stream.stream_build` (written to a store as produced):
-    :meth:`parts` (environment by environment: tasks, within edges, abstracts),
-    :meth:`embed`, :meth:`cross`.
-
-    Nodes are the pool's tasks in task-id order; ``cache`` maps abstract text -> embedding.
-    The pool is read one environment at a time (a
-    :class:`~envsched_gnn.envs.pool_stream.PoolStream` never holds more in memory).
+    """The steps of building a pool's graph, run in order by :func:`build` (in memory) or
+    :func:`~envsched_gnn.graph_store.stream.stream_build` (to a store): :meth:`parts` (per
+    environment: tasks, within edges, abstracts), :meth:`embed`, :meth:`cross`. Nodes in task-id
+    order; ``cache`` maps abstract text -> embedding.
     """
 
     def __init__(

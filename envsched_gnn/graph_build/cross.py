@@ -1,12 +1,7 @@
 """The cross relation's kNN (spec section 3): each target's top ``k_cross`` tasks of other
 environments by ``cos(e(a_i), e(a_j))``, exact below the ANN threshold, else approximate.
-
-Embeddings come as the *distinct* fixed-point vectors ``q`` (U, D) and each node's row of
-them, ``group`` (N,): tasks that share an abstract share a vector, and at 1M tasks the (N, D)
-float64 matrix alone would take 3 GB. The cosine of two nodes is the cosine of their groups'
-vectors, and every dot product of fixed-point vectors is an exact integer, so a similarity
-expanded from the groups is bit for bit the one computed between the nodes' own vectors.
-Ties go by the pair key of :mod:`~envsched_gnn.graph_build.neighbours`.
+Embeddings come as the distinct fixed-point vectors ``q`` (U, D) and each node's ``group``
+(N,); fixed-point dot products are exact, so this is bit for bit the per-node result.
 """
 
 from __future__ import annotations
@@ -37,13 +32,12 @@ def cross_neighbours(
     block: int = 1024,
     progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact cross in-neighbours of the ``targets`` (node indices) among all nodes of other
-    environments: ``(dst, src, sim)`` grouped by target in the order given, best first.
+    """Exact cross in-neighbours of the ``targets`` among all nodes of other environments:
+    ``(dst, src, sim)`` grouped by target in the order given, best first.
 
-    ``q``: fixed-point embeddings, one row per node ``(N, D)``, or with ``group`` one row per
-    distinct vector ``(U, D)`` and ``group`` (N,) each node's row; ``env_codes``: environment
-    index per node; ``hashes``: :func:`~envsched_gnn.graph_build.neighbours.task_hashes` of the
-    node ids. At most ``block`` targets, and :data:`CELLS_PER_BLOCK` cells, at a time.
+    ``q``: fixed-point embeddings (N, D), or the distinct vectors (U, D) with ``group`` (N,);
+    ``env_codes``: environment per node; ``hashes``: :func:`~.neighbours.task_hashes`. At most
+    ``block`` targets and :data:`CELLS_PER_BLOCK` cells at a time.
     """
     from tqdm.auto import tqdm
 
@@ -76,10 +70,7 @@ def cross_edges(
     block: int = 1024,
     progress: bool = False,
 ) -> list[EdgeRow]:
-    """Exact cross edges into the ``targets`` (node indices) from all nodes of other environments.
-
-    ``ids`` in task-id order, ``q`` their fixed-point embeddings ``(N, 384)``.
-    """
+    """Exact cross edges into the ``targets`` from all nodes of other environments."""
     env_codes = np.unique(np.asarray(envs), return_inverse=True)[1].reshape(-1)
     found = cross_neighbours(
         q, env_codes, task_hashes(ids), targets, k, block=block, progress=progress
@@ -88,9 +79,9 @@ def cross_edges(
 
 
 def distinct_groups(vectors: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of ``vectors[codes]``, sorted, and each node's row:
-    ``(T, D), (N,) -> (U, D), (N,)``, the same as
-    :func:`~envsched_gnn.graph_build.ann.embedding_groups` of the (N, D) matrix, without it."""
+    """Distinct rows of ``vectors[codes]``, sorted, and each node's row, ``(T, D), (N,) -> (U, D),
+    (N,)``: :func:`~envsched_gnn.graph_build.ann.embedding_groups` without the (N, D) matrix.
+    """
     distinct, inverse = np.unique(vectors, axis=0, return_inverse=True)
     used = np.unique(inverse.reshape(-1)[codes])  # rows of vectors no node uses drop out
     renumber = np.full(distinct.shape[0], -1, np.int64)

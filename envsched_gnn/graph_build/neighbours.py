@@ -1,15 +1,6 @@
-"""Each target's top-k neighbours: by similarity, ties by a hash of the pair (spec section 3).
-
-For target i and candidates j, :func:`top_neighbours` keeps the ``k`` valid candidates with
-``sim(i, j) > 0`` of largest ``min(sim(i, j), 1)``; among equal similarities the smaller
-``pair_key(i, j) = mix64(h(i) XOR mix64(h(j)))`` comes first, where ``h`` is
-:func:`task_hashes` and ``mix64`` splitmix64's finaliser.
-
-**[decision, revised]** Ties go by the pair key, not by task id: with repeating abstracts
-39 % of the cross similarities of the generated 51 x 50 pool are exactly 1.0, and breaking
-ties by task id made the alphabetically first environments the source of 2.7x the mean
-number of cross edges. The key depends on the two ids only, so incremental growth still
-equals a rebuild.
+"""Each target's top-k neighbours: by similarity, ties by a hash of the pair (spec section 3),
+``pair_key(i, j) = mix64(h(i) XOR mix64(h(j)))`` (``h`` = :func:`task_hashes`, ``mix64``
+splitmix64's finaliser), smaller first.
 """
 
 from __future__ import annotations
@@ -43,10 +34,8 @@ def _mix64(x: np.ndarray) -> np.ndarray:
 def pair_keys(target: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     """Tie-break key of the pairs (target i, candidate j): ``mix64(h(i) XOR mix64(h(j)))``.
 
-    ``target``, ``candidate``: broadcastable uint64 arrays of :func:`task_hashes`. The spec's
-    example key is blake2b of the pair; hashing each id once and mixing the two 64-bit
-    hashes is also a function of the pair only (so growth equals a rebuild) and costs N
-    hashes instead of one per compared pair.
+    ``target``, ``candidate``: broadcastable uint64 arrays of :func:`task_hashes`; a function of
+    the pair only, at N hashes instead of one per pair.
     """
     return _mix64(np.asarray(target, np.uint64) ^ _mix64(np.asarray(candidate, np.uint64)))
 
@@ -58,11 +47,8 @@ def top_neighbours(
     row_hashes: np.ndarray,
     col_hashes: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the ``k`` best valid columns with sim > 0, ties by :func:`pair_keys`.
-
-    Similarities are clipped to 1 before ranking, so that the ranking only sees the values
-    the edges keep. Only the candidates at or above each row's k-th best value are keyed
-    and sorted. Output is grouped by row, best first.
+    """Per row, the ``k`` best valid columns with sim > 0 (clipped to 1), ties by :func:`pair_keys`;
+    grouped by row, best first.
     Shapes: ``sims, valid (R, C); row_hashes (R,); col_hashes (C,) -> rows (E,), cols (E,)``.
     """
     n_rows, n_cols = sims.shape
@@ -90,22 +76,13 @@ def top_shared_neighbours(
     *,
     cells: int = SHARED_CELLS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`top_neighbours` of rows that all see the same similarities ``col_sims`` (C,),
-    a column valid for a row when its environment differs: the result of
-    ``top_neighbours(broadcast(col_sims), row_envs[:, None] != col_envs[None, :], ...)``
-    without sorting every (row, column) pair.
+    """:func:`top_neighbours` of rows that all see the same similarities ``col_sims`` (C,), a
+    column valid for a row when its environment differs, without sorting every pair.
 
-    1. **A prefix of the columns.** With columns sorted by similarity, let M be the most
-       columns any one environment has. Among the ``k + M`` best at most M are invalid for a
-       row, so its k-th best valid value is at least the (k + M)-th best value overall: only
-       the columns down to that value's tie block can be chosen.
-    2. **The cut block.** Per row, the block of equal similarities where its k-th valid
-       column falls: every valid column of a better block is taken (fewer than k), and the
-       rest come from the cut block by smallest :func:`pair_keys`, an ``argpartition``, not a
-       sort. A column group whose members share one embedding is such a block, so the cost is
-       ``rows x prefix`` key computations, in chunks of at most ``cells``.
-
-    Output as :func:`top_neighbours`: grouped by row, best first.
+    With M the most columns of one environment, a row's k-th valid value is at least the
+    (k + M)-th best overall, so only that prefix counts; per row, the tie block holding its k-th
+    valid column is cut by smallest :func:`pair_keys` (an ``argpartition``), in chunks of at
+    most ``cells``. Output as :func:`top_neighbours`.
     """
     empty = np.zeros(0, np.int64), np.zeros(0, np.int64)
     clipped = np.minimum(col_sims, 1.0)

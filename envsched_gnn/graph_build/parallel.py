@@ -1,12 +1,6 @@
 """Where a build's independent pieces of work run: in this process, in spawned worker
-processes, or as Ray tasks on a cluster; results always come back in input order.
-
-Each piece (one environment's within TF-IDF, one chunk of abstracts to embed) is a pure
-function of its arguments, so the graph does not depend on where it ran (tested:
-``graph build --ray local``, ``--within-workers 2`` and a build on a Ray cluster of two node
-processes give the graph of the plain build).
-At most ``window`` pieces are in flight, so the inputs of a streamed pool are read from disk
-only a few environments ahead of the results.
+processes, or as Ray tasks on a cluster; results always come back in input order, at most
+``window`` pieces in flight. Each piece is a pure function, so the graph is the same anywhere.
 """
 
 from __future__ import annotations
@@ -32,11 +26,9 @@ def ordered_map(
     ray: str | None = None,
     window: int | None = None,
 ) -> Iterator[tuple[tuple, Any]]:
-    """``(args, fn(*args))`` for every ``args`` of ``items``, in order.
-
-    ``ray``: run each call as a Ray task (:data:`RAY_LOCAL` or a cluster address; an
-    already initialised Ray is used as it is); else ``workers`` > 1 spawned processes, else
-    this process. ``window``: calls in flight (default 4 per worker).
+    """``(args, fn(*args))`` for every ``args`` of ``items``, in order: as Ray tasks (``ray``: an
+    address or :data:`RAY_LOCAL`), in ``workers`` > 1 spawned processes, or here; ``window``
+    calls in flight (default 4 per worker).
     """
     if ray is not None:
         yield from _ray_map(fn, items, ray, window)
@@ -64,12 +56,7 @@ def _windowed(submit: Callable, items: Iterable[tuple], window: int, result=None
 
 
 def connect_ray(address: str) -> Any:
-    """The ``ray`` module, initialised: an existing instance, else one at ``address``.
-
-    A new connection ships this package to the cluster (``runtime_env`` ``py_modules``), so
-    every piece runs the driver's code whatever version of it a node has installed (none is
-    needed: nodes need only the dependencies). An existing instance keeps its own runtime
-    environment."""
+    """The ``ray`` module, initialised: an existing instance, else one at ``address``."""
     try:
         import ray
     except ImportError as error:

@@ -1,17 +1,8 @@
 """The six TF-IDF views of a task and the within-environment similarity (spec section 3).
 
-For tasks i, j of one environment,
-
     sim_within(i, j) = (1/6) sum_{v=1..6} cos(x_v(i), x_v(j))
 
-where x_v is the TF-IDF vector of view v, fitted on that environment's tasks only
-(**[decision]**: adding an environment never changes another's within edges). Views:
-(1) instruction words, (2) instruction character n-grams, (3) verifier text
-(check items and check function sources), (4) verifier code structure (the checks'
-syntax trees with literal values replaced by type placeholders), (5) initial context
-(``init_config`` as text), (6) full operation description (the reference solution
-in words, or the check items when there is none). A view with no vocabulary in an
-environment contributes cosine 0.
+TF-IDF fitted per environment; the six views are listed in docs/design.md §3.
 """
 
 from __future__ import annotations
@@ -101,13 +92,8 @@ _shape_structure = lru_cache(maxsize=4096)(source_structure_text)
 
 
 def check_structure_text(source: str) -> str:
-    """One check's syntax tree as :func:`_structure_tokens`, or ``<unparsable>``.
-
-    The check sources of a generated pool repeat in shape and differ in values (106,622
-    distinct sources and 8 shapes among 125,785 checks), so the tokens are computed once per
-    shape (:func:`_shape_of`): a literal only ever becomes ``<type>`` or its identifier
-    text, so the shape has the tokens of the source. A source whose literals cannot be read
-    that way is parsed as it is.
+    """One check's syntax tree as :func:`_structure_tokens`, or ``<unparsable>``; computed once
+    per literal shape (:func:`_shape_of`), since checks repeat in shape.
     """
     shape = _shape_of(source)
     return source_structure_text(source) if shape is None else _shape_structure(shape)

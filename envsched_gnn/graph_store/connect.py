@@ -1,9 +1,5 @@
 """Opening a store: a Bolt URI or a folder -> the driver (and the managed ArcadeDB), checked.
-
-:func:`open_store` owns what it opens: the managed server of a folder, and the driver; it
-closes the driver, then stops the server, when its ``with`` block ends. The connection is
-checked with ``driver.verify_connectivity()`` (the server answers and takes the
-credentials); the database is checked by the first work in it, creating the constraints.
+:func:`open_store` closes the driver, then stops the server, when its ``with`` block ends.
 """
 
 from __future__ import annotations
@@ -43,12 +39,9 @@ def connect_store(
     retry_time: float = 30.0,
     retry_s: float = 0.0,
 ) -> Iterator[GraphStore]:
-    """A store on the server at ``uri``: opens a driver, checks that it reaches the server with
-    ``auth`` and that ``database`` answers, creates the constraints; closes the driver on exit.
-
-    ``retry_time`` bounds the driver's retries of a transaction (seconds) and ``retry_s`` the
-    store's own (see :class:`~envsched_gnn.graph_store.store.GraphStore`); ``server`` is the
-    managed server behind ``uri``, if any (its caller stops it).
+    """A store on the server at ``uri``, checked (connectivity, ``auth``, ``database``) and with its
+    constraints; closes the driver on exit. ``retry_time`` bounds the driver's retries,
+    ``retry_s`` the store's own; ``server`` is the managed server behind ``uri``, if any.
     """
     import neo4j
 
@@ -104,12 +97,10 @@ def _check(store: GraphStore, user: str) -> None:
 
 @contextlib.contextmanager
 def open_store(spec: str | Path | None = None) -> Iterator[GraphStore]:
-    """Open the store named by ``spec``, closing it (and any managed server) on exit.
-
-    ``spec`` is a ``bolt://`` / ``neo4j://`` URI (credentials from ``NEO4J_USER`` /
-    ``NEO4J_PASSWORD``, database from ``NEO4J_DATABASE``, default ``neo4j``) or a folder
-    for the managed ArcadeDB default. ``None`` means ``NEO4J_URI`` when set, else
-    ``.envsched/store``.
+    """Open the store named by ``spec``, closing it (and any managed server) on exit: a
+    ``bolt://`` / ``neo4j://`` URI (``NEO4J_USER``, ``NEO4J_PASSWORD``, ``NEO4J_DATABASE``
+    default ``neo4j``) or a folder for the managed ArcadeDB; ``None``: ``NEO4J_URI`` when set,
+    else ``.envsched/store``.
     """
     if spec is None:
         spec = os.environ.get("NEO4J_URI") or DEFAULT_FOLDER

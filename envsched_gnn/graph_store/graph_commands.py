@@ -27,16 +27,12 @@ class GraphArgs:
     env: str | None = None
     """Environment id to add (default: every one the store lacks)."""
     neo4j_import: str | None = None
-    """Write the graph as the CSV files of `neo4j-admin database import full` (and the
-    command, import.sh) into this folder instead of a store: the bulk path of a first build
-    into Neo4j, run on the Neo4j server with the database stopped."""
+    """Write the CSV files of `neo4j-admin database import full` into this folder, not a store."""
     store: str | None = None
     """bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a
     folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)."""
     max_memory_gib: float | None = None
-    """Stop the build, with a message, when this process and the processes it started (workers,
-    the managed store's server) hold more resident memory than this (default: 90% of the
-    machine's)."""
+    """Stop when this process and its children hold more resident memory (default: 90%)."""
 
 
 NEIGHBOURS = ["k_within", "k_cross"]

@@ -1,32 +1,10 @@
 """Incremental growth: add an environment to a built graph, equal to a full rebuild.
 
-Adding environment E with tasks T_E to a graph over tasks T changes exactly:
-
-* the new nodes T_E and their within edges (TF-IDF is fitted per environment, so no
-  other environment's within edges move);
-* the cross edges into each new task: its top ``k_cross`` over all of T (and no task of E);
-* the cross edges into each old task i: its new top ``k_cross`` is the top of
-  (its current cross in-neighbours) U T_E, because any task that was not among i's
-  top before still ranks below all of them (the ranking, by similarity and then by the
-  pair key of :func:`~envsched_gnn.graph_build.neighbours.pair_keys`, depends on the pair
-  only). Displaced edges are deleted.
-
-What holds above ``GraphConfig.ann_threshold`` (where a build uses the approximate kNN of
-:mod:`~envsched_gnn.graph_build.ann`): growth does not query an ANN index; the new tasks'
-cross edges are the exact top over all tasks, and each old task's new top is the exact top
-of its current (possibly approximate) in-neighbours U T_E. So grown == rebuilt exactly below
-the threshold; above it, both equal the exact graph wherever the ANN found each target's
-exact neighbours (recall 1), and otherwise a grown target keeps every neighbour its
-approximate list had unless a newcomer beats it.
-
-Old embeddings come from the snapshot beside the store (:mod:`.snapshot`) or its Abstract
-nodes, so only T_E's abstracts that the store does not know yet are embedded. The plan works
-on index arrays: the old targets are re-ranked in blocks (their k_cross current neighbours
-and the newcomers in one (targets, k + |T_E|) table sorted by similarity and pair key), so
-that growing a 1M-task graph costs seconds, not a Python loop over a million targets.
-Observations and predictions are never touched. In a store, a build or a growth marks the
-graph complete only once all of it is written (``GraphStore.begin_graph_build``), so an
-interrupted one cannot be read as a valid graph.
+Adding environment E with tasks T_E adds T_E with their within edges and their top
+``k_cross`` cross edges over all tasks, and re-ranks each old task's cross in-neighbours
+U T_E (a task outside its top before still ranks below it: the ranking depends on the pair
+only); displaced edges are deleted. Exact below ``ann_threshold`` (docs/design.md §3, §9.2).
+The old targets are re-ranked in blocks on index arrays, so growing 1M tasks takes seconds.
 """
 
 from __future__ import annotations
@@ -58,9 +36,9 @@ RERANK_BLOCK = 65_536
 
 @dataclass
 class Growth:
-    """What adding one environment changes: the new tasks, their abstracts and embeddings,
-    the edges added ``(src, dst, sim)`` per relation and the cross edges removed
-    ``(src, dst)``, as task ids; the grown graph and every node's abstract."""
+    """What adding one environment changes, as task ids: new tasks, abstracts, embeddings, edges
+    added and cross edges removed; the grown graph and every node's abstract.
+    """
 
     tasks: list[Task]
     abstracts: dict[str, str]
@@ -80,10 +58,8 @@ def plan_growth(
     embedder: Embedder,
     cache=None,
 ) -> Growth:
-    """The changes that add ``pool``'s environment ``env_id`` to ``graph`` (nothing is written).
-
-    ``old``: the abstract of every node of ``graph`` (codes in its node order);
-    ``cache``: abstract text -> embedding.
+    """The changes that add ``pool``'s environment ``env_id`` to ``graph``, nothing written
+    (``old``: every node's abstract code; ``cache``: abstract text -> embedding).
     """
     if env_id not in pool.envs:
         raise ValueError(f"environment {env_id!r} is not defined in the pool")
@@ -185,15 +161,11 @@ def _rerank_old_targets(
     hashes: np.ndarray,
     k: int,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by
-    similarity, then pair key. Returns which old cross edges stay (bool, in ``old_cross``
-    order) and the newcomer edges ``(src, dst, sim)`` that enter. Node indices are the grown
-    graph's.
-
-    Only the targets a newcomer can reach are re-ranked: those with fewer than ``k``
-    in-neighbours and a newcomer of similarity > 0, or whose best newcomer is at least as
-    similar as their weakest in-neighbour (equal: the pair key decides). The best newcomer of
-    every node comes from the distinct embeddings, (U, distinct newcomers) cosines.
+    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by similarity, then
+    pair key: which old cross edges stay (bool, ``old_cross`` order) and the newcomer edges
+    ``(src, dst, sim)`` that enter, in the grown graph's indices. Only targets a newcomer can
+    reach (its best newcomer at least as similar as the weakest in-neighbour, or fewer than
+    ``k``) are re-ranked.
     """
     src, dst, sim = old_cross
     n = group.shape[0]
@@ -269,10 +241,8 @@ def add_environment(
     *,
     embedder: Embedder | None = None,
 ) -> TaskGraph:
-    """Add environment ``env_id`` of ``pool`` to a store or an in-memory graph; return the graph.
-
-    A store supplies the old tasks' embeddings from its snapshot or its cache and receives the
-    changes; an in-memory graph's old tasks must be in ``pool`` (they are embedded again).
+    """Add environment ``env_id`` of ``pool`` to a store (old embeddings from its snapshot or
+    cache) or an in-memory graph (old tasks re-embedded from ``pool``); return the graph.
     """
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)

@@ -1,22 +1,9 @@
 """The bulk path of a first build into Neo4j: the CSV files of ``neo4j-admin database import``.
 
-Neo4j's offline importer fills a new (or emptied, stopped) database from CSV files far faster
-than transactions. :func:`write_neo4j_import` builds the graph of a pool (the same steps as
-every build) and writes, into one folder, the records the batched path writes to a live
-server: ``environments.csv``, ``tasks.csv``, ``abstracts.csv``, ``graph_build.csv`` (the
-build marked complete with its counts, so that ``read_graph`` accepts the imported graph),
-``in_env.csv``, ``within.csv``, ``cross.csv``, and ``import.sh`` with the command. The header
-row of each file is the documented one (``id:ID(Task)``, ``:START_ID(Task)``,
-``:END_ID(Task)``, ``sim:double``, ``tool_names:string[]``, ``embedding:double[]``,
-``:LABEL``, ``:TYPE``); strings are double-quoted with quotes doubled (multi-line fields, hence
-``--multiline-fields=true``), arrays ``;``-delimited, a missing property an empty unquoted
-field. The uniqueness constraints are created when the store is first opened after the import.
-
-It is for a database that does not exist yet or is stopped (``neo4j-admin`` refuses a
-running one); a running server is written through Bolt in batched ``UNWIND`` transactions
-(:mod:`~envsched_gnn.graph_store.stream`). Tested with Neo4j's own importer of the version
-``tools/neo4j-server`` pins (``tools/neo4j-server/neo4j-admin``): the store then reads back
-the graph, tasks and embeddings that were built (``tests/graph_store/test_neo4j_import.py``).
+:func:`write_neo4j_import` builds the pool's graph and writes the records the batched path
+would (environments, tasks, abstracts, the completed graph build, edges) as CSV with the
+documented headers, plus ``import.sh``. For a database that does not exist yet or is
+stopped; a running server is written through Bolt (:mod:`.stream`).
 """
 
 from __future__ import annotations

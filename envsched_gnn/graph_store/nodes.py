@@ -1,13 +1,6 @@
-"""What the store's nodes hold: pool objects, observations and predictions as node properties.
-
-Each function maps one kind of record to the rows its query takes (or back), and checks it
-first: a bad value raises an error naming the task, the field and the value, and nothing is
-written. ``init_config``, ``checks`` and ``reference_solution`` are JSON text on the Task
-node. Observation and prediction keys are ``"<step>:<task_id>"`` (:func:`record_key`): unique
-per (task, step), so a replay MERGEs onto the same node and never duplicates it. An Abstract
-node caches the sentence embedding of one abstract text, keyed by :func:`text_key` and stored
-once however many tasks share it; a task names its abstract by ``abstract_key`` (so neither a
-rebuild nor growth re-embeds a known abstract).
+"""What the store's nodes hold: pool objects, observations and predictions as node properties,
+checked before writing (errors name task, field and value); keys from :func:`record_key`
+(``"<step>:<task_id>"``) and :func:`text_key` (an Abstract's text).
 """
 
 from __future__ import annotations
@@ -156,10 +149,8 @@ def observation_row(observation: Observation | Mapping) -> dict:
 
 
 def prediction_rows(step: int, rows: Sequence[Mapping]) -> tuple[list[dict], list[dict], set[str]]:
-    """The Prediction rows of ``step``, their EVIDENCE rows, and every task id they name.
-
-    Each row has ``task_id``, the scalar fields of :data:`PREDICTION_FIELDS` (numbers or
-    None) and ``neighbours``: dicts with ``task_id`` and :data:`EVIDENCE_FIELDS`.
+    """The Prediction rows of ``step``, their EVIDENCE rows, and every task id they name (rows:
+    ``task_id``, :data:`PREDICTION_FIELDS`, ``neighbours`` with :data:`EVIDENCE_FIELDS`).
     """
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise StoreError(f"prediction step {step!r} is not a non-negative integer")

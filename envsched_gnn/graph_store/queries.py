@@ -1,24 +1,8 @@
 """The store's Cypher as named constants: every value a ``$parameter``, bulk writes ``UNWIND``.
 
-Schema (spec sections 3 and 8)::
-
-    (:Environment {id, introduction, summary, constraints_rules, tool_names})
-    (:Task {id, env, env_class_name, instruction, init_config, checks, reference_solution,
-            abstract, split, abstract_text, abstract_key})-[:IN_ENV]->(:Environment)
-    (:Abstract {key, text, embedding})   one per distinct abstract text, key = text_key(text)
-    (:Task)-[:WITHIN {sim}]->(:Task)     neighbour j -> target i, same environment
-    (:Task)-[:CROSS {sim}]->(:Task)      neighbour j -> target i, other environments
-    (:Observation {key, task_id, step, rewards, m, v, d})-[:OF]->(:Task)
-    (:Prediction {key, task_id, step, q, u, ...})-[:FOR]->(:Task)
-    (:Prediction)-[:EVIDENCE {relation, sim, W, y_v, y_m, y_d, share}]->(:Task)
-    (:GraphBuild {id: "graph", build, status, started, completed, tasks, within, cross})
-
-Keys: an Abstract node's is :func:`~envsched_gnn.graph_store.nodes.text_key` of its text; an
-Observation's and a Prediction's is :func:`~envsched_gnn.graph_store.nodes.record_key`,
+The schema is in ``docs/store.md``; Observation and Prediction keys are
 ``"<step>:<task_id>"``, so a replay MERGEs onto the same node. The Cypher is the common
-subset of Neo4j 5 and ArcadeDB's openCypher (see ``docs/store.md``); the queries of one
-relation differ only in its type, one constant each so that no query is built by string
-formatting.
+subset of Neo4j 5 and ArcadeDB.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The rows of a Cypher statement as plain values, rendered as a table, JSON or CSV.
-
-Driver values become JSON values: a node is its properties with ``_labels`` (and
-``_element_id``), a relationship its properties with ``_type``, ``_start`` and ``_end``
-(element ids), a path the list of its nodes and relationships in order; temporal and spatial
-values their ISO text (``str``). In the table and the CSV a string is written as it is and
-every other value as its JSON text.
+"""The rows of a Cypher statement as plain values (nodes, relationships and paths as JSON
+with ``_labels`` / ``_type`` keys, temporal values ``str``), rendered as a table, JSON or CSV.
 """
 
 from __future__ import annotations

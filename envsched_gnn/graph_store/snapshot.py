@@ -1,13 +1,6 @@
-"""A columnar snapshot of the stored graph beside the managed store, keyed by its build id.
-
-Reading 1.8M edges back over Bolt takes minutes; the snapshot (``graph-snapshot.npz`` in the
-store's folder: task ids, environments, each relation's ``src`` / ``dst`` / ``sim`` arrays and,
-when the build gave them, every task's abstract and the distinct embeddings) loads in about
-a second. It is written when a build or a growth marks its graph complete, and after a read
-from the store. It is used only while the store's ``GraphBuild`` node is complete and names
-the same build id with the same counts: every build and growth starts a new build id, so a
-snapshot of an older graph is refused (and the graph read from the store). Written to a
-temporary file and renamed, so a crash never leaves a half snapshot under the name.
+"""A columnar snapshot of the stored graph beside the managed store (``graph-snapshot.npz``,
+loads in a second), written atomically and used only while the store's complete
+``GraphBuild`` names the same build id and counts.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The graph store: one class on an open ``neo4j`` driver, speaking Neo4j 5 Cypher over Bolt.
 
-The schema and the queries are in :mod:`~envsched_gnn.graph_store.queries`, the node
-properties and their checks in :mod:`~envsched_gnn.graph_store.nodes`; a store is opened
-(driver, managed server, constraints) by :func:`~envsched_gnn.graph_store.connect.open_store`.
-
-A graph is never half there: a build (or a growth) first marks the ``GraphBuild`` node
-``building`` with a new build id, and marks it ``complete``, with the task and edge counts,
-only after every node and edge is written and counted back. :meth:`GraphStore.read_graph`
-refuses a store whose graph is not complete or no longer matches its counts, and says to
-rerun the build.
-
-Bulk writes are ``UNWIND $rows ... MERGE`` in chunks; the transactions (retried, every session
-naming the database) are :class:`~envsched_gnn.graph_store.transactions.StoreConnection`'s.
+Queries in :mod:`.queries`, node properties in :mod:`.nodes`, opening in
+:func:`~envsched_gnn.graph_store.connect.open_store`, transactions in
+:class:`~envsched_gnn.graph_store.transactions.StoreConnection`. A build marks the
+``GraphBuild`` node ``building``, then ``complete`` with its counts once all is written;
+:meth:`GraphStore.read_graph` refuses anything else.
 """
 
 from __future__ import annotations
@@ -51,11 +44,8 @@ def _now() -> str:
 
 
 class GraphStore(StoreConnection):
-    """Environments, tasks, the dual-relation graph, observations and predictions in a Cypher store.
-
-    The store opens and closes nothing: :func:`~envsched_gnn.graph_store.connect.open_store`
-    owns the driver and the managed server, and closes both when its ``with`` block ends.
-    The connection (sessions, retries, a dead server named) is :class:`StoreConnection`'s.
+    """Environments, tasks, the graph, observations and predictions in a Cypher store.
+    It opens and closes nothing (:func:`~envsched_gnn.graph_store.connect.open_store` does).
     """
 
     @property
@@ -64,10 +54,9 @@ class GraphStore(StoreConnection):
         return self.server.folder / SNAPSHOT_FILE if self.server is not None else None
 
     def ensure_constraints(self) -> list[str]:
-        """Create the uniqueness constraints of ``queries.CONSTRAINTS`` that the store lacks
-        (``IF NOT EXISTS``); returns their names. Only missing ones are sent, so a user without
-        the right to create constraints (Neo4j Enterprise's roles) works once an administrator
-        has created them; a refusal names the statements to run."""
+        """Create the missing constraints of ``queries.CONSTRAINTS``; returns their names (only
+        missing ones are sent, so a user without that right works once they exist).
+        """
         from neo4j.exceptions import Forbidden
 
         present = {row["name"] for row in self.constraints()}
@@ -148,11 +137,8 @@ class GraphStore(StoreConnection):
         return {task_id: abstracts[key] for task_id, key in tasks if key in abstracts}
 
     def write_graph(self, graph: TaskGraph, *, build: str | None = None) -> None:
-        """Make the stored nodes' edges equal ``graph``'s: MERGE its edges, delete the others.
-
-        Task nodes missing from the store are created with their environment. Observations
-        and predictions are never touched. The graph is marked complete at the end, under
-        ``build`` (from :meth:`begin_graph_build`) or a build of its own.
+        """Make the stored nodes' edges equal ``graph``'s: MERGE its edges, delete the others,
+        create missing task nodes; then mark it complete under ``build`` (or a build of its own).
         """
         build = build or self.begin_graph_build()
         self.write_rows(
@@ -233,9 +219,9 @@ class GraphStore(StoreConnection):
     def create_edges(
         self, relation: str, rows: Sequence[tuple[str, str, float]], *, chunk: int = CHUNK
     ) -> None:
-        """CREATE ``(src, dst, sim)`` edges (no MERGE check: for a relation just emptied), about
-        ``chunk`` edges a transaction, grouped by target (1.3x the edges/s of one row an edge
-        into ArcadeDB)."""
+        """CREATE ``(src, dst, sim)`` edges (no MERGE: for a relation just emptied), grouped by
+        target, about ``chunk`` edges a transaction.
+        """
         by_target: dict[str, list[dict]] = {}
         for s, d, w in rows:
             by_target.setdefault(d, []).append({"src": s, "sim": w})
@@ -244,11 +230,9 @@ class GraphStore(StoreConnection):
         self.write_rows(queries.CREATE_EDGES[relation], grouped, chunk=max(1, chunk // per_target))
 
     def read_graph(self, *, empty_ok: bool = False) -> TaskGraph:
-        """The whole graph in one read transaction; nodes in task-id order.
-
-        Raises :class:`StoreError` unless the store holds a completely written graph (see
-        the module docstring); with ``empty_ok``, a store without tasks gives an empty graph.
-        A snapshot of the same complete build (:mod:`.snapshot`) is read instead of the store.
+        """The whole graph in one read transaction, nodes in task-id order, or the snapshot of the
+        same complete build; :class:`StoreError` unless the graph is complete (with ``empty_ok``, a
+        store without tasks gives an empty graph).
         """
         marker = self.query(queries.READ_BUILD, id=queries.GRAPH_BUILD)
         marker = marker[0]["props"] if marker else {}
@@ -306,11 +290,8 @@ class GraphStore(StoreConnection):
 
     def write_observations(self, observations: Iterable[Observation | Mapping]) -> int:
         """Store observations keyed by (task, step), all or nothing; returns how many are new.
-
-        Everything is checked before anything is written, in the same transaction:
-        rewards finite and in [0, 1], steps non-negative integers, every task a node of
-        the store, and a (task, step) already stored only with identical rewards (a
-        replay, which is then a no-op). A bad observation raises ``ObservationError``.
+        Everything is checked first, in the same transaction (rewards, steps, known tasks, a
+        stored (task, step) only with identical rewards); a bad one raises ``ObservationError``.
         """
         rows = observation_rows(observations)
 
@@ -349,13 +330,9 @@ class GraphStore(StoreConnection):
     # -- predictions and their evidence ---------------------------------------------------
 
     def write_predictions(self, step: int, rows: Sequence[Mapping]) -> None:
-        """Store the predictions of ``step``, one per task, with one EVIDENCE edge per neighbour.
-
-        Each row has ``task_id``, the scalar fields of
-        :data:`~envsched_gnn.graph_store.nodes.PREDICTION_FIELDS` (numbers or None) and
-        ``neighbours``: dicts with ``task_id`` and
-        :data:`~envsched_gnn.graph_store.nodes.EVIDENCE_FIELDS`. A replay replaces the
-        prediction and its evidence; all rows are checked before anything is written.
+        """Store the predictions of ``step``, one per task, with one EVIDENCE edge per neighbour
+        (rows as :func:`~envsched_gnn.graph_store.nodes.prediction_rows` takes them). A replay
+        replaces prediction and evidence; all rows are checked before anything is written.
         """
         predictions, evidence, ids = prediction_rows(step, rows)
 

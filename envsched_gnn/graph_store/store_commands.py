@@ -1,13 +1,7 @@
 """``envsched-gnn store ...``: Cypher against the store, and its observations as history.jsonl.
 
-``store query CYPHER [--param NAME=VALUE ...] [--format table|json|csv] [--write]`` runs one
-statement against the store (the managed ArcadeDB of a folder, or a ``bolt://`` /
-``neo4j://`` server), read-only unless ``--write``. ``store export-history --out FILE``
-writes the store's observations in the exchange format of spec section 8 (one
-``{"task_id", "step", "rewards"}`` object per line, ordered by step and task);
-``store import-history FILE`` writes such a file's observations into the store, all or
-nothing (unknown tasks, or rewards that differ from those stored for a (task, step), are
-refused; identical ones are a no-op).
+``store query CYPHER`` (read-only unless ``--write``), ``store export-history --out FILE`` and
+``store import-history FILE`` (all or nothing; identical observations are a no-op).
 """
 
 from __future__ import annotations
@@ -29,13 +23,11 @@ class QueryArgs:
     cypher: str
     """One Cypher statement; give values as $parameters."""
     params: list[str] | None = None
-    """A parameter of the statement as NAME=VALUE (repeat for more); VALUE is read as JSON
-    when it parses (12, 0.5, true, null, [1, 2], {"a": 1}, "quoted"), else as text."""
+    """A parameter as NAME=VALUE (repeatable); VALUE is JSON when it parses, else text."""
     format: str = "table"
     """How the rows are printed: table, json or csv."""
     write: bool = False
-    """Let the statement write (committed). Without it the statement runs in a read
-    transaction that is rolled back, and one that writes is an error."""
+    """Let the statement write (committed); without it a writing statement is an error."""
     store: str | None = None
     """bolt:// or neo4j:// URI (credentials from NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE) or a
     folder for the managed ArcadeDB store (default: NEO4J_URI if set, else .envsched/store)."""

@@ -1,23 +1,10 @@
 """Streaming a pool's graph into the store: each part written as it is produced.
 
-Order: environments; then environment by environment its tasks and within edges; the
-distinct abstracts' embeddings (an Abstract node per text the store does not cache yet, so
-a known abstract is never embedded again) and each task's abstract; cross edges block by
-block. Two ways to write:
-
-* **batched** (growth, a store that holds a graph, Neo4j): ``UNWIND`` chunks; the store's
-  ``WITHIN`` / ``CROSS`` edges are first deleted in batches (observations, predictions and
-  task nodes stay), and edges are ``CREATE``d, not ``MERGE``d, since their relation was just
-  emptied;
-* **bulk** (a first build into an empty managed ArcadeDB, ``GraphConfig.bulk``): the same
-  records into one file for ArcadeDB's importer
-  (:class:`~envsched_gnn.graph_store.arcadedb_import.ArcadeImportFile`), imported at the end.
-
-Either way the graph is marked complete only at the end, and a snapshot of it is written
-beside a managed store (:mod:`~envsched_gnn.graph_store.snapshot`). Memory: edges are kept as
-index arrays (24 bytes an edge), edge rows one batch at a time; the graph returned equals
-:func:`~envsched_gnn.graph_build.builder.build` of the same pool and cache, edge for edge and
-in the same order.
+Environments, then per environment its tasks and within edges, then the abstracts (only
+those not cached are embedded), then cross edges block by block; either batched ``UNWIND``
+writes (old edges deleted first, new ones ``CREATE``d) or, for a first build into an empty
+managed ArcadeDB, one bulk import file. The graph is marked complete only at the end and
+equals :func:`~envsched_gnn.graph_build.builder.build` edge for edge.
 """
 
 from __future__ import annotations
@@ -123,10 +110,8 @@ def stream_build(
     phases: dict[str, float] | None = None,
 ) -> BuiltGraph:
     """Build the graph of ``pool`` into ``store`` part by part; returns what was built.
-
-    ``phases``, when given, receives the seconds of each phase: ``store_write`` (every
-    write, the bulk file and its import included), ``within`` (reading each environment and
-    its TF-IDF), ``embed`` and ``cross`` (computing only).
+    ``phases``, when given, receives the seconds of ``store_write``, ``within``, ``embed`` and
+    ``cross``.
     """
     started = time.perf_counter()
     clock = phases if phases is not None else {}

@@ -57,11 +57,9 @@ class StoreConnection:
     Args:
         driver: an open ``neo4j`` driver (one per process).
         database: the database every session names.
-        server: the managed ArcadeDB server behind the driver, if any: a transaction that
-            fails on a dead server says so and names its log (default None: a remote server).
+        server: the managed ArcadeDB behind the driver, named when it dies (default None).
         uri: where the driver points, for messages.
-        retry_s: seconds this class retries a transaction whose connection failed (default 0:
-            the driver's own retries only).
+        retry_s: seconds to retry a transaction whose connection failed (default 0).
     """
 
     def __init__(
@@ -120,11 +118,8 @@ class StoreConnection:
             ) from error
 
     def _transact(self, method: str, work: Callable, args: tuple) -> Any:
-        """One transaction function, retried while the server lives.
-
-        A remote server's transient failures are retried by the driver (its default 30 s).
-        The managed server's driver does not retry (``retry_time=0``): this loop does, for
-        :attr:`retry_s`, and stops at once when the server process is dead.
+        """One transaction function, retried while the server lives: by the driver for a remote
+        server, by this loop (:attr:`retry_s`) for the managed one, stopping when it is dead.
         """
         from neo4j.exceptions import AuthError, ServiceUnavailable, SessionExpired, TransientError
 
@@ -174,15 +169,10 @@ class StoreConnection:
     ) -> StatementResult:
         """Run one statement a person wrote (``store query``).
 
-        Read-only unless ``write``: a schema or administration command is refused before it is
-        sent, and any other statement runs in a read transaction that is always rolled back. A
-        statement that writes is then a :class:`StoreError` and nothing stays written, on either
-        server: Neo4j refuses the write itself (``Neo.ClientError.Statement.AccessMode``), ArcadeDB
-        runs it and reports what it changed, which the rollback undoes. With ``write`` the
-        statement runs in an auto-commit transaction, as cypher-shell runs it: Neo4j allows
-        neither a schema command after a write nor ``CALL {...} IN TRANSACTIONS`` in an explicit
-        one. The server's other errors (bad Cypher, a missing ``$parameter``) propagate as the
-        driver raises them.
+        Read-only unless ``write``: schema and administration commands are refused unsent, others
+        run in a read transaction that is always rolled back, so a write raises :class:`StoreError`
+        and leaves nothing (Neo4j refuses it, ArcadeDB's is undone). With ``write`` it runs
+        auto-commit, as cypher-shell does. Other server errors propagate as the driver raises them.
         """
         import neo4j
         from neo4j.exceptions import ClientError

@@ -1,14 +1,9 @@
 """The analytic EnvSched predictor: spec section 4 end to end, float64 and deterministic.
 
-For each half-life h in (h_long, h_short): history statistics (4.1-4.3), one fixed
-propagation per relation (4.4, both half-lives in the same pass), the graph prior and the
-self-history shrinkage (4.5), f = E_d E_m (1 - E_m) and u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f))
-(4.6); then u = u_long - eta max(u_long - u_short, 0) and q = pr(u) (4.7).
-
-With ``PredictorConfig.target = "spread"`` (beyond the paper) the spread indicator
-z = 1[v > 0] travels with v, m and d through 4.1-4.5 as a fourth channel, and u_h = E_z takes
-the place of 4.6's calibrated variance; 4.7 is unchanged. q then ranks tasks by the predicted
-probability that their group has any reward spread.
+Per half-life: history (4.1-4.3), one propagation per relation for both half-lives (4.4),
+prior and shrinkage (4.5), u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)) (4.6); then
+u = u_long - eta max(u_long - u_short, 0), q = pr(u) (4.7). With ``target = "spread"`` z
+travels as a fourth channel and u_h = E_z (docs/design.md §9.3).
 """
 
 from __future__ import annotations
@@ -70,12 +65,9 @@ def intra_op_threads(work: int) -> Iterator[None]:
 class AnalyticPredictor:
     """The fixed EnvSched predictor (spec section 4) over a ``HeteroData`` task graph.
 
-    ``predict(data, log, step)`` uses the observations with s < ``step`` only. ``log`` is an
-    :class:`ObservationLog` whose task order is the graph's node order, or the mapping of
-    arrays ``log.arrays()`` returns. ``data`` carries each relation's sparse adjacency
-    ``adj_t``, built once with the graph (:func:`envsched_gnn.graph.hetero.to_hetero_data`);
-    the predictor caches nothing about the graph. ``E_v``, ``E_m``, ``E_d`` of the
-    :class:`Prediction` are those of the long half-life.
+    ``predict(data, log, step)`` reads observations with s < ``step`` from ``log`` (an
+    :class:`ObservationLog` in node order, or its ``arrays()``) and each relation's ``adj_t``
+    from ``data``; it caches nothing. ``E_v``, ``E_m``, ``E_d`` are the long half-life's.
     """
 
     def __init__(self, config: PredictorConfig | None = None) -> None:
@@ -177,18 +169,13 @@ class AnalyticPredictor:
     def _propagate(
         self, view: GraphView, evidence: np.ndarray, g: np.ndarray
     ) -> tuple[dict[str, np.ndarray], _Nodes]:
-        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, C, M)
-        per relation, and those M nodes (all, or the touched ones and one *quiet* node:
-        unobserved, no observed neighbour).
+        """G_r for every relation, half-life and y on the nodes it returns: float64 (H, C, M) per
+        relation, and those M nodes (all, or the touched ones and one *quiet* node).
 
-        ``evidence`` (H, C + 1, N) and ``g`` (H, C). Only the targets with an observed neighbour
-        (W > 0 at some half-life) are propagated; every other target's N^r_t(i) (spec 4.4) is
-        empty and gets G_r of an empty sum, g_y(t). Every quiet node thus gets the same
-        estimates, bit for bit, and so the same E, f, u: at 1M tasks with a few thousand
-        observed nearly all nodes are quiet, so one stands for them all until the outputs are
-        written out (``repeats`` of :func:`~envsched_gnn.models.calibration.average_rank`:
-        5 sorts of 1M values, then the writing of every intermediate array of every node, were
-        most of a step's prediction).
+        ``evidence`` (H, C + 1, N) and ``g`` (H, C). Only targets with an observed neighbour are
+        propagated; every quiet node (unobserved, no observed neighbour) gets g_y(t) and the same
+        E, f, u bit for bit, so one stands for them all (``repeats`` of
+        :func:`~envsched_gnn.models.calibration.average_rank`) until the outputs are written.
         """
         (half_lives, channels), n = g.shape, view.num_nodes
         g_t = torch.from_numpy(g)
@@ -250,10 +237,9 @@ def _spread_level(e_z: np.ndarray) -> dict[str, np.ndarray]:
 def _observed_columns(
     evidence: np.ndarray, observed: np.ndarray, targets: dict
 ) -> tuple[torch.Tensor, dict]:
-    """The evidence of the ``observed`` nodes, node-major (O + 1, H, C + 1) with a last row of
-    zeros, and the kept rows of ``targets`` with their columns renumbered into it: an observed
-    neighbour to its row, any other to the zero row, which is its evidence (W = 0 makes every
-    channel 0). The entries and their order are unchanged, so every sum is the same."""
+    """The evidence of the ``observed`` nodes (O + 1, H, C + 1), last row zeros, and the kept
+    rows of ``targets`` with columns renumbered into it (others to the zero row); same sums.
+    """
     from envsched_gnn.graph.hetero import csr_tensor
 
     sources = np.flatnonzero(observed)

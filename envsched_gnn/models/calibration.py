@@ -6,10 +6,8 @@
     u_h(i,t) = Q_v(0.65 pr(E_v)(i) + 0.35 pr(f)(i))
     u(i,t)   = u_long - eta max(u_long - u_short, 0),     q(i,t) = pr(u)(i)
 
-pr is the percentile rank over all N tasks (average rank for ties, (rank - 1) / (N - 1); values
-equal to 12 decimals tie, see :data:`TIE_DECIMALS`);
-Q_v the empirical quantile of E_v(., t) with linear interpolation (numpy's default).
-All functions are float64 and vectorised; sorting dominates at O(N log N).
+pr and Q_v as in docs/design.md §4.6 (ties to :data:`TIE_DECIMALS` decimals); float64,
+vectorised, O(N log N).
 """
 
 from __future__ import annotations
@@ -50,8 +48,8 @@ def shrink(
 ) -> np.ndarray:
     """E_y = (W ybar + lambda_s P_y) / (W + lambda_s).
 
-    Shapes: ``weighted_sum`` and ``prior`` alike, say (N, C) or (H, C, N); ``weight``
-    broadcastable against them, (N, 1) or (H, 1, N) -> the shape of ``weighted_sum``.
+    Shapes: ``weighted_sum``, ``prior`` (N, C) or (H, C, N); ``weight`` broadcastable, (N, 1) or
+    (H, 1, N) -> the shape of ``weighted_sum``.
     """
     return (weighted_sum + lambda_s * prior) / (weight + lambda_s)
 
@@ -64,12 +62,9 @@ def reconstructed_variance(e_m: np.ndarray, e_d: np.ndarray) -> np.ndarray:
 def average_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
     """1-based ranks of ``x``, ties (equal to :data:`TIE_DECIMALS` decimals) sharing their average.
 
-    Equal to ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``.
-    ``repeats``: how many tasks the last entry stands for (say, every task with no evidence at
-    all, whose values are the same bit for bit); the ranks are those among all
-    ``len(x) - 1 + repeats`` of them, and only the others are sorted: the block of entries
-    equal to the last is placed among them, which gives every entry the full sort's rank (each
-    is (start + 1 + end) / 2 of its block either way). Shapes: (M,) -> (M,).
+    Equal to ``scipy.stats.rankdata(np.round(x, TIE_DECIMALS), method="average")``, with the last
+    entry standing for ``repeats`` equal tasks (placed as a block, the others sorted).
+    Shapes: (M,) -> (M,).
     """
     x = np.asarray(x, dtype=np.float64)
     # np.round(x, 12) is rint(x * 10^12) / 10^12, so these integers tie exactly when the
@@ -129,9 +124,9 @@ def _sorted_ranks(key: np.ndarray) -> np.ndarray:
 
 
 def percentile_from_rank(ranks: np.ndarray, population: int | None = None) -> np.ndarray:
-    """pr = (rank - 1) / (N - 1) in [0, 1]; :data:`SINGLE_TASK_PERCENTILE` when N = 1.
-
-    ``population``: N, default the number of ranks."""
+    """pr = (rank - 1) / (N - 1) in [0, 1] (``population`` N, default the number of ranks);
+    :data:`SINGLE_TASK_PERCENTILE` when N = 1.
+    """
     n = ranks.shape[0] if population is None else population
     if n == 1:
         return np.full(ranks.shape[0], SINGLE_TASK_PERCENTILE)
@@ -139,18 +134,17 @@ def percentile_from_rank(ranks: np.ndarray, population: int | None = None) -> np
 
 
 def percentile_rank(x: np.ndarray, repeats: int = 1) -> np.ndarray:
-    """pr(x): percentile rank of each entry among all N (average rank for ties). Shapes: (M,).
-
-    ``repeats``: how many tasks the last entry stands for, N = M - 1 + ``repeats``
-    (:func:`average_rank`)."""
+    """pr(x): percentile rank of each entry among all N = M - 1 + ``repeats`` (average rank for
+    ties, :func:`average_rank`). Shapes: (M,).
+    """
     return percentile_from_rank(average_rank(x, repeats), x.shape[0] - 1 + repeats)
 
 
 @dataclass(frozen=True)
 class SortedWithBlock:
-    """Sorted values with a block of ``count`` copies of ``value`` at positions ``below`` ..
-    ``below + count - 1`` that is not stored: ``rest`` holds the others, sorted. Reads like
-    the whole sorted array for :func:`quantile_map` (``shape``, indexing by positions)."""
+    """Sorted values whose block of ``count`` copies of ``value`` at ``below`` is not stored
+    (``rest`` holds the others); reads like the whole array for :func:`quantile_map`.
+    """
 
     rest: np.ndarray
     value: float
@@ -170,9 +164,9 @@ class SortedWithBlock:
 
 
 def sorted_values(x: np.ndarray, repeats: int = 1) -> np.ndarray | SortedWithBlock:
-    """The values of ``x`` sorted, the last entry standing for ``repeats`` tasks: ``np.sort(x)``
-    when it is one, else a :class:`SortedWithBlock` in which only the entries unequal to the
-    last are sorted. Shapes: (M,) -> (M - 1 + repeats,)."""
+    """``x`` sorted, the last entry standing for ``repeats`` tasks (a :class:`SortedWithBlock`
+    when more than one). Shapes: (M,) -> (M - 1 + repeats,).
+    """
     if repeats == 1:
         return np.sort(x)
     common = x == x[-1]
@@ -183,10 +177,8 @@ def sorted_values(x: np.ndarray, repeats: int = 1) -> np.ndarray | SortedWithBlo
 
 
 def quantile_map(ordered: np.ndarray | SortedWithBlock, p: np.ndarray) -> np.ndarray:
-    """Q(p): empirical quantiles of the sorted values ``ordered`` at levels ``p`` in [0, 1].
-
-    The same numbers as ``np.quantile(values, p)`` (method "linear", including numpy's
-    two-sided interpolation formula), without re-sorting. Shapes: (N,), (M,) -> (M,).
+    """Q(p): empirical quantiles of the sorted values ``ordered`` at levels ``p`` in [0, 1], the
+    numbers of ``np.quantile(values, p)`` (linear) without re-sorting. Shapes: (N,), (M,) -> (M,).
     """
     n = ordered.shape[0]
     if n == 0:
@@ -221,9 +213,8 @@ def calibrate(
 ) -> dict[str, np.ndarray]:
     """u_h = Q_v(w_v pr(E_v) + w_f pr(f)), with the intermediate percentiles. Shapes: (M,).
 
-    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``. ``repeats``: how
-    many tasks the last entry stands for, all with its E_v and f (:func:`average_rank`); the
-    ranks and Q_v are those over all of them.
+    Returns ``pr_E_v``, ``pr_f``, ``percentile`` (the mixed level) and ``u``; ``repeats`` as in
+    :func:`average_rank`.
     """
     pr_v = percentile_rank(e_v, repeats)
     pr_f = percentile_rank(f, repeats)

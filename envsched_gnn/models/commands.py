@@ -1,10 +1,8 @@
 """``envsched-gnn predict`` and ``envsched-gnn explain``: the analytic predictor from the shell.
 
-``predict --graph graph.json --history history.jsonl --step T --out pred.json`` writes
-``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}`` for every task, using
-the observations with step < T only. ``explain TASK --step T`` prints the evidence behind
-one task's prediction (``--json`` for machines), from snapshot files or from the store; with
-``--png FILE`` / ``--html FILE`` also as a picture (:mod:`.evidence_picture`).
+``predict`` writes ``{task_id: {"q", "u", "u_long", "u_short", "E_v", "E_m", "E_d"}}`` from
+observations with step < T; ``explain TASK --step T`` prints one prediction's evidence
+(``--json``, ``--png``, ``--html``), from snapshot files or from the store.
 """
 
 from __future__ import annotations
@@ -51,12 +49,9 @@ class ExplainArgs:
     json: bool = False
     """Print the evidence as JSON."""
     store_evidence: bool = False
-    """Also write every task's prediction and evidence at step T into the store, where Cypher
-    finds them: (:Prediction)-[:EVIDENCE]->(:Task) (needs --store)."""
+    """Also write every prediction and its evidence at step T into the store (needs --store)."""
     png: Path | None = None
-    """Also draw the evidence as a picture into this PNG file: the neighbours by relation
-    (environment, sim, W, share), the global reference's share, the own history, how u was
-    reached."""
+    """Also draw the evidence as a picture into this PNG file."""
     html: Path | None = None
     """Also write the picture and its numbers as one self-contained HTML page (offline)."""
 

@@ -25,12 +25,7 @@ def _default_relation_weights() -> dict[str, float]:
 
 @dataclass
 class PredictorConfig:
-    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration.
-
-    The ablations of the paper are values, not code paths: within-only is
-    ``relation_weights={"within": 1.0, "cross": 0.0}``, cross-only
-    ``{"within": 0.0, "cross": 1.0}``.
-    """
+    """Hyper-parameters of the fixed propagation, fusion, shrinkage and calibration."""
 
     half_life_long: float = 8.0
     """h_long of the half-life weight w_h(t,s) = 2^(-(t-s)/h) (steps 4.1-4.6 run per half-life)."""
@@ -153,8 +148,7 @@ class LearnedConfig:
     use_text: bool = False
     """Append ``data['task'].x`` (e.g. a sentence embedding of the task) to the features."""
     residual: bool = True
-    """Correct the analytic estimate in logit space, starting from zero (module docstring);
-    False: the head's output alone is the estimate."""
+    """Correct the analytic estimate in logit space (False: the head's output alone)."""
     seed: int = 0
     """Seed of the initial weights and of the mini-batch sampling."""
     predictor: PredictorConfig = field(default_factory=PredictorConfig)

@@ -1,9 +1,5 @@
-"""The evidence picture as one self-contained HTML page (``explain --html FILE``).
-
-The page holds everything it shows and fetches nothing (no script, style sheet, font or image
-from elsewhere): the picture of :mod:`.evidence_picture` as inline SVG, the neighbours, the
-own history and the derivation of u as tables, and the picture's data as JSON in a
-``<script type="application/json" id="evidence">`` element.
+"""The evidence picture as one self-contained HTML page (``explain --html FILE``): inline SVG,
+tables, and the picture's data as JSON in ``<script type="application/json" id="evidence">``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The evidence behind one prediction as a picture (``explain TASK --step T --png FILE``).
 
-:func:`picture_data` takes the evidence of :func:`.evidence.explain_task` (what ``explain
---json`` prints) and keeps what the picture shows, at the long half-life h_long (the
-headline numbers); :func:`draw` draws exactly that:
-
-- the target i and its observed in-neighbours j, ``within`` on the left and ``cross`` on the
-  right; a neighbour sits closer the larger sim_r(i,j), its disc grows with its effective
-  weight W(j,t) (how observed), its edge with its share a_r(i,j,t) / (sum_j a_r + lambda_g)
-  of G_r (how much it moved the estimate), and its label gives environment, sim, W, share
-  and its own mean variance ybar_v(j,t); the global reference g_v(t) gets the rest of each
-  relation, lambda_g / (sum_j a_r + lambda_g);
-- the task's own history: v(i,s) at each step s < t, with its weight w_long(t,s);
-- how u was reached: P_v = w_within G_within + w_cross G_cross, E_y = (W ybar + lambda_s P)
-  / (W + lambda_s), f = E_d E_m (1 - E_m), u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)) at each
-  half-life, u = u_long - eta max(u_long - u_short, 0), q = pr(u).
-
-The PNG carries the picture's data as JSON in its ``evidence`` text chunk, so what was drawn
-can be read back (and is tested against ``explain --json``).
+:func:`picture_data` keeps, at h_long, what :func:`draw` shows of :func:`.evidence.explain_task`:
+the observed in-neighbours by relation (distance by sim, disc by W, edge by share of G_r),
+the task's own history and the chain from P_v to q (spec 4.5-4.7). The PNG carries that data
+as JSON in its ``evidence`` text chunk.
 """
 
 from __future__ import annotations

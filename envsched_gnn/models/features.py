@@ -1,8 +1,6 @@
 """Node features of the learned propagation, and the analytic estimates it refines.
 
-For scheduling step t (observations with s < t only) and each half-life h in
-(h_long, h_short), with the statistics of spec 4.1-4.5 (``models.history``, the analytic
-predictor) and y in (v, m, d), each channel scaled to [0, 1] (v by 4):
+Per half-life h and y in (v, m, d), each scaled to [0, 1] (v by 4), from spec 4.1-4.5:
 
     own(i)      = ybar(i,t), or g_y(t) where W(i,t) = 0
     seen(i)     = 1[W(i,t) > 0]
@@ -13,14 +11,8 @@ predictor) and y in (v, m, d), each channel scaled to [0, 1] (v by 4):
     env_evidence(i) = log(1 + sum_{j in e(i)} W(j,t) / n_e),  env_seen(i) = share of e(i) observed
     G_r(i)      = the relation estimate of spec 4.4, r in (within, cross)
     r_evidence(i) = log(1 + sum_{j in N_t^r(i)} sim_r(i,j) W(j,t))
-    E(i)        = the analytic estimate E_y(i,t) of spec 4.5
+    E(i)        = the analytic estimate E_y(i,t) of spec 4.5 (:attr:`NodeFeatures.base`)
     count(i)    = log(1 + #observations of i),  long(i) = 1[h = h_long]
-
-The neighbour statistics of spec 4.4 are features (measured on a replay of real rollouts, a
-network that had to rebuild them from summed neighbour features in a handful of online Adam
-steps ranked worse than chance: docs/results/predictor.md); message passing over ``within`` /
-``cross`` adds what lies beyond them. :attr:`NodeFeatures.base` is E_y(i,t), the analytic
-estimate the learned layer corrects.
 """
 
 from __future__ import annotations
@@ -61,12 +53,7 @@ class NodeFeatures:
 
 
 def node_features(data, log, step: int, config: PredictorConfig, predictor=None) -> NodeFeatures:
-    """Features of every task at ``step`` for (h_long, h_short) (module docstring).
-
-    ``data`` is the ``HeteroData`` graph (``data['task'].env``, the ``within`` / ``cross``
-    edges), ``log`` an ``ObservationLog`` in its node order (or its arrays); ``predictor`` an
-    ``AnalyticPredictor`` with ``config`` to reuse (its graph cache).
-    """
+    """Features of every task at ``step`` for (h_long, h_short) (module docstring)."""
     from envsched_gnn.models.analytic import AnalyticPredictor
 
     predictor = predictor or AnalyticPredictor(config)

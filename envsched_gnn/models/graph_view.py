@@ -1,10 +1,5 @@
-"""What the predictors read from a ``HeteroData`` graph: NumPy views of its ``adj_t``, no copy.
-
-Per relation, the in-neighbour lists sorted by target as CSR (``crow``, ``col``, ``sim``:
-row i lists the neighbours j of target i) are the memory of the ``adj_t`` that
-:func:`envsched_gnn.graph.hetero.add_adjacency` built once with the graph, so taking a
-:class:`GraphView` each step costs O(1) and nothing is cached; each step takes from them the
-``torch.sparse_csr_tensor`` of the entries whose neighbour is observed (the fused propagation).
+"""What the predictors read from a ``HeteroData`` graph: NumPy views of its ``adj_t``
+(``crow``, ``col``, ``sim`` per relation), no copy, so a :class:`GraphView` per step is O(1).
 """
 
 from __future__ import annotations
@@ -20,10 +15,7 @@ from envsched_gnn.graph.task_graph import RELATIONS
 
 @dataclass(frozen=True)
 class RelationCSR:
-    """In-neighbours of one relation: ``col[crow[i]:crow[i+1]]`` with similarities ``sim`` (E,).
-
-    ``adj_t`` is the graph's (N, N) sparse CSR tensor of which the three arrays are views.
-    """
+    """In-neighbours of one relation, ``col[crow[i]:crow[i+1]]`` with ``sim``; views of adj_t."""
 
     crow: np.ndarray
     col: np.ndarray
@@ -52,12 +44,9 @@ class RelationCSR:
     def observed_rows(self, observed: np.ndarray) -> tuple[np.ndarray | None, torch.Tensor]:
         """The targets with an ``observed`` (bool (N,)) in-neighbour, and their adjacency.
 
-        Returns ``rows`` (R,) and the (R, N) sparse CSR of those targets' rows, whole: only they
-        have an observed neighbour j in N^r_t(i) (spec 4.4), every other target's sum is
-        empty. A row keeps all its entries in order (an unobserved j adds sim x 0), so its
-        sum is bit for bit the one over the whole graph. ``rows`` is None when more than half
-        the targets qualify: then the whole (N, N) ``adj_t``. O(E) bytes and O(N) to find
-        them, plus the kept rows' entries.
+        Returns ``rows`` (R,) and those targets' whole rows of ``adj_t`` as an (R, N) CSR, so each
+        row's sum is bit for bit the one over the whole graph (every other target's sum is empty);
+        ``rows`` is None, with the whole ``adj_t``, when more than half the targets qualify.
         """
         num_nodes = self.crow.shape[0] - 1
         rows = self._rows_entered_by(observed)

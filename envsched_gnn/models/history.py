@@ -1,7 +1,6 @@
 """History statistics at one half-life (spec 4.1-4.3), vectorised over all observations.
 
-For scheduling step t only observations with s < t count. With
-w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
+With w_h(t,s) = 2^(-(t-s)/h), s < t only, and y in {v, m, d} (and z when ``names`` asks):
 
     ybar(s)   = mean of y(i,s) over the tasks observed at step s
     g_y(t)    = sum_s w_h(t,s) ybar(s) / sum_s w_h(t,s)     (0.125, 0.5, 0.5) without history
@@ -9,13 +8,7 @@ w_h(t,s) = 2^(-(t-s)/h) and y in {v, m, d}:
     W(i,t)    = sum_{s in H_t(i)} w_h(t,s)
     ybar(i,t) = sum_{s in H_t(i)} w_h(t,s) y~(i,s) / W(i,t)     (undefined when W = 0)
 
-Everything is float64 and O(n_obs log n_obs + N): steps are remapped to dense indices over
-the distinct observed steps, so memory grows with their number, not with their values (a
-step of 2,000,000,000 costs what a step of 3 does).
-
-y runs over (v, m, d), and over the spread indicator z(i,s) = 1[v(i,s) > 0] too when a caller
-asks for it (``names``: the ``spread`` target of
-:class:`~envsched_gnn.models.config.PredictorConfig`).
+float64, O(n_obs log n_obs + N): steps are remapped to dense indices.
 """
 
 from __future__ import annotations
@@ -36,11 +29,8 @@ CLIP_UPPER = {"v": 0.25, "m": 1.0, "d": 1.0, SPREAD: 1.0}
 class ObservedHistory:
     """The observations with step < t, columnar, with the per-step means ybar(s).
 
-    ``task``, ``step``: int64 (n,); ``y``: one float64 (n,) column per statistic (``Y_NAMES``,
-    then z when asked), in channel order;
-    ``deviation``: y(i,s) - ybar(s) of each observation, per name, float64 (n,);
-    ``steps``: the distinct observed steps (S,) and ``means`` their ybar(s), per name, (S,);
-    ``step_index``: each observation's position in ``steps``, int64 (n,).
+    ``task``, ``step`` (n,); ``y`` and ``deviation`` (y(i,s) - ybar(s)): per statistic, float64
+    (n,); ``steps`` (S,) the distinct steps, ``means`` their ybar(s); ``step_index`` (n,).
     """
 
     step_now: int
@@ -58,11 +48,8 @@ class ObservedHistory:
 
 @dataclass(frozen=True)
 class HistoryStats:
-    """The statistics of one half-life h at step t.
-
-    ``g``: (g_v, g_m, g_d), float64 (3,); ``weight``: W(i,t), float64 (N,);
-    ``weighted_sum``: sum_s w_h(t,s) y~(i,s) = W(i,t) ybar(i,t), float64 (N, C) in the
-    history's channel order (0 where W = 0).
+    """The statistics of one half-life h at step t: ``g`` (3,), ``weight`` W(i,t) (N,) and
+    ``weighted_sum`` W(i,t) ybar(i,t) (N, C) (0 where W = 0), float64.
     """
 
     half_life: float
@@ -79,11 +66,7 @@ class HistoryStats:
 
 
 def history_columns(log: ObservationLog | Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The columns ``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog`.
-
-    A mapping with those arrays (what ``ObservationLog.arrays()`` returns) is accepted as is,
-    so a caller holding the history as arrays need not build Python observations.
-    """
+    """``task``, ``step``, ``m``, ``v``, ``d`` of an :class:`ObservationLog` or its ``arrays()``."""
     columns = log.arrays() if isinstance(log, ObservationLog) else log
     missing = [name for name in ("task", "step", *Y_NAMES) if name not in columns]
     if missing:
@@ -143,10 +126,8 @@ def half_life_stats(
 ) -> HistoryStats:
     """g_y(t), W(i,t) and W(i,t) ybar(i,t) for one half-life h (spec 4.1-4.3).
 
-    ``defaults`` is (g_v, g_m, g_d) (and g_z), used when there is no history at all. ``out``, a
-    float64 (N, C + 1) array (say, a slice of the propagation's evidence), receives
-    [W ybar_v, W ybar_m, W ybar_d, (W ybar_z,) W]; ``weighted_sum`` and ``weight`` are then
-    views of it.
+    ``defaults``: (g_v, g_m, g_d) (and g_z) without history. ``out``, float64 (N, C + 1),
+    receives [W ybar_v, W ybar_m, W ybar_d, (W ybar_z,) W]; the results are views of it.
     """
     t = history.step_now
     names = tuple(history.y)

@@ -1,36 +1,15 @@
-"""The learned propagation: a heterogeneous GNN that replaces the fixed layer of spec 4.4-4.5.
+r"""The learned propagation: a heterogeneous GNN that replaces the fixed layer of spec 4.4-4.5.
 
-Same inputs and output as the analytic predictor. For each half-life h, node features
-x_h(i,t) (``models.features``: the task's own history statistics, evidence weights,
-counts, environment-level statistics, the global reference, the relation estimates G_r of
-spec 4.4 and the analytic estimate E_y of 4.5; optionally a text embedding
-``data['task'].x``) pass through the heterogeneous GNN of ``models.variance_gnn`` (L
-``GraphConv(aggr="mean")`` layers over ``within`` and ``cross``, the similarities as edge
-weights), whose head gives corrections o = (o_v, o_m, o_d) of the analytic estimate in
-logit space,
+Per half-life, node features (:mod:`.features`) pass through :mod:`.variance_gnn`, whose head
+corrects the analytic estimate E^a in logit space (``residual``; zero-initialised):
 
 .. math::
-    E_v = 0.25\\,\\sigma(\\mathrm{logit}(E^{a}_v / 0.25) + o_v), \\quad
-    E_m = \\sigma(\\mathrm{logit}(E^{a}_m) + o_m), \\quad
-    E_d = \\sigma(\\mathrm{logit}(E^{a}_d) + o_d)
+    E_v = 0.25\,\sigma(\mathrm{logit}(E^{a}_v / 0.25) + o_v), \quad
+    E_m = \sigma(\mathrm{logit}(E^{a}_m) + o_m), \quad
+    E_d = \sigma(\mathrm{logit}(E^{a}_d) + o_d)
 
-with E^a the analytic E_y(i,t) (``residual``; the head starts at zero, so an untrained layer
-predicts exactly what the fixed one does), or E_v = 0.25 sigmoid(o_v), ... without it. From
-there the analytic path's calibration and decline penalty apply unchanged (spec 4.6-4.7):
-u_h = Q_v(0.65 pr(E_v) + 0.35 pr(f)), u = u_long - eta max(u_long - u_short, 0), q = pr(u).
-
-Online training (``update(data, log, t)``): every step s < t with observations becomes a
-training example whose inputs are the features from history strictly before s and whose
-targets are the (v, m, d) the tasks observed at s then showed. The loss is
-mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) over both half-lives;
-each update takes ``gradient_steps`` Adam steps on mini-batches of recent examples (a replay
-window).
-
-Why the residual form (measured, docs/results/predictor.md): on a replay of real rollouts
-(765 train tasks of the demo pool, K = 8, spread over 6 steps so that every task is predicted
-from neighbours only) the earlier layer, which had to rebuild the neighbour averages from
-summed features in 2 Adam steps per update, ranked worse than chance at steps 2-3 (Spearman
--0.21, -0.30) and then predicted one constant.
+then spec 4.6-4.7. ``update`` fits every earlier step's (v, m, d) with loss
+mean((4 E_v - 4 v)^2) + aux_weight * mean((E_m - m)^2 + (E_d - d)^2) (docs/results/predictor.md).
 """
 
 from __future__ import annotations
@@ -107,11 +86,9 @@ class _Example:
 
 
 class LearnedPropagation:
-    """Online-trained heterogeneous GNN predictor with the analytic calibration (module doc).
-
-    scikit-learn conventions: ``__init__`` stores the config; ``update`` learns and
-    returns ``self``; learned attributes end in ``_`` (``model_``, ``optimizer_``,
-    ``examples_``, ``last_step_``). Seeded by ``config.seed``.
+    """Online-trained heterogeneous GNN predictor with the analytic calibration (module doc);
+    scikit-learn conventions, learned attributes ``model_``, ``optimizer_``, ``examples_``,
+    ``last_step_``; seeded by ``config.seed``.
     """
 
     def __init__(self, config: LearnedConfig | None = None) -> None:
@@ -178,15 +155,10 @@ class LearnedPropagation:
         return x, base_logits(features.base)
 
     def _graph(self, data: HeteroData, copies: int) -> dict:
-        """Per edge type, the float32 sparse CSR adjacency (rows = targets) of ``copies``
-        disjoint copies of the graph. A CSR product aggregates 3-4x faster on CPU than the
-        scatter over an edge list, forward and backward (measured at 4 x 2,550 nodes).
-
-        Cached, the one graph cache of ``models``: ``_graph_cache`` maps ``copies`` (2 per
-        example: 2 to predict, 2 x the examples of a training batch) to the adjacency, for
-        the ``adj_t`` tensors of one graph, held in ``_graph_source`` and compared by
-        identity. Another graph (a grown pool is a new ``HeteroData``, with new ``adj_t``)
-        empties it, and so do ``reset_parameters`` and ``load_state_dict``.
+        """Per edge type, the float32 CSR adjacency (rows = targets) of ``copies`` disjoint
+        copies of the graph (3-4x faster than scatter on CPU). Cached per ``copies`` for the
+        ``adj_t`` of one graph (compared by identity); another graph, ``reset_parameters`` and
+        ``load_state_dict`` empty the cache.
         """
         view = GraphView.of(data)
         source = tuple(data[et].adj_t for et in EDGE_TYPES)
@@ -280,11 +252,7 @@ class LearnedPropagation:
     # -- state ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        """JSON-serialisable state: weights, optimiser moments, sampler state, last step.
-
-        Training examples are not stored: they are functions of the observation log, and
-        the next ``update`` rebuilds the replay window from it.
-        """
+        """JSON-serialisable state: weights, optimiser moments, sampler state, last step."""
         if not hasattr(self, "model_"):
             return {}
         return {

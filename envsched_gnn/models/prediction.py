@@ -1,10 +1,6 @@
-"""What a prediction returns: the per-task outputs and the intermediate values behind them.
-
-:class:`Prediction` is what every predictor (analytic or learned) hands the scheduler: q, u,
-u_long, u_short and the long half-life's E_v, E_m, E_d (spec 4.5-4.7). :class:`Computation`
-and its two :class:`HalfLifeResult` keep everything the analytic predictor computed on the
-way, the raw material of the evidence (``models.evidence``) and of the learned layer's
-features (``models.features``).
+"""What a prediction returns: :class:`Prediction` (q, u, u_long, u_short and the long
+half-life's E_v, E_m, E_d), and :class:`Computation` with its :class:`HalfLifeResult`, the
+intermediate values behind them (for the evidence and the learned layer's features).
 """
 
 from __future__ import annotations

@@ -11,13 +11,8 @@ r"""The learned layer's network: a heterogeneous edge-weighted GNN over ``within
     \mathbf{o}_i = \mathbf{W}_{head} [\mathbf{x}^{(0)}_i \,\|\, \mathbf{x}^{(L)}_i]
     + \mathbf{b}_{head}
 
-with x_i the node features (``models.features``) and N^r(i) the in-neighbours of i under
-relation r (the mean term is 0 for a node with none): per relation PyG's
-``GraphConv(aggr="mean")`` with ``edge_weight`` = sim, the relations summed by ``HeteroConv``.
-The spec leaves the learned layer open (section 4: "a learned layer may replace it for
-comparison"); with the mean, a message's scale does not grow with k_in and k_cross.
-``models.learned`` turns the logits o = (o_v, o_m, o_d) into (E_v, E_m, E_d) and trains the
-network online.
+per relation PyG's ``GraphConv(aggr="mean")`` with ``edge_weight`` = sim, summed by
+``HeteroConv``; :mod:`.learned` turns o into (E_v, E_m, E_d).
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""The interface every scheduler offers an RL loop, and the bookkeeping they share.
-
-A training loop drives a scheduler like this::
+"""The interface every scheduler offers an RL loop, and the bookkeeping they share::
 
     batch = scheduler.next_batch(step)            # B distinct task ids, before rollouts
     rewards = {task_id: [r_1..r_K] for task_id in batch}   # roll out K times each
@@ -9,27 +7,8 @@ A training loop drives a scheduler like this::
     scheduler.observe(step, rewards)              # every group rolled out
     log(scheduler.metrics())
 
-Over-sampling baselines (DAPO's dynamic sampling, ``over_samples = True``) return more than
-B tasks from ``next_batch``; after the rollouts, ``filter_groups`` drops the zero-variance
-groups, may keep groups pending across steps until B have accumulated, and counts every
-rollout spent, the discarded ones included (:mod:`~envsched_gnn.scheduler.groups` says what
-a selection holds; ``final`` marks the last step of the run). For the other schedulers
-``filter_groups`` trains every group of the step at once. Calling ``next_batch`` again for
-the same step recomputes that step's batch from the same state (same result); tie-breaking
-and sampling draw from a generator seeded by ``(seed, step)``, so a restored scheduler
-continues identically.
-
-Selection bookkeeping: the tasks returned by ``next_batch(s)`` count as selected at step
-s (c_i, C_e and the quota windows of spec section 5). :meth:`BaseScheduler.load_history`
-replays a ``history.jsonl`` instead: a task observed at step s was selected at step s.
-
-A live pool: :meth:`BaseScheduler.grow` takes a grown graph (the same task ids plus new ones,
-``graph add-env``) mid-run and keeps every observation and the selection history; the new
-tasks start unobserved (c_i = 0), so the coverage stage reaches them and their predictions
-come from the graph prior. ``load_state_dict`` accepts the state of a run on a subset graph
-the same way. A graph that lacks a task the state observed or selected is refused, naming
-the tasks, before anything changes. :meth:`BaseScheduler.retire` is the inverse of growth:
-the tasks of retired environments are no longer selected, their observations stay evidence.
+``next_batch`` is deterministic in ``(seed, step)`` and the state; over-sampling baselines
+filter groups (:mod:`~envsched_gnn.scheduler.groups`); growth and retirement: §9.2.
 """
 
 from __future__ import annotations
@@ -57,9 +36,9 @@ class SchedulerError(ValueError):
 
 @dataclass
 class BatchInfo:
-    """The last batch: task ids, the stage that chose each, the quotas relaxed, extras, and
-    the score each task had when it was picked (EnvSched: q; empty for a scheduler that ranks
-    tasks by no per-task score)."""
+    """The last batch: task ids, the stage that chose each, quotas relaxed, extras, and each
+    task's score at its pick (EnvSched: q; empty without per-task scores).
+    """
 
     step: int
     batch: list[str]
@@ -82,10 +61,7 @@ class Scheduler(Protocol):
     """B: the tasks of a step's update (an over-sampling scheduler may return more)."""
     last_batch: BatchInfo | None
     over_samples: bool
-    """True for over-sampling baselines (DAPO's dynamic sampling): ``next_batch`` returns more
-    than B tasks and ``filter_groups`` chooses which groups enter which update (it keeps
-    state: ask it once per step, on one process); False: every group rolled out enters the
-    update of its step."""
+    """True for over-sampling baselines (DAPO); their ``filter_groups`` keeps state."""
 
     def next_batch(self, step: int) -> list[str]: ...
 
@@ -109,10 +85,9 @@ class Scheduler(Protocol):
 class BaseScheduler:
     """Graph, observation log, selection history, last batch; subclasses choose batches.
 
-    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)``, choosing
-    only tasks where ``self.eligible`` is true (retired environments' are not), and may
-    extend ``_extra_state`` / ``_load_extra_state`` (JSON-serialisable) and
-    ``_graph_changed`` (what it derives from the graph, rebuilt by :meth:`grow`).
+    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)`` over
+    ``self.eligible`` tasks, and may extend ``_extra_state`` / ``_load_extra_state`` and
+    ``_graph_changed`` (rebuilt by :meth:`grow`).
     """
 
     name = "base"
@@ -198,11 +173,8 @@ class BaseScheduler:
     def grow(self, graph: TaskGraph) -> None:
         """Continue on ``graph``: this one's task ids plus new ones (``graph add-env``).
 
-        Every observation, the selection history, the retired environments and the
-        scheduler's own statistics are kept (the state is reloaded onto the new nodes); new
-        tasks start unobserved and never selected. A graph that lacks a task this scheduler
-        observed or selected is refused with a :class:`SchedulerError` naming them, and the
-        scheduler is left as it was.
+        All state is kept, reloaded onto the new nodes; new tasks start unobserved. A graph lacking
+        a task this scheduler observed or selected raises :class:`SchedulerError`, changing nothing.
         """
         state = self.state_dict()
         _check_covers(graph, state)
@@ -277,9 +249,7 @@ class BaseScheduler:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`, also onto a grown graph (the state's tasks plus new
-        ones: they start unobserved). A graph lacking a task the state observed or selected
-        is refused, naming them, before anything changes."""
+        """Restore :meth:`state_dict`, also onto a grown graph (as :meth:`grow` does)."""
         for key, mine in (("name", self.name), ("batch_size", self.batch_size)):
             if state.get(key) != mine:
                 raise SchedulerError(
@@ -359,9 +329,7 @@ def _check_covers(graph: TaskGraph, state: dict) -> None:
 
 
 def known_env_ids(graph: TaskGraph, env_ids: Iterable[str] | str) -> frozenset[str]:
-    """``env_ids`` as a set, refused with a :class:`SchedulerError` naming those ``graph``
-    has no task of (what :meth:`BaseScheduler.retire` accepts, checkable before a run loads
-    anything)."""
+    """``env_ids`` as a set; a :class:`SchedulerError` names those ``graph`` has no task of."""
     env_ids = _env_set(env_ids)
     unknown = sorted(env_ids - set(graph.env_ids))
     if unknown:

@@ -1,10 +1,8 @@
 """``envsched-gnn select``: one batch from a graph snapshot and a rollout history.
 
-Reads ``graph.json`` and ``history.jsonl`` (spec section 8), replays the history (a task
-observed at step s counts as selected at step s: that gives c_i, C_e, the 3-step window
-and the consecutive cap; the predictor uses the observations with s < T), builds the batch
-of step T and writes ``{"batch": [task_id, ...], "stage": {task_id: stage}, "relaxed":
-[quota, ...]}``. Nothing is written when an input is invalid.
+Replays ``history.jsonl`` over ``graph.json`` (spec section 8; a task observed at step s was
+selected at s), builds the batch of step T and writes ``{"batch": [task_id, ...], "stage":
+{task_id: stage}, "relaxed": [quota, ...]}``; nothing is written when an input is invalid.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ class SelectArgs:
     seed: int = 0
     """Seed of tie-breaking / sampling."""
     scheduler: str = "envsched"
-    """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, mopps, greso,
-    dps, dump, or another registered name."""
+    """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, ... (registered)."""
 
 
 def _select(args: argparse.Namespace) -> int:

@@ -11,12 +11,7 @@ QUOTAS = ("consecutive", "window", "per_step")
 
 @dataclass(frozen=True)
 class SelectorConfig:
-    """Greedy batch selection: stages, exposure, similarity penalty, environment quotas.
-
-    The first ``round(rho * B)`` slots (half up) are filled by the coverage stage, the rest
-    by the exploitation stage; ``rho = 0`` / ``rho = 1`` are the paper's pure-exploitation
-    and pure-coverage ablations.
-    """
+    """Greedy batch selection: stages, exposure, similarity penalty, environment quotas (spec 5)."""
 
     rho: float = 0.5
     """Coverage fraction: share of the B slots filled by the coverage stage."""

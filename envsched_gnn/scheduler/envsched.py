@@ -1,10 +1,5 @@
 """EnvSched: the analytic (or a learned) predictor's q fed to the greedy selector (spec 4-5).
-
-Each step t: q(., t) = predictor.predict(HeteroData, log, t).q (observations with s < t),
-then :class:`~envsched_gnn.scheduler.selector.GreedySelector` builds the batch from q and
-the selection history (c_i, C_e, the 3-step window, the consecutive cap). Ties draw on a
-uniform generator seeded by (seed, t), so a run restored from :meth:`state_dict` continues
-with the same batches.
+Ties draw on a generator seeded by (seed, t), so a restored run continues with the same batches.
 """
 
 from __future__ import annotations
@@ -30,17 +25,13 @@ class EnvSchedScheduler(BaseScheduler):
         batch_size: B, default 64.
         seed: seed of the tie-breaking order, default 0.
         config: selector configuration, default :class:`SelectorConfig` ().
-        predictor: anything with ``predict(data, log, step) -> Prediction`` (``.q`` (N,));
-            default the analytic predictor with its spec defaults. If it also has
-            ``update(data, log, step)`` (learned predictors) it is called once per new step
-            before predicting; its ``state_dict`` travels with the scheduler's.
+        predictor: anything with ``predict(data, log, step) -> Prediction``; default the
+            analytic predictor. Its ``update(data, log, step)``, if any, runs once per new step
+            before predicting, and its ``state_dict`` travels with the scheduler's.
         name: the name reported in metrics and state (default ``"envsched"``).
-        penalty_graph: the graph whose similarities the similarity penalty reads, with the
-            same nodes as ``graph`` (default ``graph``); a control graph for the predictor
-            alone (``eval ablate --controls permuted_predictor``) keeps the real one here.
-        operations: ``{task_id: operation pattern}`` covering the graph's tasks (and those a
-            grown graph adds), e.g. :func:`~envsched_gnn.envs.abstract.operation_patterns`;
-            required when ``config.operation_coverage``, ignored otherwise.
+        penalty_graph: the graph the similarity penalty reads (same nodes; default ``graph``).
+        operations: ``{task_id: operation pattern}``, required when
+            ``config.operation_coverage``, ignored otherwise.
     """
 
     name = "envsched"

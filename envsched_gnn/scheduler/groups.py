@@ -1,15 +1,9 @@
 """Which rolled-out groups enter which policy update: a scheduler's :class:`GroupSelection`,
 and :class:`PendingGroups`, where a learner keeps a group's rollouts until its update.
 
-A group is named by its :data:`GroupKey` ``(step, task_id)``, the step whose batch rolled it
-out (a task appears once in a batch but may come back in a later one). After the rollouts of
-step s, ``scheduler.filter_groups(s, rewards, final=...)`` returns the selection of step s:
-``update``, the groups step s's policy update trains on, in the order they were rolled out
-(empty: step s makes no update), and ``pending``, the groups kept for a later update. Every
-other group rolled out up to step s is dropped. Every scheduler but an over-sampling one
-trains each group at the step that rolled it out and keeps none pending; DAPO's dynamic
-sampling (:mod:`~envsched_gnn.scheduler.baselines.dapo`) accumulates groups with reward
-spread over several steps' batches before it updates.
+A group is its :data:`GroupKey` ``(step, task_id)``. ``filter_groups`` returns ``update`` (the
+groups step s trains, in rollout order; empty: no update) and ``pending``; the rest are
+dropped. Only over-sampling schedulers (DAPO) keep groups pending.
 """
 
 from __future__ import annotations
@@ -40,9 +34,9 @@ class GroupSelection:
 
 
 class PendingGroups(Generic[T]):
-    """A learner's side of :class:`GroupSelection`: each group's rollouts, in whatever form the
-    learner trains on (episodes, simulated rollouts), kept from the step that rolled it out
-    until the selection that trains or drops it."""
+    """A learner's side of :class:`GroupSelection`: each group's rollouts, kept from the step that
+    rolled it out until the selection that trains or drops it.
+    """
 
     def __init__(self) -> None:
         self.groups: dict[GroupKey, T] = {}

@@ -1,14 +1,8 @@
 """Per-batch metrics under stable names (spec section 6), shared by logs, reports and benchmarks.
 
-For a batch of tasks with K rewards each (per task: m = mean, v = population variance):
-
-    batch/mean_reward               mean over tasks of m
-    batch/median_reward             median over tasks of m
-    batch/mean_reward_variance      mean over tasks of v
-    batch/median_reward_variance    median over tasks of v
-    batch/zero_variance_share       share of tasks whose K rewards are all equal (wasted)
-    batch/envs_covered              number of distinct environments in the batch
-    batch/tools_used                distinct tools used (given by the caller), when known
+Per task m = mean, v = population variance: ``batch/mean_reward``, ``batch/median_reward``,
+``batch/mean_reward_variance``, ``batch/median_reward_variance``, ``batch/zero_variance_share``
+(all K rewards equal), ``batch/envs_covered``, ``batch/tools_used`` (when the caller knows).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Schedulers by name: EnvSched, its ablations and the baselines; extensible.
 
-Names: ``envsched`` (spec defaults), ``within_only`` / ``cross_only`` (the graph ablations:
-the predictor's prior uses one relation and so does the similarity penalty), ``rho0``
-(pure exploitation) and ``rho1`` (pure coverage), ``envsched_spread`` (EnvSched ranking by the
-predicted probability of any reward spread, P(v > 0), instead of the variance: beyond the
-paper, ``PredictorConfig.target = "spread"``), ``envsched_ops`` (EnvSched whose coverage stage
-spreads batches over operation patterns as well as environments: beyond the paper,
-``SelectorConfig.operation_coverage``), ``random``, ``dapo``, ``mopps``,
-``greso``, ``dps``, ``dump``, and ``learned`` (EnvSched with the learned propagation of
-``models.learned`` in place of the analytic predictor). Other packages add theirs with
+``envsched``, ``within_only``, ``cross_only``, ``rho0``, ``rho1``, ``envsched_spread``
+(docs/design.md §9.3), ``envsched_ops`` (§9.4), ``learned`` (:mod:`~envsched_gnn.models.learned`),
+``random``, ``dapo``, ``mopps``, ``greso``, ``dps``, ``dump``; add more with
 :func:`register_scheduler`.
 """
 
@@ -53,11 +47,9 @@ def make_scheduler(
     operations: Mapping[str, str] | None = None,
     **overrides,
 ) -> Scheduler:
-    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass.
-
-    ``operations`` (``{task_id: operation pattern}``, from the pool's abstracts) reaches the
-    schedulers that read it (``envsched_ops``); the others ignore it, so a caller that has
-    the pool may always pass it."""
+    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass, and
+    ``operations`` reaches the schedulers that read it.
+    """
     try:
         factory = SCHEDULERS[name]
     except KeyError:

@@ -1,42 +1,12 @@
 """The EnvSched selector: one greedy loop, two stages, quotas and a similarity penalty (spec 5).
 
-For scheduling step t with B slots, c_i selections of task i in earlier steps, C_e those
-of its environment e (n_e tasks), b_e the tasks of e already in the batch being built:
-
     exploitation score   x_i = q(i,t) * omega_i,      omega_i = (1 + c_i / 16)^(-1/2)
     coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
+                               [* (1 + C_o / n_o + b_o)^(-1/2) with operation_coverage, §9.4]
     greedy gain          g_i = stage score - lambda_sim * max_{j in batch} sim(i, j)
 
-**[beyond the paper]** With ``SelectorConfig.operation_coverage`` the coverage score spreads
-the batch over operation patterns too (the category sequence of a task's abstract, shared
-across environments), with C_o, n_o and b_o of task i's pattern o as C_e, n_e and b_e are of
-its environment:
-
-    coverage score       s_i = (1 + c_i)^(-1/2) * (1 + C_e / n_e + b_e)^(-1/2)
-                               * (1 + C_o / n_o + b_o)^(-1/2)
-
-The first round(rho * B) slots (half up) take the eligible task of largest gain under the
-coverage score, the others under the exploitation score. Ties are broken by larger q,
-then by a seeded uniform random number (smaller first), then by smaller node index.
-
-Eligibility: not yet in the batch; its environment holds fewer than 4 tasks of the
-batch (per-step quota) and fewer than 11 - W_e (3-step window, W_e its selections in the
-2 previous steps); not selected in each of the 2 previous steps (consecutive cap).
-**[decision]** "Fewer than B eligible" means the quotas admit fewer than B slots in all,
-sum_e min(#eligible tasks of e, quota room of e) < B; then the quotas are dropped, whole,
-in the order of ``SelectorConfig.relaxation_order`` (consecutive cap, window, per-step)
-until B slots fit, and the dropped ones are reported. A pool of fewer than B tasks is an
-error.
-
-Exact lazy greedy: within a stage, gains only fall as the batch fills (the penalty is a
-running max; b_e and b_o only grow, so coverage scores only fall) and eligibility only shrinks,
-so a heap of stale gains holds upper bounds: the top, once re-evaluated and still on top,
-is the true argmax. The heap is seeded with the best ``initial_candidates`` by upper bound
-(NumPy ``argpartition``); the rest wait in a reserve whose best key is bounded by the
-worst key moved, and more are moved (doubling) whenever the top falls below that bound.
-In the coverage stage a heap entry bounds a whole environment's moved candidates, since a
-pick lowers every coverage score of its environment (one re-evaluation instead of ~50).
-``SelectorConfig(lazy=False)`` runs the naive loop (all gains every slot), same batch.
+Quotas, relaxation, tie-breaks and the exact lazy greedy: docs/design.md §5.
+``SelectorConfig(lazy=False)`` runs the naive loop, same batch.
 """
 
 from __future__ import annotations
@@ -123,11 +93,9 @@ class GreedySelector:
     ) -> Selection:
         """Select ``batch_size`` distinct tasks.
 
-        Shapes: ``q (N,)`` float64, ``counts`` c_i (N,), ``window_counts`` W_e (E,),
-        ``blocked`` consecutive-cap mask (N,) bool, ``tie_break`` (N,) float64 uniform
-        numbers (smaller wins a tie), ``excluded`` (N,) bool or None: tasks never selected,
-        whatever the quotas (retired environments) -> ``Selection`` of ``batch_size``
-        indices.
+        Shapes: ``q (N,)`` float64, ``counts`` c_i (N,), ``window_counts`` W_e (E,), ``blocked``
+        consecutive-cap mask (N,) bool, ``tie_break`` (N,) float64 (smaller wins), ``excluded`` (N,)
+        bool or None (never selected) -> ``Selection`` of ``batch_size`` indices.
         """
         n = self.env.shape[0]
         if excluded is not None and np.shape(excluded) != (n,):
@@ -290,11 +258,9 @@ class _BatchBuilder:
     def fill_lazy(self, stage: str, slots: int) -> None:
         """The same argmax from a heap of keys (-g, -q, tie, index), stale keys as bounds.
 
-        An exploitation entry is one task. A coverage entry stands for the candidates of one
-        environment moved into the heap, its key the best of theirs when last evaluated: a
-        pick lowers the coverage score of every task of its environment (b_e grows), and one
-        re-evaluation of the environment's entry replaces one per task. A picked entry stays
-        in the heap as the bound of the rest of its group.
+        An exploitation entry is one task; a coverage entry stands for one environment's moved
+        candidates (a pick lowers all their scores), and stays as the bound of the rest of its
+        group.
         """
         reserve = _Reserve(self, stage)
         members: dict[int, np.ndarray] = {}
@@ -324,9 +290,9 @@ class _BatchBuilder:
     def _entries(
         self, stage: str, moved: tuple[np.ndarray, ...], members: dict[int, np.ndarray]
     ) -> list[tuple]:
-        """Heap entries for the candidates ``moved`` out of the reserve: one per task, or in the
-        coverage stage the best key of each environment's newcomers, who join ``members``
-        (kept in the order (q desc, tie asc, index asc) that breaks ties of equal gain)."""
+        """Heap entries for the candidates ``moved`` out of the reserve: one per task, or per
+        environment its newcomers' best key (they join ``members``, in tie-break order).
+        """
         if stage != COVERAGE:
             return _keys(*moved)
         neg_gain, neg_q, tie, idx = moved
@@ -365,10 +331,8 @@ class _BatchBuilder:
 
 
 class _Reserve:
-    """Candidates not yet in the heap; all their keys are worse than ``bound``.
-
-    Held by node: each candidate's gain, -inf for every other node (ineligible, or moved), so
-    that a take neither gathers nor compacts the whole pool.
+    """Candidates not yet in the heap, all worse than ``bound``; held per node (-inf for the
+    others), so that a take neither gathers nor compacts the whole pool.
     """
 
     def __init__(self, build: _BatchBuilder, stage: str) -> None:
@@ -382,10 +346,7 @@ class _Reserve:
         self.taken = 0
 
     def take(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Remove the ``k`` best candidates by (g desc, q desc, tie asc, index asc).
-
-        Returns their keys' columns (-g, -q, tie, index) as arrays.
-        """
+        """Remove the ``k`` best candidates; returns their key columns (-g, -q, tie, index)."""
         if k >= self.size:
             pos = np.flatnonzero(self.gain > -math.inf)
         else:
@@ -429,12 +390,7 @@ def _top_k(gain: np.ndarray, q: np.ndarray, tie: np.ndarray, k: int) -> np.ndarr
 
 
 def _kth_smallest(v: np.ndarray, k: int) -> float:
-    """The k-th smallest value of ``v`` (1 <= k <= its length).
-
-    A pool of 1M tasks ties by the hundred thousand (equal coverage scores, the equal q of
-    the tasks without evidence), so the middle entry likely holds the common value: when at
-    least k lie below it, only those are partitioned; when it is the k-th, none is.
-    """
+    """The k-th smallest value of ``v`` (1 <= k <= its length), trying the middle entry first."""
     probe = v[v.shape[0] // 2]
     below = v < probe
     count = int(np.count_nonzero(below))

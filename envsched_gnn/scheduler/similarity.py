@@ -1,9 +1,5 @@
-"""Sparse symmetric similarity neighbourhoods for the selector's penalty (spec section 5).
-
-sim(i, j) is the edge similarity between i and j in either direction under either
-relation, 0 when they are not neighbours; when several edges join i and j, the largest
-similarity counts. Stored as one CSR structure (row i lists every j joined to i), built
-once per graph; never a dense N x N matrix.
+"""Sparse symmetric similarity neighbourhoods for the selector's penalty (spec section 5):
+sim(i, j) is the largest similarity of an edge between i and j, 0 without one; one CSR, never N x N.
 """
 
 from __future__ import annotations
@@ -16,10 +12,8 @@ from envsched_gnn.graph.task_graph import TaskGraph
 
 
 class SimilarityNeighbours:
-    """Row i of the CSR holds the tasks joined to i by an edge, with the edge similarity.
-
-    Duplicates (the edges i -> j and j -> i, or two relations) stay as separate entries;
-    :meth:`raise_penalty` folds them with ``max``, which is all the selector needs.
+    """Row i of the CSR holds the tasks joined to i by an edge, with the edge similarity
+    (duplicates kept; :meth:`raise_penalty` folds them with ``max``).
 
     Args:
         graph: the task graph.

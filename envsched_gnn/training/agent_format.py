@@ -1,20 +1,11 @@
 """The agent text format: chat messages of an episode, the tool-call parser, SFT rendering.
 
-An episode is one chat. The system message is the environment's introduction followed by
-its tool schemas; the user message is the task's instruction. Each assistant turn is either
-one or more tool calls in the Qwen/Hermes style,
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, or a final message (any text
-without a ``<tool_call>``, which ends the episode). Tool results come back as a user turn of
-``<tool_response>...</tool_response>`` blocks, one per call, in call order.
-
-Token ids are built incrementally, never by re-rendering a whole chat, so that the ids the
-policy is trained on are exactly the ids it saw while acting:
+System: the environment's introduction and tool schemas; user: the instruction; assistant:
+Qwen/Hermes ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` calls or a final
+message; tool results: a user turn of ``<tool_response>`` blocks. Token ids are built
+incrementally (never re-rendered), so training sees exactly the ids acted on:
 
     prompt(system, user) | assistant_1 <eot> | continuation(responses_1) | assistant_2 <eot> | ...
-
-where ``prompt`` and ``continuation`` come from the tokenizer's own chat template
-(:class:`ChatFormat`), ``<eot>`` is the template's end-of-turn token and only the assistant
-tokens and their ``<eot>`` are the policy's (mask 1).
 """
 
 from __future__ import annotations
@@ -72,16 +63,11 @@ class AgentConfig:
     max_calls_per_turn: int = 4
     """Tool calls executed from one assistant turn; further calls get an error response."""
     temperature: float = 1.0
-    """Sampling temperature (1.0: the policy's own distribution; the tiny-policy probe saw
-    more reward spread at 1.3-1.6, but at 1.4 our SFT policy made 4x more malformed calls)."""
+    """Sampling temperature (1.0: the policy's own distribution; 1.4 made 4x more bad calls)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 samples from the full tempered distribution."""
     constrained: bool = False
-    """Decode under each environment's tool-call grammar (guided decoding): a call is always
-    well-formed JSON naming one of the environment's tools, with its parameter names, every
-    required one, and values of their schema types (enum values, strings, numbers); an answer
-    is text without a tool call. Rollouts and the GRPO update use the constrained
-    distribution alike (:mod:`~envsched_gnn.training.constrained`)."""
+    """Decode under each environment's tool-call grammar (:mod:`~.constrained`)."""
     tool_response_max_chars: int = 1200
     """Tool results are cut to this many characters of JSON before the policy sees them."""
     final_message: str = "Done."
@@ -181,12 +167,8 @@ def format_tool_responses(results: Sequence[Any], max_chars: int) -> str:
 
 
 def parse_assistant(text: str) -> ParsedTurn:
-    """Parse an assistant turn; never raises.
-
-    Every ``<tool_call>`` block becomes a :class:`ParsedCall`: a :class:`ToolCall` when the
-    block is a JSON object with a string ``name`` and an object ``arguments`` (a JSON string
-    of an object is accepted, ``arguments`` may be absent), else the reason it is malformed.
-    A turn without any ``<tool_call>`` is a final answer.
+    """Parse an assistant turn; never raises. Each ``<tool_call>`` block becomes a
+    :class:`ParsedCall` (a :class:`ToolCall`, or why it is malformed); no block: a final answer.
     """
     calls = tuple(
         _parse_block(body, closed=bool(end)) for body, end in _TOOL_CALL_BLOCK.findall(text)
@@ -223,12 +205,9 @@ def error_result(message: str) -> dict[str, Any]:
 
 
 class ChatFormat:
-    """Token pieces of a tokenizer's chat template, measured once by rendering placeholders.
-
-    ``prompt_ids(system, user)`` ends with the template's generation prompt; after the policy
-    stops at :attr:`eot_id`, ``continuation_ids(responses)`` holds the rest of the template's
-    assistant-turn ending, the user turn with the tool responses, and the next generation
-    prompt. Works for any chat template that renders messages in order (ChatML, Qwen3, ...).
+    """Token pieces of a tokenizer's chat template, measured once by rendering placeholders:
+    ``prompt_ids(system, user)`` and ``continuation_ids(responses)`` (what follows
+    :attr:`eot_id`). Works for any template that renders messages in order.
     """
 
     def __init__(self, tokenizer: Any) -> None:
@@ -303,10 +282,7 @@ def render_trajectory(
     turns: Sequence[tuple[str, Sequence[dict[str, Any]] | None]],
     config: AgentConfig,
 ) -> RenderedEpisode:
-    """Render a finished chat: ``turns`` = (assistant text, tool results or None for the last).
-
-    The ids are built exactly as the rollout engine builds them while acting.
-    """
+    """Render ``turns`` (assistant text, tool results) into ids as the rollout engine does."""
     ids = fmt.prompt_ids(system_message(env, config.tool_format), user_message(task))
     mask = [0] * len(ids)
     for index, (text, results) in enumerate(turns):

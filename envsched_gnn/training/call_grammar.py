@@ -1,27 +1,13 @@
-"""The tool-call grammar of one environment: which continuations of an assistant turn are well
-formed, as an automaton over *units* (a byte of text, or a special token of the format).
-
-An assistant turn is either one or more tool calls or a final answer (the agent format of
-:mod:`~envsched_gnn.training.agent_format`)::
+"""The tool-call grammar of one environment, an automaton over *units* (a byte, or a special
+token of the format)::
 
     turn    := call+ | answer
     call    := OPEN '{"name": "' NAME '", "arguments": {' [arg (', ' arg)*] '}}' CLOSE
     arg     := '"' KEY '": ' VALUE[KEY]
     answer  := text without OPEN (as a special token or spelled out), at least one byte
 
-``NAME`` is one of the environment's tool names; ``KEY`` one of that tool's parameters, each
-at most once, and ``'}}'`` closes the arguments only once every required parameter is given.
-``VALUE`` follows the parameter's JSON schema: ``enum`` -> one of its values; ``string`` -> a
-JSON string without escapes or control characters; ``integer`` / ``number`` -> a JSON number
-of that kind; ``boolean`` -> ``true`` / ``false``; anything else (arrays, objects, no type)
--> any JSON value. Separators are ``json.dumps``'s (``', '`` and ``': '``), the spelling
-:func:`~envsched_gnn.training.agent_format.format_tool_call` renders and SFT teaches, so a call
-that satisfies the grammar always parses and names a real tool with valid argument keys.
-
-States are hashable tuples (so that token masks can be cached per state);
-:meth:`CallGrammar.advance` returns the next state or ``None`` when the unit is not allowed,
-and :meth:`CallGrammar.can_end` says whether the turn may end here (after a complete call, or
-in an answer).
+NAME a tool, KEY its parameters (each once, required ones before ``'}}'``), VALUE of the
+parameter's JSON schema type; separators are ``json.dumps``'s.
 """
 
 from __future__ import annotations
@@ -74,11 +60,9 @@ class CallGrammar:
     """The grammar of the module docstring for one environment's tools.
 
     Args:
-        tools: OpenAI function schemas (``{"type": "function", "function": {...}}`` or the
-            function object itself).
-        open_marker, close_marker: how ``<tool_call>`` and ``</tool_call>`` are spelled in
-            units: one special-token unit each (the tokenizer has them as single tokens), or
-            their bytes.
+        tools: OpenAI function schemas (wrapped in ``{"type": "function", ...}`` or bare).
+        open_marker, close_marker: ``<tool_call>`` and ``</tool_call>`` in units: one
+            special-token unit each, or their bytes.
     """
 
     def __init__(

@@ -21,8 +21,7 @@ class SFTArgs:
     model: str | None = None
     """A local Hugging Face causal LM folder to train (default: build the built-in policy)."""
     competence: bool = False
-    """Mix imperfect demonstrations at the competence profile's rates (the --competence-*
-    options): a start that is sometimes right."""
+    """Mix imperfect demonstrations at the competence profile's rates (--competence-* options)."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:

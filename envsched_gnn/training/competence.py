@@ -1,25 +1,6 @@
-"""A start that is sometimes right: SFT data with imperfect demonstrations at profiled rates.
-
-A pretrained model that users start GRPO from is *sometimes* right, and how often depends on
-the domain and on the kind of decision. No pretrained weights can be had here, so this module
-builds that regime on purpose, as a stand-in: the SFT data mixes each task's correct
-reference with imperfect solutions (:mod:`~envsched_gnn.envs.generator.mistakes`), and how
-often the imperfect variant appears is the **competence profile**:
-
-- ``by = "environment"``: a rate r(e, c) per environment e and mistake kind c, drawn
-  r ~ Beta(mu kappa, (1 - mu) kappa) (mean ``mean`` = mu, ``concentration`` = kappa) from
-  ``seed``. An example of task t picks one kind c uniformly among those t has a decision
-  for, and is imperfect with probability r(env(t), c).
-- ``by = "task"``: the same Beta, drawn once per task (r(t)), used for whichever kind the
-  example picks. Rates keep their distribution, but no environment or kind structure
-  remains: the real-learner version of the null world.
-
-Every imperfect solution is executed in the runtime (:func:`~envsched_gnn.training.sft_data.
-run_references`), so its tool results and its reward are real; a variant that still scores
-1 (a refused second delete leaves the state right) is no mistake, and the example keeps the
-correct reference. The profile is part of :class:`~envsched_gnn.training.sft_config.
-SFTConfig`, hence of the policy's fingerprint; the drawn rates and what the mixture held
-are saved with the policy (``competence.json``).
+"""A start that is sometimes right: SFT data mixing references with imperfect solutions
+(:mod:`~envsched_gnn.envs.generator.mistakes`) at the rates of a competence profile
+(:mod:`.competence_profile`), executed for real; rates saved as ``competence.json``.
 """
 
 from __future__ import annotations
@@ -85,12 +66,7 @@ class MixtureRun:
 def mixture_runs(
     runtime: Any, pool: Pool, tasks: Sequence[Task], profile: CompetenceProfile
 ) -> tuple[list[MixtureRun], dict[str, Any]]:
-    """Execute the mixture in ``runtime`` (an entered ``EnvRuntime`` serving ``pool``): every
-    planned imperfect solution and every reference. A variant that scores below 1 is kept;
-    one that scores 1 is no mistake and gives way to the reference (as do the unplanned
-    tasks); references below 1 are dropped, as in plain SFT. Returns the runs and what the
-    mixture held: the rates, and per kind the planned variants, the kept ones and their mean
-    reward."""
+    """Execute the mixture in ``runtime``: the runs (variants scoring 1 replaced by references)."""
     rates = draw_rates(profile, tasks)
     planned = plan_mixture(pool, tasks, profile, rates)
     imperfect = [p for p in planned if p.kind is not None]

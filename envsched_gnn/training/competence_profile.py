@@ -1,10 +1,6 @@
-"""The competence profile: how often a start's demonstrations of a decision are imperfect.
-
-Rates r ~ Beta(mu kappa, (1 - mu) kappa), one per environment and mistake kind
-(``by = "environment"``) or one per task (``by = "task"``, i.i.d.); see
-:mod:`~envsched_gnn.training.competence` for how the SFT mixture uses them. Kept apart from
-the mixture so that :class:`~envsched_gnn.training.sft_config.SFTConfig` (and the CLI) loads
-fast.
+"""The competence profile: how often a start's demonstrations of a decision are imperfect,
+r ~ Beta(mu kappa, (1 - mu) kappa) per environment and mistake kind or per task (used by
+:mod:`~envsched_gnn.training.competence`; apart so that ``SFTConfig`` loads fast).
 """
 
 from __future__ import annotations
@@ -26,13 +22,11 @@ class CompetenceProfile:
     """How often the SFT data's demonstration of a decision is imperfect (module docstring)."""
 
     by: str = "environment"
-    """What a rate belongs to: ``environment`` (one per environment and mistake kind) or
-    ``task`` (one per task, i.i.d.: no structure left)."""
+    """What a rate belongs to: ``environment`` (and mistake kind) or ``task`` (i.i.d.)."""
     mean: float = 0.5
     """mu: the mean rate of an imperfect demonstration, in (0, 1)."""
     concentration: float = 4.0
-    """kappa: rates are Beta(mu kappa, (1 - mu) kappa); smaller spreads them wider
-    (kappa = 4 at mu = 0.5 is Beta(2, 2), standard deviation 0.22)."""
+    """kappa: rates are Beta(mu kappa, (1 - mu) kappa); smaller spreads them wider."""
     kinds: tuple[str, ...] = MISTAKE_KINDS
     """Mistake kinds in the mix (of ``envs.generator.mistakes.MISTAKE_KINDS``)."""
     seed: int = 0

@@ -1,28 +1,11 @@
 """Grammar-constrained decoding: the tokens a :class:`~.call_grammar.CallGrammar` allows next,
 as boolean masks over the policy's vocabulary (what vLLM and SGLang call guided decoding).
 
-For grammar state ``s`` the allowed set is
-
-    A(s) = { v : every unit of token v is accepted in turn from s }  (plus end-of-turn when
-           the turn may end in s)
-
-computed once per state by a walk over a trie of the vocabulary's units that stops wherever
-the grammar rejects a unit, and cached. Inside a string (where almost every token is allowed)
-the walk is replaced by its result: the tokens made only of the state's loop units
-(:meth:`~.call_grammar.CallGrammar.loop_units`), plus those of the few tokens that leave the
-loop whose rest the grammar accepts. Sampling and training then use the same constrained
-distribution
-
+    A(s) = { v : every unit of token v is accepted in turn from s }  (+ end-of-turn if allowed)
     pi_A(v | s) = softmax(z / T)[v] / sum_{w in A(s)} softmax(z / T)[w]   for v in A(s), else 0
 
-i.e. the logits with ``-inf`` outside ``A(s)``: rollouts record ``log pi_A`` of their tokens and
-the GRPO update recomputes it under the same masks (:class:`MaskTable` ids stored with each
-episode), so the importance ratio and the KL are those of the distribution actually sampled.
-
-Units of a token: its bytes for byte-level BPE vocabularies (GPT-2 / Qwen style; other
-vocabularies fall back to the bytes of the token decoded alone), or, for an added special
-token, its text as one unit (so ``<tool_call>`` is one unit where the tokenizer has it as one
-token).
+A(s) comes from a walk over a trie of the vocabulary's units, cached per state (inside a
+string, from the loop units). Rollouts and the update share the masks (:class:`MaskTable`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Held-out evaluation inside training: K sampled episodes per task, rewards summarised
-(:func:`~envsched_gnn.training.rollout_groups.rollout_groups` and
-:func:`~envsched_gnn.training.rollout_groups.summarize_groups`).
-
-With ``pool_samples`` > 0 each evaluation also rolls out every task of the train split (the
-pool the scheduler spends its rollouts on) ``pool_samples`` times and reports the same summary
-under ``pool``: what the policy learned where it trained, unbiased by which tasks each
-scheduler picked (a scheduler's own batches are not: it picks what it expects to vary).
-
-:func:`heldout_evaluator` is what a GRPO run calls at step 0 and every ``eval_every`` steps;
-``eval policy`` (:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) reports the same
-summary with per-environment breakdowns.
+(:mod:`~envsched_gnn.training.rollout_groups`). With ``pool_samples`` > 0 the train split is
+summarised too, under ``pool``, unbiased by which tasks a scheduler picked.
 """
 
 from __future__ import annotations
@@ -41,10 +32,7 @@ def heldout_evaluator(
     pool_tasks: Sequence[str] = (),
     pool_samples: int = 0,
 ) -> Callable[[Any, int], dict[str, Any]]:
-    """``evaluate(engine, step)``: mean reward and more over ``tasks`` x ``k`` samples, with
-    the same sampling seed at every evaluation (differences come from the policy only), and
-    ``per_task`` rewards (task id -> k rewards) for comparisons paired by task; with
-    ``pool_samples`` the same over ``pool_tasks`` x ``pool_samples`` under ``pool``."""
+    """``evaluate(engine, step)``: reward summary over ``tasks`` x ``k`` (and ``pool_tasks``)."""
 
     def evaluate(engine: Any, step: int) -> dict[str, Any]:
         result = _evaluation(engine, tasks, k, seed)

@@ -15,13 +15,8 @@ from envsched_gnn.training.policy_engine import on_gpu
 def lightning_trainer(
     out: Path, seed: int, accelerator: str, logger: Logger | list[Logger], **settings: Any
 ) -> L.Trainer:
-    """Seeds everything with ``seed`` (data-loader workers too), then a ``Trainer`` on
-    ``accelerator`` in ``bf16-mixed`` precision on a GPU (else ``32-true``), writing under
-    ``out`` to ``logger`` (one Lightning logger or a list), without a model summary and with
-    no epoch limit (a step or time budget in ``settings`` ends the run). ``settings`` are the
-    run's own ``Trainer`` arguments.
-
-    Called before the policy loads or is built, so that its initial weights follow ``seed``.
+    """Seeds everything with ``seed``, then a ``Trainer`` (``bf16-mixed`` on GPU, else ``32-true``)
+    on ``accelerator`` writing under ``out`` to ``logger``; ``settings`` are extra arguments.
     """
     L.seed_everything(seed, workers=True, verbose=False)
     return L.Trainer(

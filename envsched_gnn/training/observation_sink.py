@@ -1,13 +1,8 @@
 """Buffered, idempotent writes of each step's observations to the graph store.
 
-Training hands observations to :meth:`ObservationSink.put` and goes on at once; a
-background thread writes them in batches. A write that fails (store slow, restarting,
-unreachable) is retried with exponential backoff until it succeeds, so nothing is lost;
-the store's writes are keyed by (task, step) and idempotent (``MERGE``), so a retry of a
-write that did land never duplicates it. Observations not yet written are part of the
-trainer's checkpoint (:meth:`state_dict`), and survive a crash of the trainer too. A batch
-the store refuses as invalid (``ObservationError``: unknown task, conflicting rewards) is
-not retried: it is kept in :attr:`rejected` with the error and reported.
+:meth:`ObservationSink.put` returns at once; a background thread writes batches, retrying
+with backoff (``MERGE`` by (task, step): no duplicates); unwritten ones go into the
+checkpoint, invalid ones into :attr:`rejected`.
 """
 
 from __future__ import annotations
@@ -151,12 +146,7 @@ class ObservationSink:
 
 
 class StoreWriter:
-    """``write(observations)`` into the store named by ``spec``, opened on the first write.
-
-    Opening lazily means only the process that writes (rank 0 under DDP) opens the store.
-    A failed write closes it, so the sink's retry opens it again: a managed server killed
-    mid-run is restarted on the same folder and the writes go on.
-    """
+    """``write(observations)`` into the store ``spec``, opened lazily, reopened after a failure."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec

@@ -1,13 +1,6 @@
-"""The default policy: a small Qwen3-architecture causal LM and a BPE tokenizer for a pool.
-
-:func:`build_default_policy` writes an ordinary Hugging Face model folder (config,
-safetensors weights, tokenizer with a ChatML chat template), so the rest of the code cannot
-tell it from a downloaded model: :func:`load_policy` loads either with
-``AutoModelForCausalLM`` / ``AutoTokenizer`` and ``local_files_only=True``.
-
-Sizing follows the tiny-policy probe (shared notes): hidden 128, 2 layers, 4 heads,
-intermediate 384, tied embeddings (0.82 M parameters with the 3 k vocabulary) is what learns
-to call tools within minutes of SFT on 2 CPU cores.
+"""The default policy: a small Qwen3-architecture causal LM (0.82 M parameters, what learned to
+call tools within minutes of SFT on 2 CPU cores) and a BPE tokenizer for a pool, written as
+an ordinary Hugging Face folder that :func:`load_policy` loads like a downloaded one.
 """
 
 from __future__ import annotations
@@ -59,15 +52,9 @@ class PolicyConfig:
     max_positions: int = 4096
     """Longest sequence (rotary positions) the model is configured for."""
     vocab_size: int = 3072
-    """Target BPE vocabulary, special tokens included; the trained one may come out smaller.
-    3072 leaves room for most 3-digit numbers as single tokens (on the demo pool 759 of
-    100-999; 2048 had 161)."""
+    """Target BPE vocabulary, special tokens included (3072: most 3-digit numbers one token)."""
     space_tokens: bool = False
-    """Whitespace runs are tokens of their own, so a word or value is spelt with the same
-    tokens wherever it stands: byte-level BPE otherwise glues a leading space to a word, and
-    ``Vera`` in ``"name": "Vera Lund"`` is another token than `` Vera`` in the instruction
-    ("find coach Vera Lund"), so the policy must learn a mapping per word instead of copying
-    (see :func:`train_tokenizer`)."""
+    """Whitespace runs are tokens of their own, so a word is one token everywhere."""
     min_frequency: int = 2
     """A BPE merge needs a pair seen at least this often."""
     rope_theta: float = 10000.0
@@ -107,18 +94,10 @@ def pool_corpus(pool: Pool, agent: AgentConfig | None = None) -> Iterator[str]:
 
 
 def train_tokenizer(corpus: Iterator[str], config: PolicyConfig) -> Any:
-    """A byte-level BPE tokenizer with a ChatML chat template; numbers are cut into chunks
-    of at most 3 digits before BPE (``33000`` -> ``330 00``), so most 3-digit record ids
-    become one token each and copying an id from the instruction or a tool response is a
-    one-token copy, like a name (digit-by-digit copying was what the CPU policy learned
-    last: teacher-forced digit accuracy 0.13-0.19 after 9 minutes of SFT, 0.49 after 12;
-    with 3-digit chunks 9 minutes gave 13 % of held-out groups with reward spread, not 1-2 %).
-
-    With ``config.space_tokens`` whitespace runs are cut out before byte-level BPE as well, so
-    no token holds a space and a word: the instruction's `` Vera`` and the call's ``"Vera`` then
-    share the token ``Vera`` (and ``enterprise``, ``POL``), which a 2-layer policy copies;
-    without it the packaged demo policy copied the first name of ``"Vera Lund"`` wrongly in
-    8 of 8 samples while copying ``Lund`` (tokenised alike in both) right."""
+    """A byte-level BPE tokenizer with a ChatML template; numbers are cut into chunks of at most 3
+    digits (``33000`` -> ``330 00``) and, with ``config.space_tokens``, whitespace runs too, so
+    ids and words are copied as single tokens.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -190,10 +169,7 @@ def build_default_policy(
 def load_policy(
     path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
 ) -> tuple[torch.nn.Module, Any]:
-    """Load any local HF causal LM folder with a chat template: ``(model, tokenizer)``.
-
-    ``dtype`` defaults to float32 (bf16 autocast is applied around forward passes on CUDA).
-    """
+    """Load any local HF causal LM folder with a chat template: ``(model, tokenizer)``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(path)

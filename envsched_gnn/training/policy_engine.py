@@ -39,9 +39,9 @@ def open_engine(
     device: str = "auto",
     threads: int = 0,
 ) -> Iterator:
-    """A ``RolloutEngine`` of the policy in ``policy_dir`` on ``resolve_device(device)`` with
-    ``agent``'s format, in a runtime of ``pool`` closed when the block ends; ``threads`` > 0
-    sets torch's threads first when it runs on the CPU."""
+    """A ``RolloutEngine`` of the policy in ``policy_dir`` in a runtime of ``pool``, closed when the
+    block ends; ``threads`` > 0 sets torch's CPU threads first.
+    """
     import torch
 
     from envsched_gnn.envs.runtime import EnvRuntime

@@ -1,10 +1,6 @@
-"""The random state of a GRPO run: each step's seed, and the global generators' state that a
-checkpoint captures and a resumed run restores.
-
-Rollouts and the update's mini-batch order draw from generators seeded by
-``step_seed(seed, s)``, a pure function of the run's seed and the step, so they need no saved
-state; Python's, NumPy's legacy, torch's and CUDA's global generators (anything else that
-draws, e.g. dropout) are saved with the checkpoint and restored on resume.
+"""The random state of a GRPO run: each step's seed ``step_seed(seed, s)`` (rollouts, mini-batch
+order), and the global generators' state (Python, NumPy, torch, CUDA) that a checkpoint
+captures and a resumed run restores.
 """
 
 from __future__ import annotations

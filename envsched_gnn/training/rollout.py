@@ -1,27 +1,8 @@
 """Batched multi-turn rollouts of a causal-LM policy in the environment runtime.
 
-All live episodes (B tasks x K samples) share one KV cache (:mod:`kv_cache`: buffers that
-grow by doubling, not a copy per token) and advance turn by turn:
-
-1. *feed*: every live episode's pending segment (its prompt on the first turn, the tool
-   responses and next generation prompt afterwards) is appended to the cache, left-padded
-   within the block; pads carry attention mask 0 and real tokens get position ids
-   ``pos = (number of real tokens before) ``, so padding changes no real token's result;
-2. *decode*: one token per live episode per step until every episode has emitted an
-   end-of-turn token or ``max_new_tokens`` (episodes done with the turn feed pads);
-3. *act*: assistant texts are parsed, tool calls run in the runtime's workers in one
-   batched ``runtime.call``; episodes that answered or hit a limit drop out of the cache.
-
-With ``AgentConfig.constrained`` every token is drawn from the tool-call grammar's allowed set
-(:mod:`~envsched_gnn.training.constrained`): the logits are ``-inf`` outside it, the recorded
-log-probabilities are those of that constrained distribution, and each policy token keeps the
-id of its mask so that the update recomputes the same distribution.
-
-Sampling is per episode (:mod:`~envsched_gnn.training.sampling`): episode (task_id, sample)
-draws its uniforms up front from a generator seeded by ``(seed, task_id, sample)``, and each
-sampled token is an inverse-CDF draw, so an episode depends only on its own tokens, not on the
-batch it runs in: batched and one-by-one rollouts give the same episodes up to floating-point
-differences of the forward pass (exact in float64 on CPU).
+Live episodes share one KV cache (:mod:`kv_cache`) and advance turn by turn: *feed* (left
+padded, positions over real tokens), *decode* to end-of-turn or ``max_new_tokens``, *act*
+(tool calls in one ``runtime.call``). Sampling is per episode (:mod:`.sampling`).
 """
 
 from __future__ import annotations
@@ -63,13 +44,8 @@ class EpisodeSpec:
 
 @dataclass
 class Episode:
-    """One finished episode.
-
-    ``token_ids``, ``policy_mask`` and ``old_logprobs`` have the same length L.
-    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` for policy tokens, where
-    ``z_t`` are the logits predicting position t (``-inf`` outside the grammar's allowed set
-    when decoding is constrained) and T the sampling temperature (the full tempered
-    distribution, before any top-p truncation); 0 where the mask is 0.
+    """One finished episode; ``token_ids``, ``policy_mask`` and ``old_logprobs`` have length L,
+    ``old_logprobs[t] = log softmax(z_t / T)[token_ids[t]]`` at policy tokens (else 0).
     """
 
     task_id: str
@@ -93,8 +69,7 @@ class Episode:
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds of the rollout batch this episode ran in (shared by its batch)."""
     allowed_ids: torch.Tensor | None = None
-    """(L,) int64 with constrained decoding: the :attr:`allowed_table` id of the mask each
-    policy token was sampled under; -1 where the mask is 0. None when unconstrained."""
+    """(L,) int64: each policy token's :attr:`allowed_table` mask id (-1 elsewhere), or None."""
     allowed_table: MaskTable | None = None
     """The masks ``allowed_ids`` refer to (shared by the engine's episodes)."""
 
@@ -131,12 +106,11 @@ class _Live:
 
 
 class RolloutEngine:
-    """Runs a policy in the environments; see the module docstring for the algorithm.
+    """Runs a policy in the environments (module docstring).
 
     Args:
         policy: a causal LM (``forward(input_ids, attention_mask, position_ids, cache,
-            use_cache, logits_to_keep)`` returning ``.logits`` and ``.cache``, a cache with
-            ``batch_select_indices``), e.g. any transformers 5 causal LM.
+            use_cache, logits_to_keep)`` -> ``.logits``, ``.cache``), e.g. any transformers 5 one.
         tokenizer: its tokenizer, with a chat template.
         runtime: an entered ``EnvRuntime`` (``reset`` / ``call`` / ``score`` / ``release``).
         agent_config: turn and token limits, temperature, top_p.

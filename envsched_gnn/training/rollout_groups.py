@@ -1,17 +1,9 @@
 """K sampled episodes per task, rolled out in batches, and the summary of their rewards.
 
-For task i with rewards r(i,1..K) (spec section 2): group mean m_i, population variance
-v_i. Reported over the N evaluated tasks:
-
-- ``mean_reward``          = (1/N) sum_i m_i
-- ``full_success_rate``    = share of episodes with reward 1
-- ``nonzero_variance_share`` = share of tasks with v_i > 0 (groups that would give GRPO a
-  learning signal)
-- ``mean_reward_variance`` = (1/N) sum_i v_i
-
-The held-out evaluation of a GRPO run (:mod:`~envsched_gnn.training.held_out`), ``eval policy``
-(:mod:`~envsched_gnn.eval.policy_eval`), ``eval headroom`` and the two-round rollouts of
-:mod:`~envsched_gnn.eval.rollout_rounds` roll out and summarise through here.
+Over N tasks with group mean m_i and population variance v_i: ``mean_reward`` (mean m_i),
+``full_success_rate`` (share of episodes with reward 1), ``nonzero_variance_share`` (share
+with v_i > 0) and ``mean_reward_variance`` (mean v_i). Every held-out and policy evaluation
+rolls out and summarises through here.
 """
 
 from __future__ import annotations
@@ -69,14 +61,7 @@ def rollout_groups(
     tasks_per_batch: int = 16,
     progress: str | None = None,
 ) -> RolloutGroups:
-    """Roll out ``k`` samples of each task id with ``engine`` (a ``RolloutEngine``), in batches
-    of ``tasks_per_batch`` (x k episodes); a progress bar named ``progress`` when given.
-
-    The rewards do not depend on ``tasks_per_batch`` (each episode has its own seed). Measured
-    with the demo SFT policy, 64 tasks x 4 at one thread: 16 tasks per batch 23 s, 64 per batch
-    37 s, 8 per batch 37 s (a batch's decode runs until its longest episode ends, padding
-    included).
-    """
+    """Roll out ``k`` samples of each task id with ``engine``, ``tasks_per_batch`` tasks a batch."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not tasks:

@@ -1,15 +1,8 @@
-"""Per-episode sampling that does not depend on the batch: each episode's seed, and inverse-CDF
-draws from the tempered, optionally nucleus-truncated distribution.
-
-Episode (task_id, sample) owns a ``torch.Generator`` seeded by
-``episode_seed(seed, task_id, sample)`` that draws its uniforms ``u_1, u_2, ...`` up front; its
-n-th sampled token is
+"""Per-episode sampling that does not depend on the batch: uniforms drawn up front from
+``episode_seed(seed, task_id, sample)``, and inverse-CDF draws (``top_p`` nucleus; log-probs
+under the full tempered distribution)
 
     x_n = min { v : sum_{w <= v} p(w) > u_n sum_w p(w) },   p = softmax(z_n / T)
-
-with ``p`` zeroed outside the nucleus (the most probable tokens whose mass before them is below
-``top_p``) when ``top_p < 1``. Its log-probability is taken under the full tempered
-distribution, before truncation.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """SFT warm start: teach the policy the reference trajectories, loss on its own tokens only.
 
-Loss of a batch: ``L = - sum_{t: mask_t = 1} log p(x_t | x_<t) / sum_t mask_t`` (the mean
-token cross-entropy over assistant tokens; prompts and tool responses are context only).
-AdamW with a linear warm-up and a cosine decay over the budget,
-``lr(p) = lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2`` with ``p`` the larger of the
-elapsed share of ``max_steps`` and of the wall-clock ``minutes``.
+    L     = - sum_{t: mask_t = 1} log p(x_t | x_<t) / sum_t mask_t
+    lr(p) = lr_min + (lr - lr_min) * (1 + cos(pi * p)) / 2     (after a linear warm-up)
 
-Examples are the ``train`` split's reference solutions plus, optionally, fresh generated
-tasks of the same environments (the tiny-policy probe: many epochs over few tasks overfit
-and leave malformed calls; fresh tasks remove most of them).
+p the larger elapsed share of ``max_steps`` and of ``minutes``.
 """
 
 from __future__ import annotations
@@ -70,9 +65,7 @@ class CosineBudget:
 
 
 class SFTDataModule(L.LightningDataModule):
-    """Right-padded batches of rendered trajectories, each batch from one environment (so the
-    rows share their system prompt) and of similar lengths, batches in a seeded shuffled
-    order."""
+    """Right-padded batches, each from one environment and of similar lengths, in seeded order."""
 
     def __init__(self, dataset: SFTDataset, batch_size: int, pad_id: int, seed: int) -> None:
         super().__init__()
@@ -87,12 +80,8 @@ class SFTDataModule(L.LightningDataModule):
 
 
 def policy_token_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean next-token cross-entropy over labelled tokens (labels -100 elsewhere).
-
-    The rows' shared prefix (the system prompt of a batch from one environment) is run once
-    and the output head only at the N positions that predict a labelled token
-    (:func:`~envsched_gnn.training.shared_prefix.predicted_logits`); the result equals a plain
-    forward over every row, at a fraction of the cost.
+    """Mean next-token cross-entropy over labelled tokens (labels -100 elsewhere), through
+    :func:`~envsched_gnn.training.shared_prefix.predicted_logits` (equal to a plain forward).
     Shapes: ``input_ids, attention_mask, labels (B, L)`` -> scalar.
     """
     labels = batch["labels"]
@@ -139,9 +128,7 @@ class SFTModule(L.LightningModule):
 
 
 def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
-    """The train split (unless ``include_train_split`` is off) plus ``extra_tasks_per_env``
-    fresh generated tasks per environment with references no longer than the pool's longest;
-    returns the pool that serves them all (extra tasks added) and the task list."""
+    """The SFT tasks (train split and fresh generated ones) and the pool that serves them all."""
     tasks = pool.split("train") if config.include_train_split else []
     if config.extra_tasks_per_env <= 0:
         return pool, tasks
@@ -162,9 +149,9 @@ def sft_tasks(pool: Pool, config: SFTConfig) -> tuple[Pool, list[Task]]:
 def build_examples(
     pool: Pool, tokenizer: Any, config: SFTConfig
 ) -> tuple[list[tuple[str, RenderedEpisode]], dict[str, float], dict[str, Any] | None]:
-    """Execute and render the SFT tasks' reference solutions (with ``config.competence``, the
-    mixture of :func:`~envsched_gnn.training.competence.mixture_examples`, whose summary is
-    returned third; else None)."""
+    """Execute and render the SFT tasks' references (or the competence mixture, whose summary is
+    returned third; else None).
+    """
     from envsched_gnn.envs.runtime import EnvRuntime
     from envsched_gnn.envs.runtime_config import RuntimeConfig
 
@@ -195,10 +182,7 @@ def build_examples(
 def run_sft(
     pool: Pool, model_dir: str | Path | None, config: SFTConfig, out_dir: str | Path
 ) -> Path:
-    """SFT warm start; returns the folder of the trained policy (``out_dir/policy``).
-
-    ``model_dir`` None builds the built-in policy for ``pool`` in ``out_dir/init`` first.
-    """
+    """SFT warm start; returns ``out_dir/policy`` (``model_dir`` None: builds the policy first)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trainer = lightning_trainer(

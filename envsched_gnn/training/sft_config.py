@@ -14,14 +14,9 @@ class SFTConfig:
     """The SFT warm start."""
 
     max_steps: int = 4400
-    """Optimiser steps: the budget, and what the cosine schedule decays over. A step budget
-    makes SFT reproducible on one machine (a wall-clock budget made two main jobs differ:
-    0.582 vs 0.604 held-out). 4,400 steps are what 12 minutes gave alone on 2 cores, where the
-    built-in policy has learnt to copy record ids (with numbers in 3-digit chunks 52 % of the
-    demo pool's held-out groups had reward spread at K = 8, T = 1.0)."""
+    """Optimiser steps: the budget the cosine schedule decays over (reproducible, unlike time)."""
     minutes: float = 0.0
-    """Wall-clock cap of the optimisation in minutes (0: none). With a cap the result depends
-    on the machine's speed; the schedule then decays over whichever budget ends first."""
+    """Wall-clock cap in minutes (0: none); the schedule decays over whichever budget ends first."""
     batch_size: int = 16
     """Trajectories per optimizer step."""
     learning_rate: float = 3e-3
@@ -35,16 +30,11 @@ class SFTConfig:
     gradient_clip: float = 1.0
     """Gradient-norm clip."""
     extra_tasks_per_env: int = 200
-    """Fresh generated tasks per environment added to the train split (0: none); 200 x 51
-    environments ~ one pass in 8 minutes at ~38 trajectories/s (probe: fresh tasks beat
-    epochs)."""
+    """Fresh generated tasks per environment added to the train split (0: none)."""
     extra_operations: tuple[str, ...] | None = None
-    """Generator operations the fresh tasks are made of (None: every operation of each
-    domain); a pool generated with ``operations`` keeps its SFT tasks alike."""
+    """Generator operations the fresh tasks are made of (None: every operation of each domain)."""
     include_train_split: bool = True
-    """Imitate the reference solutions of the pool's train split too. Off, SFT sees fresh
-    generated tasks only, so the tasks GRPO then trains on are as new to the policy as the
-    held-out ones (what it learns there must carry over, not be recalled)."""
+    """Imitate the train split's references too (off: GRPO's tasks are new, like held-out ones)."""
     max_length: int = 2048
     """Longer trajectories are left out."""
     seed: int = 0
@@ -58,14 +48,10 @@ class SFTConfig:
     runtime_workers: int = 2
     """Worker processes that execute the reference solutions."""
     threads: int = 0
-    """torch intra-op threads while training on CPU (0: leave torch's setting). Alone on 2
-    cores, 2 threads train 1.8x faster than 1 (93 vs ~50 trajectories/s); when the cores
-    are oversubscribed, 1 thread was 2-8x faster (OpenMP threads wait for each other)."""
+    """torch intra-op threads while training on CPU (0: leave torch's setting)."""
     agent: AgentConfig = field(default_factory=AgentConfig)
     """The agent format (final message, tool-response truncation) the examples follow."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Architecture of the built-in policy (used when no model is given)."""
     competence: CompetenceProfile | None = None
-    """Mix imperfect demonstrations into the data at this profile's rates
-    (:mod:`~envsched_gnn.training.competence`: a start that is sometimes right); None: only
-    correct references."""
+    """Mix imperfect demonstrations in at this profile's rates (:mod:`.competence`); None: off."""

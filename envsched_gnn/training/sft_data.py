@@ -1,9 +1,5 @@
-"""SFT examples: reference solutions executed in the runtime and rendered in the agent format.
-
-Each task's ``reference_solution`` is replayed in a fresh episode (all tasks of a chunk in
-parallel, :func:`~envsched_gnn.envs.replay.replay`), so the rendered trajectory holds
-the tool responses the environment really gives. Trajectories whose final state does not
-pass all checks are dropped: the policy imitates only solutions that score 1.
+"""SFT examples: reference solutions executed in the runtime and rendered in the agent format;
+trajectories that do not pass all checks are dropped.
 """
 
 from __future__ import annotations
@@ -38,11 +34,7 @@ class ReferenceRun:
 def run_references(
     runtime: EpisodeRuntime, tasks: Sequence[Task], chunk: int = 512, keep_empty: bool = False
 ) -> list[ReferenceRun]:
-    """Execute every task's reference solution in ``runtime`` (an entered ``EnvRuntime``),
-    ``chunk`` tasks at a time (:func:`~envsched_gnn.envs.replay.replay`).
-
-    Tasks without a reference are left out, unless ``keep_empty``: then they are scored as
-    episodes of no call, and the runs are the tasks' in order."""
+    """Execute every task's reference solution in ``runtime``, ``chunk`` tasks at a time."""
     runs: list[ReferenceRun] = []
     for start in range(0, len(tasks), chunk):
         part = [t for t in tasks[start : start + chunk] if keep_empty or t.reference_solution]
@@ -71,9 +63,7 @@ def render_references(
 
 
 class SFTDataset(Dataset):
-    """Rendered episodes; an item is ``(input_ids, labels)`` with labels -100 off the mask.
-
-    ``groups`` lists the example indices of each environment (for same-prefix batches)."""
+    """Rendered episodes as ``(input_ids, labels)``; ``groups`` holds each environment's indices."""
 
     def __init__(self, examples: Sequence[tuple[str, RenderedEpisode]], max_length: int) -> None:
         kept = [(env, e) for env, e in examples if len(e.input_ids) <= max_length]
@@ -96,13 +86,9 @@ class SFTDataset(Dataset):
 
 
 class GroupedBatchSampler(Sampler[list[int]]):
-    """Batches drawn within one group (environment), in a shuffled order, reshuffled each
-    pass: epoch e uses the generator seeded ``seed + e``. A group smaller than the batch
-    size is one batch; otherwise its remainder is dropped for the pass.
-
-    With ``lengths``, a group's shuffled order is cut into windows of ``bucket_batches``
-    batches and each window sorted by length before it is cut into batches, so a batch
-    holds trajectories of similar length (little padding) while batches stay random."""
+    """Batches within one group (environment), shuffled by ``seed + e`` at epoch e, remainders
+    dropped; with ``lengths``, windows of ``bucket_batches`` batches are sorted by length first.
+    """
 
     def __init__(
         self,

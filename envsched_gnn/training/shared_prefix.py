@@ -1,19 +1,13 @@
 """One forward pass over rows that share a prompt: the prefix once, the head only where a token
 is predicted. SFT's loss and GRPO's log-probabilities both go through it.
 
-Rows of a batch from one task (GRPO: its K episodes) or one environment (SFT: its system
-prompt) start with the same tokens, and only the policy's own tokens (~15 % of a trajectory)
-are predicted. For R right-padded rows of length L whose first P tokens are equal
-(:func:`shared_prefix_length`) and a mask ``m`` of the predicted tokens,
+For R right-padded rows of length L sharing P first tokens and a mask ``m`` of predicted tokens:
 
     h_{0..P-1}   = body(x_{0..P-1})                 once, its KV cache repeated R times
     h_{r,P..L-1} = body(x_{r,P..L-1} | cache)       the rows' own suffixes
     z_{r,t}      = W h_{r,t-1}                      only where m_{r,t} = 1 (t >= 1)
 
-which equals a plain forward of every row (the prefix runs with autograd, and right padding
-never reaches a real token under the causal mask) at a fraction of its cost: ``P + R (L - P)``
-token positions through the body instead of ``R L``, and the ``V``-wide head on the N
-predicted tokens instead of all ``R L`` positions.
+equal to a plain forward of every row, at ``P + R (L - P)`` positions instead of ``R L``.
 """
 
 from __future__ import annotations
@@ -23,11 +17,8 @@ from torch import Tensor
 
 
 def shared_prefix_length(ids: Tensor, predicted: Tensor) -> int:
-    """``P = max(min(LCP, f - 1), 0)``: the rows' longest common prefix, cut so that the hidden
-    state predicting the first predicted token (at ``f - 1``, ``f`` the earliest predicted
-    position of any row) lies in the rows' own part; 0 when no token is predicted. A row
-    with no predicted token does not shorten P.
-
+    """``P = max(min(LCP, f - 1), 0)``: the rows' longest common prefix, cut before ``f - 1`` (``f``
+    the earliest predicted position); rows with no predicted token do not shorten it.
     Shapes: ``ids (R, L)`` int, ``predicted (R, L)`` bool -> int.
     """
     if not predicted.any():
@@ -44,12 +35,9 @@ def predicted_logits(
     predicted: Tensor,
     attention_mask: Tensor | None = None,
 ) -> Tensor:
-    """The logits ``z_{r,t}`` that predict each token with ``predicted[r, t]`` (t >= 1), in
-    row-major order, so that they line up with ``ids[:, 1:][predicted[:, 1:]]``; see the
-    module docstring. The shared prefix is :func:`shared_prefix_length`.
-
-    ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
-    ``attention_mask`` (1 on real tokens) is handed to its body when given.
+    """The logits ``z_{r,t}`` predicting each token with ``predicted[r, t]`` (t >= 1), row-major, in
+    line with ``ids[:, 1:][predicted[:, 1:]]`` (module docstring). ``model``: a Hugging Face causal
+    LM; ``attention_mask`` is handed to its body when given.
     Shapes: ``ids (R, L)``, ``predicted (R, L)`` bool -> ``(N, V)``, N the predicted tokens.
     """
     rows, length = ids.shape

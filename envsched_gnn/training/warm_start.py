@@ -1,16 +1,5 @@
-"""The main job's warm start: a packaged SFT policy when it was trained on exactly this run's
-SFT inputs, else SFT now.
-
-SFT is deterministic on one machine given its inputs (a budget in optimiser steps, not in
-minutes): the pool (its text also trains the tokenizer), the fresh generated tasks, the agent
-format, the policy architecture and the :class:`SFTConfig`. :func:`sft_fingerprint` is the
-SHA-256 of those inputs as canonical JSON. The package ships the demo preset's SFT policy
-with its fingerprint in ``manifest.json``, built by the project's own SFT with::
-
-    envsched-gnn train demo-policy --out envsched_gnn/data/demo_sft
-
-A run whose fingerprint differs (another seed, a changed generator or recipe) trains its own
-policy and says why, so a packaged policy is never used with a pool it was not trained for.
+"""The main job's warm start: the packaged SFT policy when :func:`sft_fingerprint` (SHA-256 of
+SFT's inputs as canonical JSON) matches its manifest, else SFT now.
 """
 
 from __future__ import annotations
@@ -52,9 +41,7 @@ def sft_fingerprint(pool: Pool, config: SFTConfig) -> str:
 
 
 def _sft_view(task: Task) -> dict:
-    """A task as SFT sees it: every field but ``abstract`` (the graph's operation summary,
-    which no prompt or target contains, so a better tool categoriser leaves the policy as
-    it is)."""
+    """A task as SFT sees it: every field but ``abstract`` (which no prompt or target contains)."""
     view = asdict(task)
     del view["abstract"]
     return view
@@ -83,14 +70,10 @@ def warm_start(
     package: Path = PACKAGED_DEMO_POLICY,
     base_fingerprint: str | None = None,
 ) -> tuple[Path, dict]:
-    """The SFT policy of a run in ``out_dir/policy``: a copy of the packaged one when its
-    manifest matches this SFT's inputs, else :func:`~envsched_gnn.training.sft.run_sft`.
-    Returns the folder and what was done.
-
-    Inputs have a fingerprint when the built-in policy is asked for (``model_dir`` None:
-    :func:`sft_fingerprint`) or when ``model_dir`` is a policy whose own fingerprint is
-    ``base_fingerprint`` (SFT continues it: :func:`chained_fingerprint`); other models always
-    run SFT."""
+    """The SFT policy of a run in ``out_dir/policy``: the packaged one when its manifest matches
+    this SFT's fingerprint, else :func:`~envsched_gnn.training.sft.run_sft`; returns the folder
+    and what was done.
+    """
     out = Path(out_dir)
     fingerprint = None
     if model_dir is None:
@@ -131,10 +114,7 @@ def package_policy(
     model_dir: str | Path | None = None,
     base_fingerprint: str | None = None,
 ) -> Path:
-    """Run SFT (of the built-in policy, or continuing ``model_dir`` whose fingerprint is
-    ``base_fingerprint``) and leave it in ``out_dir`` (replaced) with its ``manifest.json``:
-    the fingerprint of its inputs, the command that built it, SFT's summary. The training
-    run's logs and checkpoints stay out of the package."""
+    """Run SFT and leave the policy in ``out_dir`` with its ``manifest.json``."""
     import tempfile
 
     from envsched_gnn.training.sft import run_sft

@@ -1,30 +1,11 @@
 """DAPO's dynamic sampling: over-sample uniformly, drop zero-variance groups, refill.
 
 Yu et al., 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", section
-3.2, as verl's DAPO recipe runs it: generation batches are rolled out until ``B`` groups
-with reward spread have accumulated, then one policy update trains on ``B`` of them.
-
-Every scheduler step s is one generation batch: G = min(ceil(oversample * B), selectable
-tasks) tasks drawn uniformly without replacement, all rolled out, K rollouts each, every one
-counted as spent. With P the groups pending before step s (in the order rolled out) and
-I(s) the groups of step s whose K rewards are not all equal (in batch order), P' = P + I(s);
-the groups of step s whose rewards are all equal (zero advantage) are dropped. Then
-
-- |P'| >= B: step s updates on the first B of P' (verl's ``batch[:train_batch_size * n]``);
-  the other |P'| - B are trimmed (dropped unused, counted as wasted); nothing stays pending;
-- else, when P' has waited ``max_generation_batches`` generation batches since the last
-  update (step s's included), or step s is the last the budget allows (``final``): step s
-  updates on all of P' (an update of fewer than B groups; none when P' is empty);
-- else: no update at step s; P' stays pending for step s + 1.
-
-No update happens while groups are pending, so they are on-policy when trained. The budget
-counts generation batches, not updates: at equal rollouts DAPO takes fewer updates, and
-``dapo/rollouts_spent_total`` = ``dapo/rollouts_trained_total`` +
-``dapo/rollouts_wasted_total`` + ``dapo/rollouts_pending`` after every step.
-
-Simplifies: tasks are drawn uniformly at every step (verl's data loader shuffles once per
-epoch), so a task may come back while an earlier group of it is still pending; both groups
-are trained (each is its own group of K).
+3.2, as verl's DAPO recipe runs it. Each step draws G = min(ceil(oversample * B), selectable)
+tasks uniformly; with P the pending groups and I(s) step s's groups with reward spread,
+P' = P + I(s). If |P'| >= B the step updates on the first B (the rest wasted); else if P' waited
+``max_generation_batches`` or the step is ``final`` it updates on all of P'; else P' stays
+pending. ``dapo/rollouts_spent_total`` = ``trained`` + ``wasted`` + ``dapo/rollouts_pending``.
 """
 
 from __future__ import annotations
@@ -62,9 +43,9 @@ class DapoConfig:
 
 @dataclass(frozen=True)
 class Refill:
-    """One generation batch through :class:`DynamicSampling`: the selection of its step, the
-    step's zero-variance task ids, the pending groups its update trimmed, and the rollouts of
-    every group named (the step's and those pending before it)."""
+    """One generation batch through :class:`DynamicSampling`: its selection, zero-variance task ids,
+    trimmed pending groups, and the rollouts of every group named.
+    """
 
     selection: GroupSelection
     zero_variance: tuple[str, ...]
@@ -73,13 +54,11 @@ class Refill:
 
 
 class DynamicSampling:
-    """DAPO's accumulation rule (module docstring) on group rewards alone: each generation
-    batch's rewards go in, the groups of the step's update come out.
+    """DAPO's accumulation rule (module docstring) on group rewards alone.
 
     Args:
         batch_size: B, the groups of a full update.
-        max_generation_batches: generation batches after which the update takes what is
-            pending.
+        max_generation_batches: generation batches after which the update takes what is pending.
     """
 
     def __init__(self, batch_size: int, max_generation_batches: int) -> None:
@@ -118,18 +97,9 @@ class DynamicSampling:
 
 
 class DapoScheduler(BaseScheduler):
-    """Over-samples with ``next_batch``; ``filter_groups`` applies :class:`DynamicSampling`
-    and counts every rollout (``dapo/*`` metrics).
-
-    Metrics of a step (also in its :class:`GroupSelection`): ``dapo/groups_generated``,
-    ``dapo/groups_zero_variance`` (dropped), ``dapo/groups_trained`` (in the step's update, 0
-    without one), ``dapo/groups_trimmed`` (surplus dropped by the update),
-    ``dapo/groups_pending`` (after the step), ``dapo/generation_batches`` (since the last
-    update, this one's included: those behind the step's update, or waiting),
-    ``dapo/rollouts_spent`` (the step's, all of them), ``dapo/rollouts_wasted`` (the
-    zero-variance and the trimmed ones); run totals ``dapo/rollouts_spent_total``,
-    ``dapo/rollouts_trained_total``, ``dapo/rollouts_wasted_total`` and
-    ``dapo/rollouts_pending``.
+    """Over-samples with ``next_batch``; ``filter_groups`` applies :class:`DynamicSampling` and
+    counts every rollout in ``dapo/*`` metrics (groups generated, zero-variance, trained,
+    trimmed, pending; generation batches; rollouts spent and wasted; run totals).
     """
 
     name = "dapo"

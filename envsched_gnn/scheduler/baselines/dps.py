@@ -1,22 +1,13 @@
 """DPS-style selection: predict from a task's own history whether it is "partially solved".
 
-Keeps: Dynamics-Predictive Sampling (Mao et al., 2026, "Dynamics-Predictive Sampling for
-Active RL Finetuning of Large Reasoning Models", ICLR 2026, arXiv 2603.10887): each task's
-solving state is one of unsolved (m = 0), partially solved (0 < m < 1) and solved (m = 1);
-states move by a Markov transition between successive samplings, whose probabilities are
-estimated online from the observed transitions (Dirichlet counts), and the B tasks with the
-highest predicted probability of being partially solved next are selected. Tasks never
-observed get the prior probability of the partial state and are filled uniformly at random.
-Simplifies: the state is read off each observation directly (no hidden-state filtering);
-task i's transition row is the Dirichlet posterior mean
+Dynamics-Predictive Sampling (Mao et al., 2026, ICLR 2026, arXiv 2603.10887): states unsolved
+(m = 0), partial (0 < m < 1), solved (m = 1), read off each observation; task i's transition
+row is the Dirichlet posterior mean
 
     P_i(s -> s') = (kappa * T(s, s') + n_i(s, s')) / (kappa + sum_s'' n_i(s, s''))
 
-with n_i(s, .) its own counts of transitions out of s (decayed by ``decay`` at each new
-one) and T the
-pool-wide transition matrix (counts + 1, row-normalised) as the prior of strength kappa.
-The prediction for i is P_i(last state of i -> partial). Observations are assumed to
-arrive in step order (a restore replays them so).
+(n_i its decayed counts, T the pool-wide matrix); the B tasks of largest
+P_i(last state -> partial) are selected, unobserved tasks at the prior, filled at random.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """DUMP-style selection: a UCB bandit over environments, scored by mean absolute advantage.
 
-Keeps: DUMP (Wang et al., 2025, "DUMP: Automated Distribution-Level Curriculum Learning for
-RL-based LLM Post-training", arXiv 2504.09710; code github.com/ZhentingWang/DUMP,
-``verl/utils/curriculum_learning.py``). Each environment e is a distribution (an arm). Its
-learnability is the mean absolute GRPO advantage of its most recent ``window_size`` rollouts,
-and its score adds a UCB exploration bonus over rollout counts:
+DUMP (Wang et al., 2025, arXiv 2504.09710), with c = 1.0, W = 300, tau = 0.1, eps = 1e-6:
 
     A(i,k)  = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)     (sample std, as verl's GRPO)
     L_e     = mean of |A| over the last W rollouts of e            (0 before any)
-    UCB_e   = L_e + c * sqrt(2 ln(N + 1) / (n_e + 1))
+    UCB_e   = L_e + c * sqrt(2 ln(N + 1) / (n_e + 1))              (N = sum_e n_e rollouts)
     p_e     = exp(UCB_e / tau) / sum_e' exp(UCB_e' / tau)
 
-with n_e the rollouts observed in e (all of them, not only the window), N = sum_e n_e.
-DUMP *samples* distributions from the softmax p (temperature tau), it does not take the
-argmax: each of the B slots of a batch draws an environment from p, then a task of it.
-Defaults are the code's: c = 1.0 (``exploration_weight``), W = 300 (``window_size``),
-tau = 0.1 (``temperature``), eps = 1e-6 (``compute_grpo_outcome_advantage``).
-Simplifies: the tasks of a batch are distinct (the project's interface), so a slot draws its
-environment from p restricted to environments with tasks not yet in the batch, then one of
-those tasks uniformly (DUMP draws prompts uniformly with replacement). A group whose K rewards
-are all equal has advantage exactly 0, as in
-:func:`~envsched_gnn.training.grpo.objective.group_advantages`. Observations of one step enter
-the windows in pool order, so a restore (which replays the log in step order) rebuilds the
-same windows.
+Each slot samples an environment from p (among those with tasks left), then a task uniformly.
 """
 
 from __future__ import annotations
@@ -51,8 +36,7 @@ class DumpConfig:
     temperature: float = 0.1
     """tau of the softmax that turns UCB scores into environment probabilities (> 0)."""
     normalize_std: bool = True
-    """Divide each group's centred rewards by its sample std (GRPO, as DUMP); False: centred
-    only (Dr. GRPO), so L_e is the plain mean absolute deviation of rewards."""
+    """Divide centred rewards by the group's sample std (GRPO, as DUMP); False: Dr. GRPO."""
     eps: float = 1e-6
     """Added to the group std before dividing (> 0)."""
 
@@ -68,11 +52,9 @@ class DumpConfig:
 def absolute_advantages(
     rewards: Sequence[float], normalize_std: bool = True, eps: float = 1e-6
 ) -> np.ndarray:
-    """|A(k)| of one group: ``|r_k - mean(r)| / (std(r) + eps)`` (sample std), or undivided.
-
-    The scheduler's copy of :func:`~envsched_gnn.training.grpo.objective.group_advantages` (it
-    cannot import the layer above it); a test holds the two equal. ``(K,) -> (K,)``; all-equal
-    groups give 0.
+    """|A(k)| of one group: ``|r_k - mean(r)| / (std(r) + eps)`` (sample std), or undivided;
+    ``(K,) -> (K,)``. A copy of :func:`~envsched_gnn.training.grpo.objective.group_advantages`
+    (a lower layer), held equal by a test.
     """
     r = np.asarray(rewards, np.float64)
     if r.size < 2 or np.all(r == r[0]):

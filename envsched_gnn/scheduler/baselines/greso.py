@@ -1,17 +1,9 @@
 """GRESO-style pre-rollout filtering: skip tasks that were zero-variance in their recent history.
 
-Keeps: GRESO (Zheng et al., 2025, "Act Only When It Pays: Efficient Reinforcement Learning
-for LLM Reasoning via Selective Rollouts", arXiv 2506.02177): a task whose last z_i
-observations were all zero-variance is skipped before rollout with probability
-1 - p^z_i, where the exploration (re-admission) probability p is kept separately for easy
-(all solved) and hard (all failed) tasks and adapts each step: it falls by ``step_p`` when
-the last step's share of zero-variance groups of that kind exceeded its target, and rises
-by ``step_p`` otherwise (clipped to [p_min, 1]).
-Simplifies: tasks are visited in a uniformly random order and the first B admitted form the
-batch (GRESO filters a larger sampled batch and adapts the rollout batch size); when fewer
-than B are admitted the rest are filled from the skipped ones, in the same random order.
-A zero-variance group with mean >= 0.5 counts as easy, below as hard. Observations are
-assumed to arrive in step order (a restore replays them so).
+GRESO (Zheng et al., 2025, arXiv 2506.02177): a task whose last z_i observations were all
+zero-variance is skipped with probability 1 - p^z_i; p is kept for easy (mean >= 0.5) and hard
+tasks and moves by ``step_p`` against its target share (clipped to [p_min, 1]). Tasks are
+visited in a random order, the first B admitted form the batch, skipped ones fill the rest.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """MoPPS-style selection: a Beta posterior per task on its success rate, Thompson-sampled.
 
-Keeps: Model Predictive Prompt Selection (Qu et al., 2025, "Can Prompt Difficulty be Online
-Predicted for Accelerating RL Finetuning of Reasoning Models?", arXiv 2507.04632): task i's
-success rate p_i ~ Beta(alpha_i, beta_i), updated in streaming fashion with exponential
-forgetting towards the prior, then one posterior sample per task and the B tasks whose
-sample is closest to the target rate 0.5 are selected.
-Simplifies: rewards in [0, 1] enter as fractional successes, K * m(i,s) successes and
-K * (1 - m(i,s)) failures; forgetting is applied to a task's posterior when it is updated:
+Model Predictive Prompt Selection (Qu et al., 2025, arXiv 2507.04632): one posterior sample per
+task, the B samples closest to 0.5 selected. Rewards enter as fractional successes, with
+forgetting towards the prior at each update (observations in step order):
 
     alpha_i <- decay * alpha_i + (1 - decay) * alpha_0 + K m(i,s)
     beta_i  <- decay * beta_i  + (1 - decay) * beta_0  + K (1 - m(i,s))
-
-Observations are assumed to arrive in step order (a restore replays them so).
 """
 
 from __future__ import annotations

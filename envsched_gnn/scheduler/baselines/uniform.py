@@ -1,8 +1,5 @@
-"""Uniform random selection: B distinct tasks drawn uniformly without replacement each step.
-
-Keeps: the standard GRPO data loader's behaviour (uniform over the pool, no history).
-Simplifies: draws per step rather than walking shuffled epochs.
-Reference: the "random" baseline of the EnvSched paper (Yang et al., 2026).
+"""Uniform random selection: B distinct tasks drawn uniformly without replacement each step
+(the paper's "random" baseline; per step, not shuffled epochs).
 """
 
 from __future__ import annotations

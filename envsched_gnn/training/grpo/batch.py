@@ -1,11 +1,6 @@
 """GRPO's update batches: the kept groups cut into mini-batches (one optimiser step each), their
 episodes packed by shared prompt into micro-batches, the policy tokens' log-probabilities
-computed with the shared prompt run once and the output head run on policy tokens only.
-
-The K episodes of a task start with the same prompt (system message with the tool list, then
-the instruction: ~75 % of a demo episode's tokens), and only the policy's own tokens (~15 %)
-carry a loss; :mod:`~envsched_gnn.training.shared_prefix` runs such a micro-batch at a
-fraction of the cost of a plain forward of every row, with the same loss and gradients.
+computed with the shared prompt run once (:mod:`~envsched_gnn.training.shared_prefix`).
 """
 
 from __future__ import annotations
@@ -65,9 +60,9 @@ def split_groups(groups: Sequence[str], parts: int) -> list[list[str]]:
 def pack_micro_batches(
     items: Sequence[UpdateItem], max_rows: int, max_tokens: int
 ) -> list[list[UpdateItem]]:
-    """Micro-batches of episodes of one task each (they share the task's whole prompt), each
-    at most ``max_rows`` episodes with ``rows x longest <= max_tokens`` (one episode always
-    fits); tasks in order of first appearance, episodes by length within a task."""
+    """Micro-batches of one task's episodes each, at most ``max_rows`` rows and
+    ``rows x longest <= max_tokens``; tasks in order of first appearance, episodes by length.
+    """
     by_task: dict[str, list[UpdateItem]] = {}
     for item in items:
         by_task.setdefault(item.episode.task_id, []).append(item)
@@ -117,14 +112,8 @@ def collate(items: Sequence[UpdateItem], device: torch.device | str = "cpu") -> 
 def policy_log_probs(
     model: torch.nn.Module, batch: MicroBatch, temperature: float = 1.0
 ) -> tuple[Tensor, Tensor]:
-    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` at the policy's tokens (``z`` set to
-    ``-inf`` outside ``batch.allowed`` when the rollouts were constrained: the distribution
-    they sampled from), and the entropy of that distribution there (detached), both ``(N,)``
-    in row-major order. The logits ``z`` come from one pass with the shared prompt run once
-    (:func:`~envsched_gnn.training.shared_prefix.predicted_logits`).
-
-    ``model`` is a Hugging Face causal LM (``get_decoder()``, ``get_output_embeddings()``);
-    the log-probabilities are float32 or wider (float64 stays float64).
+    """``log pi(x_t | x_<t)`` under ``softmax(z / T)`` (``z`` -inf outside ``batch.allowed``) at the
+    policy's tokens and the detached entropy there, both ``(N,)`` row-major, float32 or wider.
     """
     ids, policy = batch.ids, batch.policy
     logits = predicted_logits(model, ids, policy)

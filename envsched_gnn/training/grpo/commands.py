@@ -32,8 +32,7 @@ class GRPOArgs:
     stop_after: int | None = None
     """Stop after this many steps in total (counting a resumed run's earlier steps)."""
     retire_envs: list[str] | None = None
-    """Environments whose tasks are no longer selected from now on (their observations stay
-    evidence); added to those the resumed checkpoint retired."""
+    """Environments whose tasks are no longer selected (their observations stay evidence)."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:

@@ -1,12 +1,6 @@
-"""What a GRPO step keeps of its episodes: the records every rank gathers, and each group as a
-rank holds it until the update that trains it (DAPO's refill may train a group steps after
-it was rolled out), with the form both take in a checkpoint.
-
-A step's episodes are numbered task-major over its batch, ``index = position * K + sample``,
-and dealt to the ranks as whole groups. An update numbers the episodes of the groups it
-trains the same way over its own groups (:func:`numbered`), so that two steps' groups, or two
-groups of one task, never share an index. Checkpoint forms hold tensors and plain values
-only (``torch.load(weights_only=True)`` reads them back).
+"""What a GRPO step keeps of its episodes: the records every rank gathers, each group as a rank
+holds it until its update, and their checkpoint forms. Episodes are numbered
+``index = position * K + sample`` over a step's batch and over an update (:func:`numbered`).
 """
 
 from __future__ import annotations

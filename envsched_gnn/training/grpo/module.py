@@ -1,44 +1,9 @@
 """GRPO as a LightningModule with manual optimisation, a scheduler choosing every batch.
 
-One training step ``s``:
-
-1. the data stream yields the B tasks the scheduler chose for ``s`` (rank 0 chooses,
-   every rank receives the same batch);
-2. the B x K episodes are rolled out with the current policy, whole groups dealt to the
-   ranks round-robin;
-3. rewards (and tool calls) are gathered on every rank; step s's update trains every group
-   of the step or, with an over-sampling scheduler, the groups its ``filter_groups(s,
-   rewards, final=s is the last step)`` selects (:mod:`~envsched_gnn.scheduler.groups`;
-   decided on rank 0 and broadcast): DAPO's dynamic sampling accumulates groups with reward
-   spread over several steps' batches until B are pending. Pending groups are kept until
-   their update (:class:`~envsched_gnn.scheduler.groups.PendingGroups`: every rank their
-   records, each rank its own episodes of them); all rollouts count;
-4. the policy update on those groups, their episodes numbered over the update
-   (:mod:`~envsched_gnn.training.grpo.episodes`) (:mod:`~envsched_gnn.training.grpo.update`:
-   the objective, ``ppo_epochs`` passes of ``mini_batches`` clipped optimiser steps, and its
-   ``train/*`` metrics), through this module's optimiser, backward and strategy; a step
-   that trains no group changes no weight and logs the update's ``train/*`` metrics as NaN
-   (:meth:`~envsched_gnn.training.grpo.update.GRPOUpdate.idle`);
-5. ``scheduler.observe(s, rewards)`` on rank 0 and the observations to the store through the
-   buffered sink; per-step metrics under the stable names of spec section 6.
-
-Metrics each step, besides the update's ``train/*``: ``batch/*`` (spec section 6, over all
-groups rolled out; ``tools_used`` = distinct (environment, tool) pairs called),
-``batch/rollouts`` (every rollout, filtered ones included), ``batch/kept_groups`` (the
-groups the step's update trained; 0 without one), the selection's counts (``dapo/*`` with
-DAPO), ``train/rollouts_total``, ``train/tokens_per_s`` (sequence tokens through the update per
-second), ``rollout/policy_tokens_per_s`` (tokens sampled per second of the rollout),
-``rollout/calls_per_episode``, ``rollout/malformed_per_episode``, ``rollout/answered_share``
-(episodes that ended with a final answer, not a limit), ``time/rollout_s``,
-``time/schedule_s``, ``time/update_s``, ``store/pending_observations`` (with a sink);
-``eval/mean_reward`` at each held-out evaluation.
-
-Checkpoints carry the scheduler state, the unwritten observations, the RNG states
-(:mod:`~envsched_gnn.training.rng`), the step, the per-step metrics and the pending groups
-(every rank's episodes of them, gathered into the one file rank 0 writes), so a resumed run
-chooses exactly the batches and updates the uninterrupted run would have; the run's batches
-and rewards are not stored a second time: a resumed run reads them back from the
-scheduler's observation log.
+One step: rank 0's scheduler picks B tasks, their B x K episodes are rolled out (groups dealt
+round-robin to ranks), ``filter_groups`` picks the groups :mod:`.update` trains, and
+``scheduler.observe`` records the rewards. Checkpoints carry everything a resumed run needs
+to continue exactly (scheduler, sink, RNG, step, metrics, pending groups).
 """
 
 from __future__ import annotations
@@ -85,17 +50,14 @@ class GRPOModule(L.LightningModule):
     """GRPO on a pool of executable environments with a scheduler in the loop.
 
     Args:
-        policy: a Hugging Face causal LM (the module trains it in place).
+        policy: a Hugging Face causal LM (trained in place).
         tokenizer: its tokenizer (with a chat template).
         pool: the environments and tasks.
-        scheduler: chooses the batches (``envsched_gnn.scheduler.registry.make_scheduler``);
-            its observation log holds this run's steps only (a resumed run reads its batches
-            and rewards back from it).
+        scheduler: chooses the batches; its observation log holds this run's steps only.
         config: the run's :class:`GRPOConfig`.
         agent_config: turn and token limits and the sampling temperature of the rollouts.
-        runtime_config: worker processes of the environment runtime (started when fitting
-            starts, stopped at teardown).
-        sink: buffered writer of observations to the graph store (used on rank 0), or None.
+        runtime_config: worker processes of the environment runtime (started at fit start).
+        sink: buffered writer of observations to the graph store (rank 0), or None.
         evaluator: ``evaluator(engine, step) -> {"mean_reward": ..., ...}`` on held-out tasks,
             run before the first step and every ``config.eval_every`` steps, or None.
     """
@@ -266,11 +228,8 @@ class GRPOModule(L.LightningModule):
             self._evaluate(self.next_step)
 
     def _rollout(self, batch: ScheduledBatch) -> list[tuple[int, Episode]]:
-        """This rank's share of the B x K episodes, as (global index, episode): whole groups,
-        dealt round-robin, so that a group's episodes share their prompt in the update.
-
-        Episode (task, sample) draws its tokens from a generator seeded by (step seed, task,
-        sample), so the episodes do not depend on how they are split across ranks.
+        """This rank's share of the B x K episodes, as (global index, episode): whole groups dealt
+        round-robin; seeds per (step seed, task, sample), so the split changes no episode.
         """
         k = self.config.group_size
         specs = [EpisodeSpec(task_id, sample) for task_id in batch.task_ids for sample in range(k)]
@@ -311,10 +270,9 @@ class GRPOModule(L.LightningModule):
         return frozenset((env_id, call.name) for call in episode.tool_calls if call.name in known)
 
     def _selection(self, step: int, rewards: Mapping[str, list[float]]) -> GroupSelection:
-        """The groups step ``step``'s update trains and those it keeps pending: every group of
-        the step, or an over-sampling scheduler's choice (it keeps state: decided on rank 0,
-        broadcast); the run's last step (``config.steps - 1``) is ``final``. Every rollout
-        counts towards the budget either way."""
+        """The groups step ``step``'s update trains and those it keeps pending: all of the step's,
+        or an over-sampling scheduler's choice (rank 0, broadcast; ``final`` at the last step).
+        """
         if not self.scheduler.over_samples:
             return GroupSelection.every_group(step, rewards)
         final = step == self.config.steps - 1
@@ -409,9 +367,7 @@ class GRPOModule(L.LightningModule):
 def _run_history(
     scheduler_state: Mapping[str, Any], steps: int
 ) -> tuple[list[list[str]], list[dict[str, list[float]]]]:
-    """The batches and rewards of steps ``0 .. steps - 1``, read from a scheduler state's
-    observation log (``state["log"]["observations"]``: ``{"task_id", "step", "rewards"}`` in
-    the order observed; each step observed every task of its batch, in batch order)."""
+    """The batches and rewards of steps ``0 .. steps - 1``, from a scheduler state's log."""
     rewards: list[dict[str, list[float]]] = [{} for _ in range(steps)]
     for row in scheduler_state["log"]["observations"]:
         if row["step"] < steps:

@@ -1,22 +1,15 @@
 """GRPO as pure functions: group-relative advantages, the clipped token-level loss, the KL term.
 
-Advantage estimators are registered by name, as in verl's ``core_algos``:
+Advantage estimators, registered by name as in verl's ``core_algos``:
 
 - ``"grpo"`` (Shao et al., 2024): ``A(i,k) = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)``
-- ``"dr_grpo"`` (Liu et al., 2025, "Understanding R1-Zero-like training"): the same without the
-  division by the group's standard deviation, ``A(i,k) = r(i,k) - mean_k r(i,.)``.
+- ``"dr_grpo"`` (Liu et al., 2025): ``A(i,k) = r(i,k) - mean_k r(i,.)``
 
-A group whose K rewards are all equal gets advantage exactly 0 under both (spec section 1:
-such a group carries no learning signal).
-
-The policy loss is PPO's clipped surrogate per token,
+(exactly 0 for a group of equal rewards). The policy loss, per token, summed and divided by
+``D`` (``"token_mean"``: the mini-batch's tokens; ``"token_sum_norm"``: episodes x budget):
 
     rho_t = exp(log pi(y_t) - log pi_old(y_t))
-    l_t   = max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps)),
-
-summed over the policy's own tokens and divided by a constant ``D``: their number in the whole
-mini-batch (``"token_mean"``, as DAPO) or the mini-batch's episodes times their token budget
-(``"token_sum_norm"``, Dr. GRPO: no length bias).
+    l_t   = max(-A_t rho_t, -A_t clip(rho_t, 1 - eps, 1 + eps))
 """
 
 from __future__ import annotations
@@ -111,10 +104,8 @@ def clipped_token_losses(logp: Tensor, old_logp: Tensor, advantages: Tensor, cli
 def loss_denominator(
     aggregation: str, policy_tokens: int, episodes: int, max_response_tokens: int
 ) -> float:
-    """The constant ``D`` that divides a mini-batch's summed token losses: ``sum |T(i,k)|``, the
-    policy tokens of its episodes (``"token_mean"``, DAPO), or ``|M| * max_response_tokens``
-    (``"token_sum_norm"``, Dr. GRPO: no length bias); at least 1. Every micro-batch of the
-    mini-batch divides by the same ``D``, so that their gradients add up to the mini-batch's.
+    """The constant ``D`` dividing a mini-batch's summed token losses: its policy tokens
+    (``"token_mean"``) or ``|M| * max_response_tokens`` (``"token_sum_norm"``); at least 1.
     """
     if aggregation == "token_mean":
         denominator = float(policy_tokens)

@@ -1,9 +1,6 @@
-"""Several GRPO runs from one starting policy, in spawned processes when the cores allow
-(:mod:`~envsched_gnn.workers` says why). Each run is
-:func:`~envsched_gnn.training.grpo.train.train_grpo`, unchanged, on its own config and graph;
-results come back in the order of the runs, each as soon as it and those before it are done.
-The starting policy's step-0 evaluation, which every run would make alike, is made once
-(:func:`evaluate_start`) and shared.
+"""Several GRPO runs from one starting policy, in spawned processes when the cores allow; each
+is :func:`~envsched_gnn.training.grpo.train.train_grpo` unchanged, results in run order, the
+shared step-0 evaluation made once (:func:`evaluate_start`).
 """
 
 from __future__ import annotations
@@ -42,11 +39,9 @@ class SharedStart:
     agent: AgentConfig
     runtime: RuntimeConfig
     launch: LaunchConfig
-    """How each run's trainer runs; Lightning's progress bar is always off (the bars of runs
-    side by side would garble each other), ``print_steps`` prints a line per step instead."""
+    """How each run's trainer runs (no progress bar; ``print_steps`` prints lines instead)."""
     initial_eval: dict[str, Any] | None = None
-    """The starting policy's step-0 evaluation, made once for every run
-    (:func:`evaluate_start`); None: each run makes its own."""
+    """The starting policy's step-0 evaluation, made once (None: each run makes its own)."""
     eval_seed: int | None = None
     """Seed of the held-out subset and its sampling (None: each run's own seed)."""
 
@@ -72,9 +67,7 @@ def parallel_workers(requested: int, runs: int, accelerator: str) -> int:
 
 
 def train_runs(start: SharedStart, runs: Sequence[GRPORun], workers: int) -> Iterator[GRPOResult]:
-    """Train every run from ``start``, yielding the results in the order of ``runs`` as they
-    finish; ``workers`` > 1 runs them in that many spawned processes, each with one torch
-    thread (:func:`~envsched_gnn.workers.map_in_workers`)."""
+    """Train every run from ``start``, yielding results in run order (``workers`` > 1: spawned)."""
     return map_in_workers(_train, runs, start, workers)
 
 

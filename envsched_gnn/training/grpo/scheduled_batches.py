@@ -32,9 +32,7 @@ class ScheduledBatch:
 
 
 def pick_record(scheduler: Scheduler, task_ids: tuple[str, ...]) -> dict[str, Any]:
-    """How the scheduler picked ``task_ids``, in batch order: ``stage`` (the stage that chose
-    each, e.g. ``coverage`` / ``exploitation``) and ``score`` (the score each had at the pick,
-    EnvSched's q; None for a scheduler without one), from its ``last_batch``; {} without it."""
+    """``stage`` and ``score`` of each of ``task_ids`` at its pick, from ``last_batch`` or {}."""
     info = getattr(scheduler, "last_batch", None)
     if info is None or list(info.batch) != list(task_ids):
         return {}

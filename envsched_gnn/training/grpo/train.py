@@ -1,11 +1,7 @@
 """One GRPO run: the policy, the scheduler on the train split's graph, the Lightning trainer.
 
-:func:`train_grpo` is what ``envsched-gnn train grpo`` and the main job call; it returns
-the :class:`GRPOResult` (per-step metrics, held-out evaluations, the batches) and leaves in
-``out_dir``: ``checkpoints/`` (``last.ckpt`` and every ``checkpoint_every`` steps),
-``logs/`` (CSV, and TensorBoard when installed), ``policy/`` (the trained HF folder),
-``grpo_result.json`` and ``history.jsonl`` (every group rolled out, in the exchange format of
-spec section 8).
+:func:`train_grpo` returns the :class:`GRPOResult` and leaves in ``out_dir``: ``checkpoints/``,
+``logs/``, ``policy/`` (the trained HF folder), ``grpo_result.json`` and ``history.jsonl``.
 """
 
 from __future__ import annotations
@@ -57,8 +53,7 @@ class GRPOResult:
     unwritten_observations: int = 0
     rejected_observations: int = 0
     picks: list[dict[str, Any]] = field(default_factory=list)
-    """Per step, how the batch was picked (``scheduled_batches.pick_record``): the stage and
-    the score at the pick of each task, in batch order."""
+    """Per step, the stage and score of each pick, in batch order (``pick_record``)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -84,18 +79,11 @@ def train_grpo(
     """GRPO on ``pool``'s train split from the policy in ``policy_dir``, ``config.scheduler``
     choosing each batch from ``graph`` (restricted to the train split).
 
-    ``write_observations`` (e.g. a store's ``write_observations``) receives each step's
-    observations through a buffered :class:`ObservationSink`. ``resume`` continues from a
-    checkpoint of the same run; ``stop_after`` stops after that many steps in total (an
-    interruption, for tests and budgets), leaving ``checkpoints/last.ckpt``. ``initial_eval``
-    is the held-out result of this very policy at step 0 when already measured (the main job
-    shares it between the schedulers it compares). ``eval_seed`` seeds the held-out subset and
-    its sampling instead of ``config.seed`` (one evaluation set across run seeds).
-    ``retire_envs`` are no longer selected from the first step this call runs (added to those
-    a resumed checkpoint retired); their observations stay evidence.
-
-    A checkpoint of a run on fewer tasks resumes on a grown ``graph`` (``graph add-env``):
-    the scheduler keeps its observations and history, and the new tasks join unobserved.
+    ``write_observations`` receives each step's observations through an :class:`ObservationSink`.
+    ``resume`` continues a checkpoint (also onto a grown ``graph``); ``stop_after`` stops after
+    that many steps in all; ``initial_eval`` is an already measured step-0 evaluation;
+    ``eval_seed`` seeds the held-out evaluation instead of ``config.seed``; ``retire_envs`` are
+    no longer selected from this call's first step.
     """
     from envsched_gnn.scheduler.base import known_env_ids
 
@@ -131,11 +119,11 @@ def train_grpo(
 def policy_evaluator(
     pool: Pool, config: GRPOConfig, eval_seed: int | None = None
 ) -> Callable[[Any, int], dict[str, Any]]:
-    """The run's held-out evaluation (:func:`~envsched_gnn.training.held_out.heldout_evaluator`)
-    over the pool's held-out tasks (all, or a seeded subset of ``config.eval_tasks``) x
-    ``config.eval_samples`` and, with ``config.pool_eval_samples``, over the train tasks (all,
-    or a seeded subset of ``config.pool_eval_tasks``); seeded by ``eval_seed``, else
-    ``config.seed``."""
+    """The run's held-out evaluation (:func:`~envsched_gnn.training.held_out.heldout_evaluator`):
+    (a seeded subset of) ``eval_tasks`` held-out tasks x ``eval_samples`` and, with
+    ``pool_eval_samples``, ``pool_eval_tasks`` train tasks; seeded by ``eval_seed``, else
+    ``config.seed``.
+    """
     seed = config.seed if eval_seed is None else eval_seed
     samples = config.pool_eval_samples
     pool_tasks = heldout_tasks(pool, config.pool_eval_tasks, seed, "train") if samples else []

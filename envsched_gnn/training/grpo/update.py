@@ -1,14 +1,8 @@
 """GRPO's policy update of one step: PPO-style passes of clipped, token-level optimiser steps.
 
-Notation of spec section 1 and :mod:`~envsched_gnn.training.grpo.objective`: at step ``s`` the
-groups trained are ``i`` with rollouts ``k = 1..K``, rewards ``r(i,s,k)`` and advantages
-``A(i,k)`` from the configured estimator (``grpo`` or ``dr_grpo``), negative ones multiplied by
-``c`` (``negative_advantage_scale``). ``T(i,k)`` are the policy's own tokens ``y_t`` of episode
-``(i,k)``, ``pi_old`` the rollout policy (its log-probabilities recorded while sampling),
-``pi_ref`` the initial policy; every distribution is ``softmax(z / temperature)``, the one the
-rollouts sampled from. ``ppo_epochs`` passes each shuffle the groups (a generator seeded by
-the step seed) and cut them into ``mini_batches`` mini-batches ``M``; each mini-batch is one
-optimiser step on
+``ppo_epochs`` passes shuffle the groups (step seed) into ``mini_batches`` mini-batches ``M``,
+each one optimiser step on (``T(i,k)`` the policy tokens of episode ``(i,k)``; negative
+advantages scaled by ``negative_advantage_scale``)
 
     L(theta) = (1 / D) sum_{(i,k) in M} sum_{t in T(i,k)}
                    [ max(-A(i,k) rho_t, -A(i,k) clip(rho_t, 1 - eps, 1 + eps)) + beta KL3_t ]
@@ -18,33 +12,9 @@ optimiser step on
     D     = sum_{(i,k) in M} |T(i,k)|                           (``token_mean``, DAPO)
           = |M| * max_turns * max_new_tokens                    (``token_sum_norm``, Dr. GRPO)
 
-with ``eps`` = ``clip`` and ``beta`` = ``kl_coef`` (no ``pi_ref`` copy when 0). The gradient
-accumulates over micro-batches of one task each (:mod:`~envsched_gnn.training.grpo.batch`:
-the shared prompt runs once), each adding its share ``(1 / D) sum ...``; it is clipped to the
-global norm ``max_grad_norm``, then one AdamW step and one learning-rate schedule step. Under
-data parallelism every rank takes its own episodes of each mini-batch and divides by
-``D / world``: DDP averages the ranks' gradients, so their sum is the gradient of ``L``.
-
-Metrics of the step (:meth:`GRPOUpdate.__call__`, summed over the ranks):
-
-- ``train/loss``, ``train/kl``: ``L`` and its ``(1 / D) sum KL3`` (the KL to the initial
-  policy), means over the step's optimiser steps;
-- ``train/clip_fraction``: share of policy tokens whose ``rho_t`` lies outside
-  ``[1 - eps, 1 + eps]``; ``train/approx_kl``: mean k3 estimate of ``KL(pi_old || pi_theta)``
-  per policy token; both over the policy tokens of every pass, before each mini-batch's step
-  (so 0 on the first mini-batch);
-- ``train/entropy``: mean entropy of ``pi_theta`` at the policy tokens of the first pass (the
-  rollout policy's when ``mini_batches`` = 1);
-- ``train/grad_norm`` (before clipping) and ``train/lr``: means over the optimiser steps;
-- ``train/advantage_abs_mean``: mean ``|A(i,k)|`` over the kept episodes;
-  ``train/advantage_token_mass``: mean ``|A|`` per policy token;
-  ``train/nonzero_advantage_token_share``: share of policy tokens with ``A != 0``;
-- ``train/tokens``: sequence tokens through the update (every pass);
-  ``train/optimizer_steps``: ``ppo_epochs x mini_batches``.
-
-A step without an update (DAPO's refill, :mod:`~envsched_gnn.scheduler.baselines.dapo`, still
-gathering groups) goes through :meth:`GRPOUpdate.idle`: no backward, no weight, moment or
-learning-rate change, and every metric above NaN (nothing was measured).
+with ``eps`` = ``clip``, ``beta`` = ``kl_coef``, distributions ``softmax(z / temperature)``;
+gradients accumulate over one-task micro-batches (:mod:`.batch`), clipped to
+``max_grad_norm``; each DDP rank divides by ``D / world``.
 """
 
 from __future__ import annotations
@@ -108,8 +78,7 @@ class UpdateHooks:
     backward: Callable[[Tensor], None]
     """``loss.backward()`` as the strategy runs it (precision plugin, DDP's gradient sync)."""
     no_sync: Callable[[], AbstractContextManager[Any]]
-    """A context whose backward passes skip DDP's gradient sync (all micro-batches but the
-    last of an optimiser step)."""
+    """A context skipping DDP's gradient sync (all micro-batches but an optimiser step's last)."""
     reduce_sum: Callable[[Tensor], Tensor]
     """Sum of a tensor over the ranks."""
     world_size: int
@@ -121,10 +90,9 @@ class GRPOUpdate:
 
     Args:
         policy: the Hugging Face causal LM being trained.
-        config: the run's :class:`GRPOConfig` (estimator, clip, KL weight, passes, batching).
+        config: the run's :class:`GRPOConfig`.
         temperature: the rollouts' sampling temperature.
-        max_response_tokens: ``max_turns * max_new_tokens``, the per-episode token budget of
-            the ``token_sum_norm`` denominator.
+        max_response_tokens: ``max_turns * max_new_tokens``, for ``token_sum_norm``.
         ref_policy: the frozen initial policy ``pi_ref`` (needed when ``config.kl_coef > 0``).
     """
 
@@ -151,11 +119,9 @@ class GRPOUpdate:
         records: Sequence[EpisodeSummary],
         hooks: UpdateHooks,
     ) -> dict[str, float]:
-        """``ppo_epochs`` passes over the groups of ``records`` (every rank's episodes of the
-        update, group-major by ``index``), each split (in a seeded order) into
-        ``mini_batches`` optimiser steps; this rank trains on its ``episodes`` (as (index,
-        episode)) of each mini-batch. A group is ``index // K``, not a task: one update may
-        train two groups of a task rolled out at different steps. Returns the metrics."""
+        """``ppo_epochs`` seeded passes over the groups of ``records`` (group ``index // K``), each
+        in ``mini_batches`` optimiser steps; this rank trains its ``episodes``. Returns metrics.
+        """
         config, k = self.config, self.config.group_size
         records = sorted(records, key=lambda r: r.index)
         rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)
@@ -202,13 +168,10 @@ class GRPOUpdate:
         }
 
     def idle(self, hooks: UpdateHooks) -> dict[str, float]:
-        """A step without an update: the metric names of :meth:`__call__`, each NaN. Nothing
-        is trained: no backward, no learning-rate schedule step. The optimiser wrapper is still
-        stepped ``ppo_epochs x mini_batches`` times, with every gradient None, only because
-        Lightning counts its steps (``max_steps``, the checkpoint cadence and the logging step
-        are in optimiser steps, that many per GRPO step): ``torch.optim`` skips a parameter
-        whose gradient is None (``Optimizer.zero_grad``'s documentation), so AdamW applies no
-        weight decay and leaves its moments and step counts as they are."""
+        """A step without an update: the metric names of :meth:`__call__`, each NaN. The optimiser
+        is still stepped ``ppo_epochs x mini_batches`` times with every gradient None (Lightning
+        counts optimiser steps); ``torch.optim`` skips such parameters, so nothing changes.
+        """
         optimizer = hooks.optimizer
         optimizer.zero_grad(set_to_none=True)
         for _ in range(self.config.optimizer_steps_per_step):
@@ -222,9 +185,7 @@ class GRPOUpdate:
         first_pass: bool,
         hooks: UpdateHooks,
     ) -> dict[str, float]:
-        """One optimiser step on a mini-batch (this rank's ``items`` of the groups of
-        ``part_records``, which cover every rank): gradients accumulated over micro-batches,
-        clipped, one AdamW step, one learning-rate schedule step. Returns this rank's sums."""
+        """One optimiser step on a mini-batch (this rank's ``items``); returns this rank's sums."""
         config = self.config
         denominator = loss_denominator(
             config.loss_aggregation,
