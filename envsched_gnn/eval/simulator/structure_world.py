@@ -1,9 +1,7 @@
 """The simulator's STRUCTURE world: difficulty follows each task's hidden structure, with a knob.
 
-A fair test of a graph needs a world where a task's reward variance is predictable from
-tasks that share its structure, through a mechanism the graph never reads: the graph has
-to discover it from the tasks' text, checks and abstracts. The hidden structure of a
-generated task is its list of generator operations (:mod:`envsched_gnn.envs.generator.
+Reward variance here is predictable from tasks that share hidden structure, through a
+mechanism the graph never reads. The hidden structure of a generated task is its list of generator operations (:mod:`envsched_gnn.envs.generator.
 structure`); each operation l of task i is a slot of the simulator with the hidden factors
 
     F(i,l) = { op:<kind>, variant:<kind>/<gate outcome or action> (gated operations),
@@ -44,18 +42,11 @@ World (fixed by the pool and ``world_seed``; the same for every run seed and eve
 
 Rollouts, update and score are the simulator's (:mod:`envsched_gnn.eval.simulator.simulate`).
 
-What kappa = 0 does not remove: kappa sets how much of the *difficulty* delta(i,l) follows
-structure, not how much of the reward *variance* does. A task's operation count L_i and its
-check layout (w_need, w_rest) shape Var(r_i) whatever delta is (more operations, more ways to
-stop early), and the graph sees them (abstracts list the operations, checks are in the text).
-Measured on the generated 51 x 50 pool at kappa 0, before any learning: the layout part of
-E[v_i] (its mean over kappa-0 worlds that differ only in eps) explains 43 % of the spread of
-E[v_i]; the Spearman correlation of E[v_i] with its cross neighbours' mean is +0.35 on the
-real graph, -0.01 on the label-permuted one and +0.003 / -0.01 on the relabelled one (pool
-seeds 0 / 2; null sd 0.03); the rest of E[v_i] correlates with neither (+0.01). So EnvSched
-may beat the controls at kappa 0 through the layout, legitimately. The world in which no
-graph can know anything about a task is the null world (``shuffle_tasks``); that is the
-harness check.
+kappa sets how much of the *difficulty* follows structure, not of the reward *variance*: a
+task's operation count and check layout shape Var(r_i) whatever delta is, and the graph sees
+them, so EnvSched may beat the controls at kappa 0 legitimately (measured in
+docs/results/controls.md). The world where no graph can know anything is the null world
+(``shuffle_tasks``).
 """
 
 from __future__ import annotations
