@@ -13,7 +13,7 @@ from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfi
 from envsched_gnn.eval.graph_signal.measure import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
-from envsched_gnn.eval.sources import pool_graph, read_source, source_error
+from envsched_gnn.eval.sources import measure_source, pool_graph
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
@@ -281,23 +281,17 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
 def _graph_signal(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.graph_signal.measure import graph_signal
     from envsched_gnn.eval.graph_signal.report import render, write
-    from envsched_gnn.graph_store.errors import StoreError
 
-    if message := source_error(args):
-        return fail(message)
     if args.model is not None and args.pool is None:
         return fail("--model needs --pool")
-    try:
-        config = config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed)
-        graph, observations = read_source(args, _rollout_source)
-        signal = graph_signal(graph, observations, config)
-    except (OSError, ValueError, StoreError) as error:
-        return fail(str(error))
-    print(render(signal))
-    if args.out:
-        paths = write(signal, args.out)
-        print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0
+    return measure_source(
+        args,
+        _rollout_source,
+        lambda: config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed),
+        graph_signal,
+        render,
+        write,
+    )
 
 
 def _rollout_source(args: argparse.Namespace):
