@@ -1,17 +1,11 @@
 """Analytic against learned propagation, replayed on a logged run (``eval compare-predictors``).
 
-For every step t of the history, both predictors see only the observations with s < t
-(the learned one is first trained online on them), and their calibrated predictions u(i,t)
-(variance units, spec 4.6-4.7) are scored against the variances v(i,t) of the tasks
-selected at t:
-
-- ``spearman``: Spearman rank correlation of u and v (NaN when either is constant);
-- ``mae``: mean |u - v|;
-- ``auc``: ROC AUC of u for "v > 0" (NaN unless both classes occur);
-- ``precision_top25``: with k = ceil(n / 4), the share of the k tasks of highest u (ties
-  by node order) whose v reaches the k-th largest observed v (ties at that value count).
-
-"overall" pools every (step, task) pair of the run; per-step rows keep each step.
+At every step t both predictors see only observations with s < t (the learned one trained
+online on them); their u(i,t) (spec 4.6-4.7) is scored against v(i,t) of the tasks selected
+at t: ``spearman`` (NaN when either side is constant), ``mae`` = mean |u - v|, ``auc`` for
+"v > 0" (NaN unless both classes occur) and ``precision_top25``: with k = ceil(n / 4), the
+share of the k highest u (ties by node order) whose v reaches the k-th largest v (ties count).
+"overall" pools every (step, task) pair; per-step rows keep each step.
 """
 
 from __future__ import annotations

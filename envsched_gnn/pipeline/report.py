@@ -1,21 +1,16 @@
 """The report of a scheduler comparison: ``results.json``, ``report.md`` and PNG plots.
 
-``results`` is one dict holding every number of the run::
+``results`` holds every number of the run::
 
     {"run": str, "config": {...}, "notes": [str, ...], "timings": {name: seconds},
      "schedulers": {name: {"eval": [{"step", "mean_reward", ...}, ...],
                            "steps": [{"step", "batch/mean_reward", ...}, ...],
                            "rollouts": int, "wall_s": float}}}
 
-``eval`` starts with the policy before any GRPO step (step 0); each evaluation holds
-``per_task`` rewards (task id -> k rewards), the same tasks and sampling seed every time, so
-every held-out comparison is paired by task: the difference of two policies is
-``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval over the N tasks
-(:mod:`~envsched_gnn.eval.stats`). An evaluation may also hold ``pool``: the same over every
-train task (the pool reward, the curve of what the policy learned where it trained), which
-the report compares alike, with the pool's headroom (:mod:`~envsched_gnn.eval.headroom.measure`)
-at the start and at the end. ``steps`` holds the per-step metrics under the stable names of spec
-section 6, ``rewards`` each step's groups.
+``eval`` starts at step 0; each evaluation holds ``per_task`` rewards on the same tasks and
+seed, so comparisons pair by task: ``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval
+(:mod:`~envsched_gnn.eval.stats`), and likewise ``pool`` (every train task, with its headroom at
+start and end). ``steps`` holds spec section 6's metrics, ``rewards`` each step's groups.
 """
 
 from __future__ import annotations

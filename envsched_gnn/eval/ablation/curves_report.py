@@ -1,10 +1,8 @@
 """The ablation report's reward against rollouts: tables and plots with their 95 % bands.
 
-The numbers are :mod:`~envsched_gnn.eval.ablation.summary`'s (``curve``, ``pool_curve``,
-``curve_margins``, ``rollouts_to_random_final``; :mod:`~envsched_gnn.eval.ablation.curves`
-says how each is made). The x axis everywhere is rollouts spent, budget step x B x K.
-Tables have a column per evaluation of the policy learner; the simulator scores every step,
-so its tables keep step 0 and the score columns (the plots keep every step).
+The numbers are :mod:`~envsched_gnn.eval.ablation.summary`'s; the x axis is rollouts spent. The
+policy learner's tables have a column per evaluation; the simulator's keep step 0 and the score
+columns (its plots every step).
 """
 
 from __future__ import annotations

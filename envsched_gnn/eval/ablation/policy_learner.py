@@ -7,11 +7,12 @@ with :func:`~envsched_gnn.training.grpo.train.train_grpo` on the ablation's trai
 run; a scheduler with G > B tasks per batch (DAPO) runs floor(S B / G) steps.
 
 Score: the held-out mean reward (1/N) sum_i m_i on one fixed seeded subset of N test tasks,
-every e = ceil(S / 5) steps and after the last (:func:`~envsched_gnn.eval.ablation.config.eval_every_for`);
-the step-0 evaluation is made once and shared. Finished runs, the SFT start
-(``policy/start.json``) and the step-0 evaluation (``policy/heldout_step0.json``) are kept with
-the fingerprints they depend on, so a rerun trains only what is missing. Records have the
-simulator path's layout (``ablate.run_job``), ``score`` None where no evaluation followed.
+every e = ceil(S / 5) steps and after the last
+(:func:`~envsched_gnn.eval.ablation.config.eval_every_for`); the step-0 evaluation is shared.
+Finished runs, the SFT start (``policy/start.json``) and the step-0 evaluation
+(``policy/heldout_step0.json``) are kept with the fingerprints they depend on, so a rerun
+trains only what is missing. Records have the simulator path's layout (``ablate.run_job``),
+``score`` None where no evaluation followed.
 """
 
 from __future__ import annotations

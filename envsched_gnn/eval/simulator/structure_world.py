@@ -1,8 +1,9 @@
 """The simulator's STRUCTURE world: difficulty follows each task's hidden structure, with a knob.
 
 Reward variance here is predictable from tasks that share hidden structure, through a
-mechanism the graph never reads. The hidden structure of a generated task is its list of generator operations (:mod:`envsched_gnn.envs.generator.
-structure`); each operation l of task i is a slot of the simulator with the hidden factors
+mechanism the graph never reads. The hidden structure of a generated task is its list of
+generator operations (:mod:`envsched_gnn.envs.generator.structure`); each operation l of
+task i is a slot of the simulator with the hidden factors
 
     F(i,l) = { op:<kind>, variant:<kind>/<gate outcome or action> (gated operations),
                look_alike (a similar name was planted), list:<siblings> (list selection) },
