@@ -29,12 +29,7 @@ import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
-from envsched_gnn.memory_watchdog import (
-    MemoryLimitExceeded,
-    beside,
-    memory_limit,
-    memory_watchdog,
-)
+from envsched_gnn.memory_watchdog import MemoryLimitExceeded, beside, memory_limit, memory_watchdog
 
 
 @dataclass

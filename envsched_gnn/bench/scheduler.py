@@ -37,12 +37,7 @@ class SchedulerBenchArgs:
 
 
 def synthetic_graph(
-    num_tasks: int,
-    *,
-    tasks_per_env: int = 50,
-    k_in: int = 6,
-    k_cross: int = 12,
-    seed: int = 0,
+    num_tasks: int, *, tasks_per_env: int = 50, k_in: int = 6, k_cross: int = 12, seed: int = 0
 ) -> TaskGraph:
     """Tasks ``t<i>`` in environments ``e<i // tasks_per_env>``; random top-k style edges.
 

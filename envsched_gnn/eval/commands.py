@@ -142,12 +142,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         dest_prefix=SIMULATOR,
     )
     policy = p.add_argument_group("the policy learner (--learner policy)")
-    add_config_flags(
-        policy,
-        PolicyLearnerConfig,
-        fields=["model", "sft_steps"],
-        dest_prefix=POLICY,
-    )
+    add_config_flags(policy, PolicyLearnerConfig, fields=["model", "sft_steps"], dest_prefix=POLICY)
     add_config_flags(
         policy,
         GRPOConfig,

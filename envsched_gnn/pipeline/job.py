@@ -190,12 +190,7 @@ def _build_graph(
 
 
 def _warm_start(
-    preset: Preset,
-    options: RunOptions,
-    base_pool: Pool,
-    pool: Pool,
-    out: Path,
-    progress: Progress,
+    preset: Preset, options: RunOptions, base_pool: Pool, pool: Pool, out: Path, progress: Progress
 ) -> _Policy:
     """Step 3: the SFT warm start, then the sometimes-right start when the preset has one."""
     from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start

@@ -21,13 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.eval.stats import (
-    format_ci,
-    mean_ci,
-    paired_difference,
-    task_means,
-    verdict,
-)
+from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference, task_means, verdict
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 

@@ -309,9 +309,7 @@ def prepare_graphs(
     sizes = [DEFAULT_K, *config.k_grid]
     k_max = (max(k for k, _ in sizes), max(k for _, k in sizes))
     full, build_s = cached_graph(
-        graphs_dir / f"graph_{grid_name(*k_max)}.json",
-        lambda: build_pool_graph(train, *k_max),
-        log,
+        graphs_dir / f"graph_{grid_name(*k_max)}.json", lambda: build_pool_graph(train, *k_max), log
     )
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}

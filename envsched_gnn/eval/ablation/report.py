@@ -247,7 +247,7 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
         f"{heldout['samples']} samples (evaluation seed {heldout['seed']}, the same set for "
         f"every run), measured at step 0 and every {heldout['every_steps']} steps; "
-        f"score@T is the last evaluation within T x B x K rollouts.",
+        f"score@T is the last evaluation within T x B x K rollouts."
     ]
 
 

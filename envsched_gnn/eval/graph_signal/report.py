@@ -38,10 +38,7 @@ def table(signal: GraphSignal) -> str:
                 if summary is None or math.isnan(summary["mean"]):
                     cells += ["n/a", "n/a"]
                 else:
-                    cells += [
-                        f"{summary['mean']:.3f} ± {summary['sd']:.3f}",
-                        f"{summary['p']:.3f}",
-                    ]
+                    cells += [f"{summary['mean']:.3f} ± {summary['sd']:.3f}", f"{summary['p']:.3f}"]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

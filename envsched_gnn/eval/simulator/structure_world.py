@@ -154,9 +154,7 @@ def within_task_correlation(score: np.ndarray, task_of_slot: np.ndarray) -> floa
 
 
 def build_structure_world(
-    pool: Pool,
-    config: SimulatorConfig,
-    rest_checks: Mapping[str, Sequence[bool]] | None = None,
+    pool: Pool, config: SimulatorConfig, rest_checks: Mapping[str, Sequence[bool]] | None = None
 ) -> SimulatorWorld:
     """The structure world (module docstring) for ``pool``.
 
