@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
@@ -126,10 +127,7 @@ def compare_predictors(
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> None:
     """One panel per metric: per-step value of each predictor, overall value in the legend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     for ax, metric in zip(axes.flat, METRICS, strict=True):
@@ -146,9 +144,7 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> None:
     for ax in axes[1]:
         ax.set_xlabel("step")
     fig.suptitle("Predicted u against observed reward variance, from the past only")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_comparison(comparison: Comparison, out: str | Path) -> dict[str, Path]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference, task_means, verdict
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
@@ -264,10 +265,7 @@ def _answer(results: Mapping) -> list[str]:
 def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
     """PNG plots with 95 % bands: held-out reward against steps (interval over tasks), batch
     reward variance (interval over the step's groups), environments covered per batch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt = pyplot()
 
     out_dir = Path(out_dir)
     paths = []
@@ -289,11 +287,7 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
         axis.set_title(title + (" (95 % bands)" if metric != "batch/envs_covered" else ""))
         axis.grid(alpha=0.3)
         axis.legend()
-        figure.tight_layout()
-        path = out_dir / file_name
-        figure.savefig(path, dpi=100)
-        plt.close(figure)
-        paths.append(path)
+        paths.append(save_figure(figure, out_dir / file_name, dpi=100))
     return paths
 
 
