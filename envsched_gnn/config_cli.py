@@ -310,6 +310,12 @@ def _as_field_value(value: Any, hint: Any) -> Any:
     return value
 
 
+def split_names(*texts: str) -> list[str]:
+    """Names given space- or comma-separated: ``"envsched, random"`` -> ``["envsched", "random"]``
+    (empty names dropped)."""
+    return [name.strip() for text in texts for name in text.split(",") if name.strip()]
+
+
 def fail(message: object, status: int = USAGE_ERROR) -> int:
     """Print ``error: message`` to stderr; returns ``status``, the command's exit status."""
     print(f"error: {message}", file=sys.stderr)

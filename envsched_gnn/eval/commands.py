@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail, split_names
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig
@@ -215,7 +215,7 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.ablation.runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
-    controls = _names(args.controls or [])
+    controls = split_names(*(args.controls or []))
     if "all" in controls:
         controls = [c for c in CONTROLS if args.learner == "sim" or c not in PREDICTOR_CONTROLS]
     run_k_grid = args.k_grid if args.k_grid is not None else args.learner == "sim"
@@ -225,7 +225,9 @@ def _ablate(args: argparse.Namespace) -> int:
     config = config_from_args(
         AblationConfig,
         args,
-        schedulers=tuple(_names(args.schedulers)) if args.schedulers else AblationConfig.schedulers,
+        schedulers=tuple(split_names(*args.schedulers))
+        if args.schedulers
+        else AblationConfig.schedulers,
         k_grid=AblationConfig.k_grid if run_k_grid else (),
         controls=tuple(controls + (["shuffled"] if args.shuffle_graph else [])),
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
@@ -239,11 +241,6 @@ def _ablate(args: argparse.Namespace) -> int:
     print(render_margins(results, config))
     print(render_rollouts_to_final(results, config))
     return 0
-
-
-def _names(values: list[str]) -> list[str]:
-    """Names given space- or comma-separated."""
-    return [n.strip() for value in values for n in value.split(",") if n.strip()]
 
 
 def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> None:
