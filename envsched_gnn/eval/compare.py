@@ -128,7 +128,6 @@ def compare_predictors(
 def plot_comparison(comparison: Comparison, path: str | Path) -> None:
     """One panel per metric: per-step value of each predictor, overall value in the legend."""
     plt = pyplot()
-
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     for ax, metric in zip(axes.flat, METRICS, strict=True):
         for name, rows in comparison.per_step.items():

@@ -266,7 +266,6 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
     """PNG plots with 95 % bands: held-out reward against steps (interval over tasks), batch
     reward variance (interval over the step's groups), environments covered per batch."""
     plt = pyplot()
-
     out_dir = Path(out_dir)
     paths = []
     for file_name, title, metric in PLOTS:

@@ -168,7 +168,6 @@ def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list
     ``paired_margins.png`` (each scheduler minus each reference, paired by seed, with its
     band); the pool files only where the pool reward was recorded."""
     plt = pyplot()
-
     label = LEARNER_LABELS[config.learner]
     style = {
         "per_step": _rollouts(config),

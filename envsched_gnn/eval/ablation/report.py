@@ -256,7 +256,6 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
     """Reward against rollouts (``curves_report.plot_reward_curves``), per-step batch
     metrics and prediction quality, one PNG each."""
     plt = pyplot()
-
     paths = plot_reward_curves(results, out, config)
     label = LEARNER_LABELS[config.learner]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))

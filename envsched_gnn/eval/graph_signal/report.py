@@ -47,7 +47,6 @@ def table(signal: GraphSignal) -> str:
 def plot(signal: GraphSignal, path: str | Path) -> None:
     """Per metric: each estimate with its bootstrap CI, and the 95 % band of each null."""
     plt = pyplot()
-
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     names = list(ESTIMATES)
     for ax, metric in zip(axes, METRICS, strict=True):

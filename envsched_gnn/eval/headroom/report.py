@@ -95,7 +95,6 @@ def render_variance(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 def plot_headroom(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Headroom and mean reward against the reference's call count, per temperature."""
     plt = pyplot()
-
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for run in runs:
         rows = run["by_calls"]
