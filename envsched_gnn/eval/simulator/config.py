@@ -15,7 +15,7 @@ WORLDS = ("structure", "independent")
 
 @dataclass
 class SimulatorConfig:
-    """Parameters of the learner simulator (equations in the module docstring)."""
+    """Parameters of the learner simulator (equations in the simulate and world modules)."""
 
     rollouts: int = 8
     """K, rollouts per selected task."""

@@ -25,9 +25,6 @@ probability ``wrong_action`` (a(i,k,l) = 1, Y(i,k,l) = 0). The reward is
 
     r(i,k) = sum_l w_need(i,l) * prod_{l' <= l} Y(i,k,l') + sum_l w_rest(i,l) * (1 - W(i,k,l))
 
-Hard first operations give K zeros (K times the do-nothing score sum_l w_rest), easy
-tasks K ones, tasks with one impossible late operation K equal partial rewards.
-
 Update (GRPO-like, once per training step over the G groups trained on): advantages
 A(i,k) = r(i,k) - mean_k r(i,k) (group-relative, Dr. GRPO scaling: no std division);
 the score-function signal of each operation, over the rollouts that attempted it
@@ -51,9 +48,7 @@ S = mean_i E[r_i], with E[r_i] = sum_l w_need(i,l) E_xi[prod_{l' <= l} p(l')]
 exactly up to a Gauss-Hermite quadrature of ``quadrature_nodes`` nodes over xi. The true
 expected group variance of a task (:meth:`LearnerSimulator.expected_group_variance`),
 ((K - 1) / K) Var(r_i), comes from the same quadrature over the first failed operation.
-
-Parameters and their defaults are the fields of
-:class:`~envsched_gnn.eval.simulator.config.SimulatorConfig`.
+Parameters: :class:`~envsched_gnn.eval.simulator.config.SimulatorConfig`.
 """
 
 from __future__ import annotations

@@ -30,18 +30,11 @@ World (fixed by the pool and ``world_seed``; the same for every run seed and eve
 
   normal with mean mu and sd sigma for every kappa: only its dependence on structure
   changes (kappa = 0: none; kappa = 1: a function of structure alone);
-- skills start at 0: s_env(e) per environment, s_op(f) per factor f of the F(i,l) (the
-  simulator's slot-level skills), s_task(i); the update of
-  :mod:`envsched_gnn.eval.simulator.simulate` moves them, so what a rollout teaches
-  transfers to every task sharing e or a factor;
-- checks: each check belongs to one operation (change checks in order, then distractor
-  checks, as the generator writes them). A check that passes when the agent does nothing
-  (run on the empty trajectory in the sandboxed runtime: distractors, "unchanged" checks)
-  counts in w_rest(i,l), the others in w_need(i,l); each weight is the share of the task's
-  checks. So a rollout that fails its first operation without going wrong scores what
-  doing nothing scores in the real pool.
-
-Rollouts, update and score are the simulator's (:mod:`envsched_gnn.eval.simulator.simulate`).
+- skills start at 0: s_env(e), s_op(f) per factor, s_task(i); the simulator's update moves
+  them, so what a rollout teaches transfers to every task sharing e or a factor;
+- checks: each belongs to one operation (as the generator writes them); one that passes on the
+  empty trajectory (sandboxed runtime) counts in w_rest(i,l), the others in w_need(i,l), each
+  the share of the task's checks, so failing the first operation scores what doing nothing does.
 
 kappa sets how much of the *difficulty* follows structure, not of the reward *variance*: a
 task's operation count and check layout shape Var(r_i) whatever delta is, and the graph sees
