@@ -1,14 +1,10 @@
 """The ``envsched-gnn`` command line: parses arguments and hands them to the packages.
 
-Each package owns its sub-commands in a ``commands`` module exposing
-``register(groups)``, where ``groups`` maps a group name (``""`` for top-level
-commands such as ``run`` or ``predict``) to an ``argparse`` sub-parser collection.
-The commands that run a pool's code (:data:`POOL_COMMANDS`) all get ``--trust-pool`` and
-``--sandbox-package`` here; they reach every environment runtime the command builds, however
-deep, as the defaults ``ENVSCHED_TRUST_POOL`` / ``ENVSCHED_SANDBOX_PACKAGES`` of its config.
-A command sets ``func`` (a callable taking the parsed ``Namespace`` and returning
-an exit code) with ``parser.set_defaults(func=...)``. Handlers import their heavy
-dependencies lazily so ``--help`` stays fast.
+Each package's ``commands`` module exposes ``register(groups)`` (``groups``: group name, ``""``
+for top-level commands, -> sub-parsers) and sets ``func`` (Namespace -> exit code) with
+``set_defaults``; handlers import heavy dependencies lazily so ``--help`` stays fast. The
+commands of :data:`POOL_COMMANDS` get ``--trust-pool`` and ``--sandbox-package`` here, passed on
+as ``ENVSCHED_TRUST_POOL`` / ``ENVSCHED_SANDBOX_PACKAGES``.
 """
 
 from __future__ import annotations

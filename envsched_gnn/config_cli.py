@@ -1,35 +1,14 @@
 """Command-line flags generated from documented config dataclasses (CleanRL's ``Args`` habit).
 
-Every field of a config dataclass carries an attribute docstring, the string literal that
-follows it in the class body::
-
-    @dataclass
-    class GRPOConfig:
-        lr: float = 1e-6
-        '''AdamW learning rate.'''
-
-:func:`add_config_flags` turns such fields into ``argparse`` options: field ``lr`` becomes
-``--lr`` with that docstring as its help, the field's type and the field's default (or an
-override the command gives), so a flag's help and default cannot drift from the dataclass.
-:func:`config_from_args` builds the dataclass back from the parsed namespace. Each generated
-action records its source in ``action.config_class`` and ``action.config_field``
-(``"GRPOConfig.lr"``), which the CLI test checks for every flag of every command.
-
-Field types map to flags as follows: ``str`` / ``int`` / ``float`` / ``Path`` take one value;
-``X | None`` takes an ``X`` (absent: ``None``); a ``bool`` that defaults to False is the switch
-``--name``, one that defaults to True the switch ``--no-name`` (its help ends "(on by default;
-this flag turns it off)"), and a ``bool | None`` the pair ``--name`` / ``--no-name`` (absent:
-``None``, the caller decides);
-``tuple[X, ...]`` and ``list[X]`` take one or more values (or, when named in ``repeatable``,
-one value per repeated option, or, given a function in ``parsers``, one text that it turns into
-the whole list: ``"a,b"`` -> ``["a", "b"]``); ``Literal[...]`` gives ``choices``.
-A field without a default is a required option (or a positional, when named in ``positional``).
-
-:func:`fail` is how every command refuses or gives up: ``error: ...`` on stderr, an exit status.
-
-:func:`check_bounds` is the one way a config's ``__post_init__`` checks its fields' bounds, and
-:func:`config_error` the one message of a field out of bounds, ``"GRPOConfig.clip = 1.5,
-expected a number in (0, 1)"``, which the checks across fields that a config writes itself use too.
+:func:`add_config_flags` turns each field into an ``argparse`` option (``lr`` -> ``--lr``) with
+the field's attribute docstring as help and the field's type and default, so help and default
+cannot drift from the dataclass; :func:`config_from_args` builds the dataclass back. Each action
+records ``action.config_class`` / ``action.config_field`` (``"GRPOConfig.lr"``) for the CLI test.
+Types: scalars take one value; ``X | None`` an ``X``; ``bool`` is ``--name`` (default False),
+``--no-name`` (default True) or both (``bool | None``); ``tuple[X, ...]`` / ``list[X]`` one or
+more values; ``Literal[...]`` gives ``choices``; a field without a default is required.
+:func:`fail` prints a command's ``error: ...``; :func:`check_bounds` and :func:`config_error`
+are how configs check their fields (``"GRPOConfig.clip = 1.5, expected a number in (0, 1)"``).
 """
 
 from __future__ import annotations
@@ -329,6 +308,12 @@ def _as_field_value(value: Any, hint: Any) -> Any:
     if isinstance(value, list) and typing.get_origin(hint) is tuple:
         return tuple(value)
     return value
+
+
+def split_names(*texts: str) -> list[str]:
+    """Names given space- or comma-separated: ``"envsched, random"`` -> ``["envsched", "random"]``
+    (empty names dropped)."""
+    return [name.strip() for text in texts for name in text.split(",") if name.strip()]
 
 
 def fail(message: object, status: int = USAGE_ERROR) -> int:

@@ -1,25 +1,14 @@
 """``envsched-gnn bench graph``: build, store and read back the task graph of a large pool.
 
-Per size N: a replicated generator pool (:func:`write_replicated_pool`, environments of
-``--tasks-per-env`` tasks, the built-in domains repeated) written to disk once and read back
-environment by environment (:class:`~envsched_gnn.envs.pool_stream.PoolStream`), streamed
-into a fresh managed ArcadeDB store (:func:`~envsched_gnn.graph_store.stream.stream_build`;
-a first build: the bulk import; a store kept by ``--store-dir`` is reused), read back with
-``read_graph`` (the snapshot) and, with ``--store-read``, from the store itself; one new
-environment of 50 tasks added (``graph add-env``); one EnvSched scheduling step on the graph
-read back. Prints the seconds of each phase (pool generation and scan, within TF-IDF with the
-reading of each environment, embedding of the distinct abstracts, cross kNN, all store
-writes, read back, add-env), the distinct abstracts, the cross path (exact or ANN), the ANN's
-recall@k_cross against the exact kNN on ``--recall-sample`` random targets, the peak RSS of
-this process, of the store's server and of all the run's processes together (sampled by a
-watchdog that stops the run at ``--max-memory-gib``), the disk the store and the pool take,
-and the ingest rates.
-
-``--store managed URI`` builds each size into both, one after the other, from the same pool
-on disk: a fresh managed ArcadeDB (its first build through ArcadeDB's importer) and the server
-at URI (an empty database, written through Bolt in batched ``UNWIND`` transactions and emptied
-again afterwards). For a server on this machine its memory is that of the process listening
-on the URI's port; its disk is not measured, and the watchdog does not count it.
+Per size N: a replicated generator pool written to disk once, streamed environment by
+environment into a fresh managed ArcadeDB store (a first build: the bulk import;
+``--store-dir`` keeps and reuses stores), read back (snapshot, and with ``--store-read`` the
+store), one environment added (``graph add-env``) and one EnvSched step on the graph read back.
+Prints each phase's seconds, the cross path (exact or ANN) and the ANN's recall@k_cross on
+``--recall-sample`` targets, peak RSS (this process, the store's server, all together; a
+watchdog stops the run at ``--max-memory-gib``), disk and ingest rates. ``--store managed URI``
+also builds each size into the server at URI (Bolt, batched ``UNWIND``, emptied afterwards;
+its memory is the listening process's, its disk is not measured).
 """
 
 from __future__ import annotations
@@ -40,12 +29,7 @@ import numpy as np
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
-from envsched_gnn.memory_watchdog import (
-    MemoryLimitExceeded,
-    beside,
-    memory_limit,
-    memory_watchdog,
-)
+from envsched_gnn.memory_watchdog import MemoryLimitExceeded, beside, memory_limit, memory_watchdog
 
 
 @dataclass

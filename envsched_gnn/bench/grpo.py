@@ -1,14 +1,9 @@
 """``envsched-gnn bench grpo``: the two halves of a GRPO step, rollout and update, on a policy.
 
-Each measured step rolls out B random train tasks x K samples with the policy (the batched
-rollout engine, tool calls in the runtime's workers), then runs GRPO's update on those
-episodes twice from the same weights: the prefix-shared update the trainer uses
-(:mod:`~envsched_gnn.training.grpo.batch`: one task's episodes per micro-batch, the prompt run
-once, the head on policy tokens only) and, for comparison, the plain one (every row whole,
-the head at every position). Each update is forward, backward, gradient clipping and one
-AdamW step. Prints per step and as medians: rollout seconds and sampled policy tokens/s,
-update seconds and sequence tokens/s of both updates, and the ratio update / rollout (the
-target is <= 1 at B = 8, K = 8 on 2 cores).
+Each step rolls out B random train tasks x K samples, then runs the update twice from the same
+weights: the prefix-shared one the trainer uses (:mod:`~envsched_gnn.training.grpo.batch`) and
+the plain one (every row whole). Prints rollout and update seconds and tokens/s per step and as
+medians, and update / rollout (target <= 1 at B = 8, K = 8 on 2 cores).
 """
 
 from __future__ import annotations

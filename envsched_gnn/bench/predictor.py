@@ -1,20 +1,12 @@
 """``envsched-gnn bench predictor``: time and memory of one full analytic prediction.
 
-Synthetic graph: N tasks in contiguous environments (N // 50 of them, 50 to 99 tasks each;
-pools list tasks environment by environment). Each task has ``edges_per_task // 3`` within
-in-neighbours from its own environment and the rest cross in-neighbours from distinct other
-environments (6 + 12 for 18, the paper's k_in / k_cross; fewer when there are not enough
-environments), similarities uniform in [0.05, 1). Synthetic history: ``steps`` steps (200)
-of B = 64 distinct tasks each unless given (the paper's batch: 12,800 observations, about 5
-per task at 2,550 tasks; ``--observations-per-step`` stresses larger histories), K = 8
-Bernoulli rewards per observation with a per-task success rate.
-
-Timed: ``AnalyticPredictor.predict`` at step ``steps`` (both half-lives, both relations,
-calibration, decline penalty), from the history's columns. The graph's sparse adjacency is
-built with it, untimed; the first call is reported apart ("cold"); the median is over
-``repeats`` warm calls.
-Memory: the peak resident set size during one warm call above the resident size before it
-(Linux VmHWM, reset through /proc/self/clear_refs), i.e. everything NumPy and torch allocate.
+Synthetic graph: N tasks in contiguous environments of 50 to 99 tasks, ``edges_per_task // 3``
+within in-neighbours and the rest cross (6 + 12 for 18, the paper's k_in / k_cross),
+similarities uniform in [0.05, 1). Synthetic history: ``steps`` steps (200) of B = 64 tasks
+(``--observations-per-step`` for more), K = 8 Bernoulli rewards at a per-task rate. Timed:
+``AnalyticPredictor.predict`` at step ``steps``, the first call apart ("cold"), then the median
+of ``repeats`` warm calls. Memory: peak RSS of one warm call above the RSS before it (Linux
+VmHWM, reset through /proc/self/clear_refs).
 """
 
 from __future__ import annotations

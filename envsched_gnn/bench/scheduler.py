@@ -1,12 +1,9 @@
 """``envsched-gnn bench scheduler``: one full EnvSched scheduling step on synthetic data.
 
-A step is what a training loop pays before each rollout batch: the analytic prediction
-(q from the history) plus the greedy selection and its bookkeeping (B = 64). The graph is
-synthetic (environments of 50 tasks, k_in = 6 within and k_cross = 12 cross in-neighbours,
-uniform similarities) with ``--history-steps`` steps of random rewards already observed.
-Prints, per pool size, the median wall time of a step and its parts, and the peak memory
-(Python allocations, ``tracemalloc``) of one step. Targets on 2 cores: <= 20 ms at 2,550
-tasks, <= 2 s at 1,000,000.
+A step is prediction plus greedy selection (B = 64) on a synthetic graph (environments of 50
+tasks, k_in = 6, k_cross = 12) after ``--history-steps`` steps of random rewards. Prints the
+median wall time of a step and its parts and the ``tracemalloc`` peak of one step per size.
+Targets on 2 cores: <= 20 ms at 2,550 tasks, <= 2 s at 1,000,000.
 """
 
 from __future__ import annotations
@@ -40,12 +37,7 @@ class SchedulerBenchArgs:
 
 
 def synthetic_graph(
-    num_tasks: int,
-    *,
-    tasks_per_env: int = 50,
-    k_in: int = 6,
-    k_cross: int = 12,
-    seed: int = 0,
+    num_tasks: int, *, tasks_per_env: int = 50, k_in: int = 6, k_cross: int = 12, seed: int = 0
 ) -> TaskGraph:
     """Tasks ``t<i>`` in environments ``e<i // tasks_per_env>``; random top-k style edges.
 

@@ -6,14 +6,14 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail, split_names
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig
 from envsched_gnn.eval.graph_signal.measure import GraphSignalConfig
 from envsched_gnn.eval.rollout_rounds import RoundsConfig
 from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
-from envsched_gnn.eval.sources import pool_graph, read_source, source_error
+from envsched_gnn.eval.sources import measure_source, pool_graph
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
@@ -142,12 +142,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         dest_prefix=SIMULATOR,
     )
     policy = p.add_argument_group("the policy learner (--learner policy)")
-    add_config_flags(
-        policy,
-        PolicyLearnerConfig,
-        fields=["model", "sft_steps"],
-        dest_prefix=POLICY,
-    )
+    add_config_flags(policy, PolicyLearnerConfig, fields=["model", "sft_steps"], dest_prefix=POLICY)
     add_config_flags(
         policy,
         GRPOConfig,
@@ -220,7 +215,7 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.ablation.runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
-    controls = _names(args.controls or [])
+    controls = split_names(*(args.controls or []))
     if "all" in controls:
         controls = [c for c in CONTROLS if args.learner == "sim" or c not in PREDICTOR_CONTROLS]
     run_k_grid = args.k_grid if args.k_grid is not None else args.learner == "sim"
@@ -230,7 +225,9 @@ def _ablate(args: argparse.Namespace) -> int:
     config = config_from_args(
         AblationConfig,
         args,
-        schedulers=tuple(_names(args.schedulers)) if args.schedulers else AblationConfig.schedulers,
+        schedulers=tuple(split_names(*args.schedulers))
+        if args.schedulers
+        else AblationConfig.schedulers,
         k_grid=AblationConfig.k_grid if run_k_grid else (),
         controls=tuple(controls + (["shuffled"] if args.shuffle_graph else [])),
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
@@ -244,11 +241,6 @@ def _ablate(args: argparse.Namespace) -> int:
     print(render_margins(results, config))
     print(render_rollouts_to_final(results, config))
     return 0
-
-
-def _names(values: list[str]) -> list[str]:
-    """Names given space- or comma-separated."""
-    return [n.strip() for value in values for n in value.split(",") if n.strip()]
 
 
 def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -281,23 +273,17 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
 def _graph_signal(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.graph_signal.measure import graph_signal
     from envsched_gnn.eval.graph_signal.report import render, write
-    from envsched_gnn.graph_store.errors import StoreError
 
-    if message := source_error(args):
-        return fail(message)
     if args.model is not None and args.pool is None:
         return fail("--model needs --pool")
-    try:
-        config = config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed)
-        graph, observations = read_source(args, _rollout_source)
-        signal = graph_signal(graph, observations, config)
-    except (OSError, ValueError, StoreError) as error:
-        return fail(str(error))
-    print(render(signal))
-    if args.out:
-        paths = write(signal, args.out)
-        print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0
+    return measure_source(
+        args,
+        _rollout_source,
+        lambda: config_from_args(GraphSignalConfig, args, dest_prefix="signal_", seed=args.seed),
+        graph_signal,
+        render,
+        write,
+    )
 
 
 def _rollout_source(args: argparse.Namespace):

@@ -1,17 +1,11 @@
 """Analytic against learned propagation, replayed on a logged run (``eval compare-predictors``).
 
-For every step t of the history, both predictors see only the observations with s < t
-(the learned one is first trained online on them), and their calibrated predictions u(i,t)
-(variance units, spec 4.6-4.7) are scored against the variances v(i,t) of the tasks
-selected at t:
-
-- ``spearman``: Spearman rank correlation of u and v (NaN when either is constant);
-- ``mae``: mean |u - v|;
-- ``auc``: ROC AUC of u for "v > 0" (NaN unless both classes occur);
-- ``precision_top25``: with k = ceil(n / 4), the share of the k tasks of highest u (ties
-  by node order) whose v reaches the k-th largest observed v (ties at that value count).
-
-"overall" pools every (step, task) pair of the run; per-step rows keep each step.
+At every step t both predictors see only observations with s < t (the learned one trained
+online on them); their u(i,t) (spec 4.6-4.7) is scored against v(i,t) of the tasks selected
+at t: ``spearman`` (NaN when either side is constant), ``mae`` = mean |u - v|, ``auc`` for
+"v > 0" (NaN unless both classes occur) and ``precision_top25``: with k = ceil(n / 4), the
+share of the k highest u (ties by node order) whose v reaches the k-th largest v (ties count).
+"overall" pools every (step, task) pair; per-step rows keep each step.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
@@ -132,11 +127,7 @@ def compare_predictors(
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> None:
     """One panel per metric: per-step value of each predictor, overall value in the legend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     for ax, metric in zip(axes.flat, METRICS, strict=True):
         for name, rows in comparison.per_step.items():
@@ -152,9 +143,7 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> None:
     for ax in axes[1]:
         ax.set_xlabel("step")
     fig.suptitle("Predicted u against observed reward variance, from the past only")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_comparison(comparison: Comparison, out: str | Path) -> dict[str, Path]:

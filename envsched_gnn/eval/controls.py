@@ -1,64 +1,19 @@
 """Control graphs of spec section 7: the relabelled graph (primary), label-permuted graphs and
 the shuffled pool (secondary).
 
-A control keeps what the selector uses besides the graph's information (every task's real
-environment, so quotas and coverage act on the real pool) and cuts what a neighbour's
-history says about a task.
+Every control keeps each task's real environment and cuts what a neighbour's history says
+about a task (docs/design.md §7). ``relabelled`` maps every edge j -> i to sigma(j) -> sigma(i),
+sigma a seeded permutation inside each environment, so the graph's shape is kept. The
+label-permuted graphs keep each edge's target, sim and relation and replace its source j by
+pi(j): ``permuted_within`` (pi inside j's environment), ``permuted_cross`` (pi over all tasks),
+``permuted`` (both), ``permuted_all`` (both relations through one pi); they also change the
+shape, so they are secondary (measurements in docs/results/controls.md). ``*_predictor``
+gives the control graph to the predictor only and keeps the real one for the penalty.
 
-The **relabelled graph** (``relabelled``, the primary control) is the real graph with its
-nodes relabelled: every edge j -> i becomes sigma(j) -> sigma(i), with sim and relation
-kept, sigma one seeded permutation of the tasks inside each environment. The graph is
-the same graph up to which task sits at which node: every node keeps its in- and
-out-degree, its reciprocal edges, its clustering, its duplicate-text cliques and its
-environment, so the selector's similarity penalty excludes as many tasks as on the real
-graph. What it cuts is the mapping from node to task below the environment: a task's
-within neighbours become tasks of its environment at random and its cross neighbours
-tasks at random of the environments its node's neighbours came from (the environment-to-
-environment pattern of cross edges stays, so EnvSched minus this control is what the graph
-knows about a task beyond its environment and the environments it resembles).
-
-A **label-permuted graph** (secondary) keeps every edge's target i, similarity and
-relation, and replaces its source j by pi(j) for a seeded permutation pi:
-
-- ``permuted_within``: within sources only, pi_e a permutation of the tasks of j's
-  environment e (does TF-IDF similarity add anything beyond "same environment"?);
-- ``permuted_cross``: cross sources only, pi a permutation of all tasks (does abstract
-  similarity add anything beyond a random task of another environment?);
-- ``permuted``: both of the above at once (the same pi_e and pi for the same seed);
-- ``permuted_all``: both relations through one permutation of all tasks (does the graph add
-  anything beyond EnvSched's quotas and coverage?).
-
-Permuting sources changes the graph's structure as well as its information: out-degrees
-move to other nodes, reciprocal pairs (i in N(j) and j in N(i)) and cliques dissolve, so
-each task of a batch penalises more distinct tasks. Measured on the generated 51 x 50 pools
-(seeds 0 and 2, train split): the share of reciprocal edges falls from 0.62 to 0.006
-(cross) and from 0.58 to 0.16 (within), the mean local clustering from 0.57 to 0.01 (cross),
-and the tasks joined to a task in either direction (what the penalty reaches) rise from 25.1
-to 35.0. In the null world, where no graph can know anything, that alone made EnvSched beat
-the label-permuted control, by +0.0006 to +0.0008 at step 200 (32 seeds, four pool / world
-combinations, 6.5-8.6 SE), most of it through the penalty (docs/results/controls.md); the
-relabelled control ties there. So the label-permuted graphs are secondary controls.
-
-The graph has two readers in EnvSched, the predictor (neighbour evidence) and the
-selector's similarity penalty (batch diversity). ``relabelled_predictor`` and
-``permuted_predictor`` give the predictor the control graph and leave the penalty on the
-real one, so that EnvSched minus it is what the neighbour evidence is worth, and it minus
-the control what the penalty's similarities are worth.
-
-Self-loops are avoided without breaking distinctness: when pi(j) = i the source becomes
-pi(i) (pi(i) != i then, and no other source of i maps to it). A cross edge must leave its
-target's environment; the few whose pi(j) lands in i's own environment (about 1 / E of
-them) take instead a seeded random task of another environment that is not yet a source of
-i. ``permuted_all`` has no such rule: both relations draw from all tasks. A relabelling
-needs no such rule (sigma is a bijection that keeps environments).
-
-Seeds: a control is one random draw, and a draw has its own luck (which task sits at a hub
-or in a clique) that no number of run seeds averages out; ``eval ablate`` therefore draws
-each run seed's control graph from (control seed, run seed) (:data:`DRAWN_CONTROLS`).
-
-The shuffled pool (the paper's wording, a secondary control) reassigns environment
-membership and abstracts at random and rebuilds the graph; it also moves the quotas onto
-fake environments and leaves each task's text and checks with it.
+Where pi(j) = i the source becomes pi(i); a cross source landing in i's own environment is
+redrawn from other environments' tasks not yet sources of i. ``eval ablate`` draws each run
+seed's control graph from (control seed, run seed) (:data:`DRAWN_CONTROLS`). The shuffled pool
+reassigns environment membership and abstracts at random and rebuilds the graph.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Rounds of scripted rollouts that need no policy: a noisy expert replays each reference
 solution, leaving out every call with probability p.
 
-This is not a language model. It gives real rewards (the environment's code runs in the
-sandboxed runtime, the task's checks score the final state) with a spread that depends on
-the task's own structure (how many calls, which checks each call satisfies), so that the
-graph's prediction of reward variance can be measured on a pool for which no trained policy
-exists (``eval cold-start --pool P --drop-calls 0.3``). Sample k of task i in round r leaves
-out call l when u(i, r, k, l) < p, with u uniform from a generator seeded by (seed, r, the
-task's position in the pool); round r is recorded at step r.
+Not a language model: real rewards from the sandboxed runtime with a spread set by each task's
+structure, for pools without a trained policy (``eval cold-start --pool P``). Sample k of task
+i in round r leaves out call l when u(i, r, k, l) < p, u seeded by (seed, r, the task's
+position); round r is recorded at step r.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Rounds of K sampled episodes per task of a split, written as a history (``history.jsonl``).
 
-Round r (r = 0, 1, ...: A, B, ...) rolls out every task of the split K times with sampling
-seed ``seed + r`` and is recorded at step r, so a later analysis sees round A as the past of
-round B: ``eval graph-signal`` uses round A for neighbours and round B for targets, and any
-round alone is a replay of real rollouts (``eval compare-predictors`` after
-:func:`assign_steps`).
+Round r (A, B, ...) samples with seed ``seed + r`` and is recorded at step r, so round A is the
+past of round B (``eval graph-signal``); any round alone replays with :func:`assign_steps`.
 """
 
 from __future__ import annotations

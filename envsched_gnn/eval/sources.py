@@ -55,3 +55,30 @@ def pool_graph(
         out.mkdir(parents=True, exist_ok=True)
         write_graph(out / "graph.json", graph)
     return graph
+
+
+def measure_source(
+    args: argparse.Namespace,
+    own: Callable[[argparse.Namespace], tuple[Any, list]],
+    make_config: Callable[[], Any],
+    measure: Callable[[Any, list, Any], Any],
+    render: Callable[[Any], str],
+    write: Callable[[Any, str], dict],
+) -> int:
+    """A measuring command: check the source, build the config, read the source, measure,
+    print the report and, with ``--out``, write it; ``error: ...`` for a bad input."""
+    from envsched_gnn.config_cli import fail
+    from envsched_gnn.graph_store.errors import StoreError
+
+    if message := source_error(args):
+        return fail(message)
+    try:
+        config = make_config()
+        result = measure(*read_source(args, own), config)
+    except (OSError, ValueError, StoreError) as error:
+        return fail(str(error))
+    print(render(result))
+    if args.out:
+        paths = write(result, args.out)
+        print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0

@@ -1,23 +1,7 @@
-"""Confidence intervals for the comparisons the reports make.
+"""Confidence intervals, the inside-the-noise rule and the correlations the reports use.
 
-- :func:`mean_ci`: the mean of n values with the Student-t 95 % interval,
-  ``mean +- t_{0.975, n-1} * sd / sqrt(n)`` (sd with ddof = 1).
-- :func:`paired_difference`: the same interval for the per-key differences ``a_k - b_k`` of
-  two measurements of the same keys (tasks, seeds): pairing removes what the keys share
-  (a task's difficulty, a seed's starting batch) from the noise.
-- :func:`percentile_ci`: the 95 % percentile interval of bootstrap draws, and
-  :func:`env_bootstrap`, the draws of a statistic over environments resampled with
-  replacement (an environment's tasks stay together, so tasks that share an environment do
-  not count as independent evidence).
-- :func:`inside_noise`: the one rule by which every report calls a difference inside the
-  noise: it has an interval (a Student-t half-width or a ``[lo, hi]`` percentile interval),
-  and the interval contains 0 (:func:`excludes_zero` is the other side; :func:`verdict` and
-  :func:`format_ci` write it).
-- :func:`spearman`: Spearman's rho of a prediction against what was realised, undefined (NaN)
-  over too few pairs or with a constant side.
-- :func:`between_group_share`: how much of the variance of per-task values lies between the
-  groups of a partition (environments, operation kinds): eta^2, the same adjusted for the
-  number of groups, what chance alone gives, and a permutation p-value.
+Every report calls a difference inside the noise by one rule, :func:`inside_noise`: it has an
+interval (Student-t half-width or bootstrap ``[lo, hi]``) and the interval contains 0.
 """
 
 from __future__ import annotations
@@ -31,7 +15,8 @@ from scipy.stats import t as student_t
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> dict:
-    """``{"mean", "ci95" (half-width, None for n < 2), "se", "n"}`` of ``values``."""
+    """``{"mean", "ci95" (half-width, None for n < 2), "se", "n"}`` of ``values``, the Student-t
+    interval ``mean +- t_{0.975, n-1} * sd / sqrt(n)`` (sd with ddof = 1)."""
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         raise ValueError("mean_ci: no values")
@@ -44,8 +29,9 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> dict:
 
 
 def paired_difference(a: Mapping, b: Mapping, per_key: str | None = None) -> dict:
-    """:func:`mean_ci` of ``a[k] - b[k]`` over the keys both have (``n`` says how many); with
-    ``per_key``, the differences too, in key order, under that name."""
+    """:func:`mean_ci` of ``a[k] - b[k]`` over the keys both have (``n`` says how many): pairing
+    removes what the keys share from the noise. With ``per_key``, the differences too, in key
+    order, under that name."""
     keys = sorted(set(a) & set(b))
     if not keys:
         raise ValueError("paired_difference: the two measurements share no key")

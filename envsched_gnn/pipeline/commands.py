@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import add_config_flags, config_from_args, split_names
 
 
 @dataclass
@@ -57,7 +57,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         ],  # fmt: skip
         choices={"preset": sorted(PRESETS), "accelerator": ("auto", "cpu", "gpu")},
         defaults={"schedulers": ",".join(RunOptions().schedulers)},
-        parsers={"schedulers": _names},
+        parsers={"schedulers": split_names},
     )
     p.set_defaults(func=_run)
 
@@ -75,11 +75,6 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(p, DemoPolicyArgs, choices={"stage": ("base", "start")})
     add_config_flags(p, SFTConfig, fields=["threads"])
     p.set_defaults(func=_demo_policy)
-
-
-def _names(text: str) -> list[str]:
-    """``"envsched, random"`` -> ``["envsched", "random"]`` (empty names dropped)."""
-    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,21 +1,14 @@
 """The main job (``envsched-gnn run``): does EnvSched pay, on this machine, at equal rollouts?
 
 1. generate the built-in pool (``pool/`` in the run folder);
-2. write it to the graph store (the default managed local ArcadeDB server in
-   ``.envsched/store`` unless ``--store``),
-   build the dual-relation graph into the store and read it back from there;
-3. SFT warm start of the policy (the built-in one, or ``--model PATH``); for the built-in
-   policy and a preset with a start recipe, the start that is sometimes right is made from it
-   (:mod:`~envsched_gnn.training.competence`: imperfect demonstrations at the rates of a
-   competence profile, a stand-in for a pretrained model's uneven competence);
-4. held-out evaluation of the start (step 0, shared by every scheduler), and its pool
-   evaluation (train tasks x K, whose headroom the report shows at the start and the end);
-5. GRPO from that same SFT policy once per scheduler (EnvSched and uniform random by
-   default), all with the same B, K and steps, i.e. the same rollout budget, evaluated on
-   the same held-out tasks every ``eval_every`` steps;
-6. the report: ``results.json``, ``report.md``, PNG plots, in ``reports/<run>/``.
-
-The sizes are a preset's (:mod:`~envsched_gnn.pipeline.presets`).
+2. write it to the graph store (default: managed local ArcadeDB in ``.envsched/store``), build
+   the dual-relation graph there and read it back;
+3. SFT warm start (built-in policy or ``--model PATH``), for a preset with a start recipe then
+   the start that is sometimes right (:mod:`~envsched_gnn.training.competence`);
+4. held-out and pool evaluation of the start (step 0, shared by every scheduler);
+5. GRPO from that policy once per scheduler at the same B, K and steps, evaluated every
+   ``eval_every`` steps on the same held-out tasks;
+6. the report in ``reports/<run>/``. Sizes are a preset's (:mod:`~envsched_gnn.pipeline.presets`).
 """
 
 from __future__ import annotations
@@ -197,12 +190,7 @@ def _build_graph(
 
 
 def _warm_start(
-    preset: Preset,
-    options: RunOptions,
-    base_pool: Pool,
-    pool: Pool,
-    out: Path,
-    progress: Progress,
+    preset: Preset, options: RunOptions, base_pool: Pool, pool: Pool, out: Path, progress: Progress
 ) -> _Policy:
     """Step 3: the SFT warm start, then the sometimes-right start when the preset has one."""
     from envsched_gnn.training.warm_start import PACKAGED_DEMO_START, warm_start

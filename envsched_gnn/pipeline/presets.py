@@ -92,16 +92,10 @@ DEMO_OPERATIONS = (
 shows (no name look-up, no second id to carry)."""
 
 PRESETS: dict[str, Preset] = {
-    # 2 CPU cores, < 20 min. The base SFT policy is packaged (envsched_gnn/data/demo_sft; built
-    # on tasks of up to 3 calls, ~30 min at one thread when its inputs differ); the start is
-    # packaged too (envsched_gnn/data/demo_start): the base fine-tuned on imperfect
-    # demonstrations of the job's pool, tasks of at most 2 calls made of the operations the
-    # 0.8 M policy completes when it chooses right (not the by-name look-ups or reassignments,
-    # whose ids it cannot copy), rates ~ Beta(0.5, 0.5) per environment and mistake kind.
-    # Headroom of that start on 160 train tasks x 8: 0.213 (mean 0.665, zero-variance 0.09;
-    # docs/results/sometimes-right-start.md). The two schedulers train side
-    # by side, 50 steps of 8 x 8 each at lr 3e-4; every held-out task x 4 and 64 train tasks
-    # x 8 at steps 0, 25 and 50.
+    # 2 CPU cores, < 20 min. The base SFT policy (envsched_gnn/data/demo_sft, tasks of up to 3
+    # calls) and the sometimes-right start (envsched_gnn/data/demo_start: tasks of at most 2
+    # calls of the operations the 0.8 M policy completes when it chooses right) are packaged;
+    # the start's headroom is in docs/results/sometimes-right-start.md.
     "demo": Preset(
         envs=51,
         tasks_per_env=20,

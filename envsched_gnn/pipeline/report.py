@@ -1,21 +1,16 @@
 """The report of a scheduler comparison: ``results.json``, ``report.md`` and PNG plots.
 
-``results`` is one dict holding every number of the run::
+``results`` holds every number of the run::
 
     {"run": str, "config": {...}, "notes": [str, ...], "timings": {name: seconds},
      "schedulers": {name: {"eval": [{"step", "mean_reward", ...}, ...],
                            "steps": [{"step", "batch/mean_reward", ...}, ...],
                            "rollouts": int, "wall_s": float}}}
 
-``eval`` starts with the policy before any GRPO step (step 0); each evaluation holds
-``per_task`` rewards (task id -> k rewards), the same tasks and sampling seed every time, so
-every held-out comparison is paired by task: the difference of two policies is
-``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval over the N tasks
-(:mod:`~envsched_gnn.eval.stats`). An evaluation may also hold ``pool``: the same over every
-train task (the pool reward, the curve of what the policy learned where it trained), which
-the report compares alike, with the pool's headroom (:mod:`~envsched_gnn.eval.headroom.measure`)
-at the start and at the end. ``steps`` holds the per-step metrics under the stable names of spec
-section 6, ``rewards`` each step's groups.
+``eval`` starts at step 0; each evaluation holds ``per_task`` rewards on the same tasks and
+seed, so comparisons pair by task: ``(1/N) sum_i (m_i - m'_i)`` with a Student-t 95 % interval
+(:mod:`~envsched_gnn.eval.stats`), and likewise ``pool`` (every train task, with its headroom at
+start and end). ``steps`` holds spec section 6's metrics, ``rewards`` each step's groups.
 """
 
 from __future__ import annotations
@@ -26,13 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.eval.stats import (
-    format_ci,
-    mean_ci,
-    paired_difference,
-    task_means,
-    verdict,
-)
+from envsched_gnn.eval.plots import pyplot, save_figure
+from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference, task_means, verdict
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
@@ -275,11 +265,7 @@ def _answer(results: Mapping) -> list[str]:
 def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
     """PNG plots with 95 % bands: held-out reward against steps (interval over tasks), batch
     reward variance (interval over the step's groups), environments covered per batch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
+    plt = pyplot()
     out_dir = Path(out_dir)
     paths = []
     for file_name, title, metric in PLOTS:
@@ -300,11 +286,7 @@ def plot_results(results: Mapping, out_dir: str | Path) -> list[Path]:
         axis.set_title(title + (" (95 % bands)" if metric != "batch/envs_covered" else ""))
         axis.grid(alpha=0.3)
         axis.legend()
-        figure.tight_layout()
-        path = out_dir / file_name
-        figure.savefig(path, dpi=100)
-        plt.close(figure)
-        paths.append(path)
+        paths.append(save_figure(figure, out_dir / file_name, dpi=100))
     return paths
 
 

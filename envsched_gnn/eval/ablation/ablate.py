@@ -1,67 +1,26 @@
 """The ablation harness (``eval ablate``): EnvSched, its ablations and the baselines at one budget.
 
-Every scheduler gets the same rollout budget, steps x B x K rollouts, every rollout
-counted. An over-sampling baseline (DAPO's dynamic sampling,
-:mod:`~envsched_gnn.scheduler.baselines.dapo`) spends a generation batch of G > B tasks
-each step, drops the zero-variance groups and refills: a step whose groups with spread do
-not yet make B makes no update, and the last generation batch the budget allows trains
-whatever is pending; so it takes fewer policy updates. With either learner the groups of an
-update may come from several steps' batches, kept until then
-(:class:`~envsched_gnn.scheduler.groups.PendingGroups`).
-Two learners, one harness (graphs, jobs, aggregation, report and plots are shared):
+Every scheduler gets the same rollout budget, steps x B x K rollouts, every rollout counted;
+an over-sampling baseline (DAPO) spends more per step and so makes fewer updates, and the
+groups of an update may come from several steps' batches
+(:class:`~envsched_gnn.scheduler.groups.PendingGroups`). Two learners share the harness:
+``--learner sim`` (:mod:`envsched_gnn.eval.simulator.simulate`; run seed s drives both the
+simulator and the scheduler, common random numbers) and ``--learner policy`` (a real GRPO run
+per scheduler and seed, :mod:`envsched_gnn.eval.ablation.policy_learner`). Score columns:
+:func:`~envsched_gnn.eval.ablation.config.score_steps_for`; the score at budget step T is the
+score after the last update that fits in T x B x K rollouts.
 
-- ``--learner sim``: the SIMULATOR of :mod:`envsched_gnn.eval.simulator.simulate`, the same
-  world for every scheduler and seed; run seed s drives both the simulator's sampling and the
-  scheduler's tie-breaking, so schedulers are compared on common random numbers. Score =
-  simulated expected reward on the held-out split, after every update.
-- ``--learner policy``: a real GRPO run of the policy per scheduler and seed, all from one
-  starting policy (:mod:`envsched_gnn.eval.ablation.policy_learner`). Score = held-out mean reward
-  of the policy on a fixed subset of the test split, every e = ceil(S / evaluations) steps.
+Per step: the batch metrics of spec section 6 (tools used = distinct (environment, tool)
+pairs of the reference solutions), the score after the update, ``trained_groups`` and, for
+schedulers with a predictor, the Spearman of q with the realised variance
+(``predict/spearman_batch``, ``..._seen``, ``..._unseen``, ``predict/seen_share``) and, with
+the simulator, with the true expected variance (``predict/spearman_true``).
 
-Score columns (:func:`~envsched_gnn.eval.ablation.config.score_steps_for`): budget steps e,
-3e and S with e = ceil(S / 5), i.e. the paper's 40 / 120 / 200 when S = 200 (10 steps:
-2 / 6 / 10). The vocabulary every part of the harness shares (configs, result names, jobs)
-is :mod:`~envsched_gnn.eval.ablation.config`; this module orchestrates: graphs, the
-simulator's jobs, then the summary and report.
-
-Per step the harness records the batch metrics of spec section 6 (``batch_metrics``; the
-environments are the pool's real ones, tools used = distinct (environment, tool) pairs of
-the selected tasks' reference solutions) over every group rolled out, and the downstream
-score (simulated expected reward on the held-out split) after the update, if any
-(``trained_groups``: the groups it trained; DAPO's ``dapo/*`` counts). The budget step of a
-record is rollouts spent / (B K); the score at budget step T is the score after the last
-update that fits in T x B x K rollouts.
-
-Resumable: each run is written to ``out/per_seed/<name>/seed<s>.json`` as soon as it
-finishes, with the key of everything that determines it; a rerun of the same command reuses
-the runs whose key matches (and says which), runs the rest, and gives the same table. A file
-whose key differs stops the rerun before anything runs (:mod:`~envsched_gnn.eval.ablation.runs`).
-
-Graphs are built over the train split only (held-out tasks are never scheduled), once per
-(pool, neighbour sizes, shuffle) and cached under ``out/graphs/``; the neighbour-size grid
-reuses one build at the largest sizes, truncated per task to its top k by (sim, pair key),
-which is what a build at the smaller k keeps.
-
-Controls (spec section 7, :mod:`envsched_gnn.eval.controls`): ``--controls`` adds EnvSched
-on copies of the default graph, each run seed s on its own draw from (control seed, s):
-``envsched_relabelled`` (the primary control: the real graph with its nodes relabelled
-inside their environments, so only the mapping from node to task changes),
-``envsched_relabelled_predictor`` (the predictor on it, the similarity penalty on the real
-graph; simulator only); the label-permuted graphs (secondary: they also change the graph's
-structure) ``envsched_permuted`` (within sources permuted inside their environment, cross
-sources over all tasks), ``envsched_permuted_within``, ``envsched_permuted_cross``,
-``envsched_permuted_all`` (both relations over all tasks) and ``envsched_permuted_predictor``;
-and ``envsched_shuffled`` (``shuffled``, or ``--shuffle-graph``, one draw), a graph rebuilt
-after environment membership and abstracts were reassigned at random. ``--oracle-graph``
-adds ``envsched_oracle``, EnvSched on the graph of hidden structure
-(:mod:`envsched_gnn.eval.ablation.oracle`), an upper bound.
-
-Predictor quality per step (schedulers with a predictor, i.e. the EnvSched family): the
-Spearman correlation of the step's q with the realised variance v of the groups rolled out
-(``predict/spearman_batch``, over the batch; ``..._seen`` over its tasks observed at an
-earlier step, ``..._unseen`` over the others, whose q is the graph's prior alone, and
-``predict/seen_share`` the share of seen ones) and, with the simulator, with every task's
-true expected group variance at that step (``predict/spearman_true``, over all train tasks).
+Runs are resumable by key (:mod:`~envsched_gnn.eval.ablation.runs`). Graphs are built over the
+train split once and cached under ``out/graphs/``; the neighbour-size grid truncates one
+build at the largest sizes. Controls: spec section 7 and :mod:`envsched_gnn.eval.controls`;
+``--oracle-graph`` adds EnvSched on the hidden-structure graph
+(:mod:`envsched_gnn.eval.ablation.oracle`).
 """
 
 from __future__ import annotations
@@ -350,9 +309,7 @@ def prepare_graphs(
     sizes = [DEFAULT_K, *config.k_grid]
     k_max = (max(k for k, _ in sizes), max(k for _, k in sizes))
     full, build_s = cached_graph(
-        graphs_dir / f"graph_{grid_name(*k_max)}.json",
-        lambda: build_pool_graph(train, *k_max),
-        log,
+        graphs_dir / f"graph_{grid_name(*k_max)}.json", lambda: build_pool_graph(train, *k_max), log
     )
     graphs = {grid_name(*k): truncate_graph(full, *k) for k in sizes}
     timings = {"graph_build_s": build_s}

@@ -1,15 +1,9 @@
 """The ablation's vocabulary: its configs, result names, jobs and budget-step arithmetic.
 
-Shared by the orchestrator (:mod:`~envsched_gnn.eval.ablation.ablate`), the two learners
-(:mod:`~envsched_gnn.eval.simulator.simulate`, :mod:`~envsched_gnn.eval.ablation.policy_learner`)
-and the report
-(:mod:`~envsched_gnn.eval.ablation.summary`, :mod:`~envsched_gnn.eval.ablation.report`); kept
-apart from them so that each imports it and none imports the others' machinery.
-
-Budget steps: every scheduler gets S x B x K rollouts; the budget step of a record is
-rollouts spent / (B K). The policy learner evaluates every e = ceil(S / evaluations) steps
-(and after the last); the report's score columns are budget steps e, 3e and S, i.e. the
-paper's 40 / 120 / 200 when S = 200 (10 steps: 2 / 6 / 10).
+Kept apart from the orchestrator, learners and report so each imports it and none the others.
+Every scheduler gets S x B x K rollouts; a record's budget step is rollouts spent / (B K). The
+policy learner evaluates every e = ceil(S / evaluations) steps; score columns are budget steps
+e, 3e and S (the paper's 40 / 120 / 200 when S = 200).
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Reward against rollouts: paired-by-seed margin curves and rollouts to reach random's final.
 
-A run's evaluations are its records that carry the reward (``score``, the held-out reward;
-``pool_score``, the pool reward): points (budget step b_j, reward y_j), b = rollouts spent /
-(B K), so rollouts = b B K. Every scheduler of one seed shares the seed (common random numbers
-in the simulator, the same seed of GRPO and of the scheduler with the policy), so comparisons
-are paired by seed:
+A run's evaluations are (budget step b_j, reward y_j) with y ``score`` or ``pool_score`` and
+rollouts = b B K; every scheduler of one seed shares the seed, so comparisons pair by seed.
 
-- :func:`paired_curve`: at each budget step of a grid, the reward of the last evaluation
-  within it (:func:`scores_at`), scheduler minus reference, per seed; mean and Student-t 95 %
-  interval over seeds (:func:`~envsched_gnn.eval.stats.paired_difference`).
-- :func:`rollouts_to_match`: per seed, the target is the reference's final reward (its last
-  evaluation) in that seed; the scheduler reaches it at the first budget step where the
-  piecewise-linear curve through its evaluations gets there:
+- :func:`paired_curve`: at each grid step, the last evaluation within it (:func:`scores_at`),
+  scheduler minus reference per seed, mean and Student-t 95 % interval over seeds.
+- :func:`rollouts_to_match`: per seed, the first point where the piecewise-linear curve reaches
+  the reference's final reward,
   b* = b_{j-1} + (target - y_{j-1}) / (y_j - y_{j-1}) (b_j - b_{j-1}) for the first j with
-  y_j >= target (b* = b_0 when y_0 already does; "not reached" when no evaluation does). The
-  reference's own first reach of the same target is the yardstick: its curve is noisy too,
-  and a flat one reaches its final long before the end, so "scheduler minus reference" (in
-  rollouts, paired by seed) is what says whether the scheduler gets there sooner; it has an
-  interval only when every seed reached. Over seeds: how many reached, the median (a seed
-  not reached counts as beyond every reached one) and the mean over those that reached.
+  y_j >= target (b_0 if y_0 does; "not reached" if none does), against the reference's own
+  first reach of it (paired by seed; an interval only when every seed reached). Over seeds:
+  how many reached, the median (unreached seeds count beyond all) and the mean of the reached.
 """
 
 from __future__ import annotations

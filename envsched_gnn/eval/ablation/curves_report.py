@@ -1,10 +1,8 @@
 """The ablation report's reward against rollouts: tables and plots with their 95 % bands.
 
-The numbers are :mod:`~envsched_gnn.eval.ablation.summary`'s (``curve``, ``pool_curve``,
-``curve_margins``, ``rollouts_to_random_final``; :mod:`~envsched_gnn.eval.ablation.curves`
-says how each is made). The x axis everywhere is rollouts spent, budget step x B x K.
-Tables have a column per evaluation of the policy learner; the simulator scores every step,
-so its tables keep step 0 and the score columns (the plots keep every step).
+The numbers are :mod:`~envsched_gnn.eval.ablation.summary`'s; the x axis is rollouts spent. The
+policy learner's tables have a column per evaluation; the simulator's keep step 0 and the score
+columns (its plots every step).
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.eval.ablation.config import LEARNER_LABELS, AblationConfig
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import NOISE_MARK, format_ci
 
 MAX_COLUMNS = 12
@@ -168,11 +167,7 @@ def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list
     """``score.png`` and ``pool_score.png`` (reward against rollouts, mean and 95 % band) and
     ``paired_margins.png`` (each scheduler minus each reference, paired by seed, with its
     band); the pool files only where the pool reward was recorded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     label = LEARNER_LABELS[config.learner]
     style = {
         "per_step": _rollouts(config),
@@ -197,10 +192,7 @@ def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list
         )
         ax.set_title(f"{title} against rollouts, 95 % bands (learner: {label})")
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        paths.append(out / ("score.png" if key == "score" else "pool_score.png"))
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        paths.append(save_figure(fig, out / ("score.png" if key == "score" else "pool_score.png")))
     if any(e.get("curve_margins") for e in results.values()):
         paths.append(_plot_margins(results, out, config, style))
     return paths
@@ -225,8 +217,7 @@ def _band(ax, points: tuple, name: str, style: dict) -> None:
 
 def _plot_margins(results: dict, out: Path, config: AblationConfig, style: dict) -> Path:
     """A panel per (reward, reference): each scheduler minus the reference, with its band."""
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     keys = [key for key in REWARDS if _references(results, key)]
     references = [r for r in results if any(r in _references(results, key) for key in keys)]
     fig, axes = plt.subplots(
@@ -245,8 +236,4 @@ def _plot_margins(results: dict, out: Path, config: AblationConfig, style: dict)
             ax.set_title(f"{REWARDS[key][1]} minus {reference}, paired by seed, 95 % bands")
             ax.legend(fontsize=7, ncol=2)
     fig.suptitle(f"Paired differences (learner: {LEARNER_LABELS[config.learner]})")
-    fig.tight_layout()
-    path = out / "paired_margins.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "paired_margins.png")

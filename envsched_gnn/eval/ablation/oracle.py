@@ -1,18 +1,14 @@
 """The ORACLE graph: neighbours by hidden structure, an upper bound of what a graph can give.
 
-Built from what the real graph never reads, the hidden structure of each task
-(:func:`envsched_gnn.eval.simulator.structure_world.operation_factors`): task i is the set
+From the hidden structure the real graph never reads
+(:func:`envsched_gnn.eval.simulator.structure_world.operation_factors`), task i is the set
 
     A_i = { (l, f) : f in F(i,l) } U { ("length", L_i), ("task", distractors:D_i) }
 
-of its operation slots' hidden factors by position, and
-
     sim_oracle(i, j) = |A_i & A_j| / |A_i | A_j|     (Jaccard; 1 for the same structure).
 
-Each task keeps its top ``k_in`` tasks of its own environment (``within``) and its top
-``k_cross`` tasks of other environments (``cross``) by this similarity, ties broken by
-the builder's pair key (:func:`~envsched_gnn.graph_build.neighbours.top_neighbours`), so an
-EnvSched run on it differs from a real one only in who the neighbours are.
+Each task keeps its top ``k_in`` within and ``k_cross`` cross tasks by it, ties by the
+builder's pair key, so only who the neighbours are differs from a real run.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """The picks diagnosed: what each scheduler's batches held, from the runs' own groups.
 
-Every run of the policy learner keeps its groups (``extra.groups``: per step the tasks rolled
-out, their K rewards, and the stage and score each task had when it was picked). From them,
-per scheduler and seed:
-
-- the picks by number of reference calls and by abstract operation (the pool's ``abstract``),
-  with the zero-variance share of each call count: a group is *informative* when its K
-  rewards are not all equal (v > 0), the only groups GRPO learns from;
-- the zero-variance share of first visits (a task picked for the first time in the run) and
-  of repeat visits;
-- the wasted share of the run's rollouts: the groups rolled out that gave GRPO no signal, over
-  all groups rolled out. A scheduler that trains every group it rolls out wastes its
-  zero-variance ones; DAPO trains only groups with spread and wastes what it did not train
-  (its zero-variance, trimmed and last pending groups). With U informative groups rolled out
-  and T groups trained (the records' ``trained_groups``), of G groups in all, the informative
-  groups trained are min(U, T) in both cases, and wasted = 1 - min(U, T) / G; paired by seed
-  against random's;
-- how well the score at the pick separates informative from zero-variance groups at first
-  visits, where the graph's prior alone decides: the AUC of the score (ties count one half;
-  NaN with one class only), and the informative share of first visits minus random's, which
-  is the base rate a scheduler must beat (paired by seed).
-
-Shares and AUCs are per seed, reported as mean ± 95 % CI over seeds
-(:func:`~envsched_gnn.eval.stats.mean_ci`).
+From the policy learner's ``extra.groups`` (per step: tasks, K rewards, stage and score at the
+pick), per scheduler and seed: picks by reference-call count and by abstract operation, with
+the zero-variance share of each call count (a group is *informative* when v > 0); the
+zero-variance share of first and repeat visits; the wasted share of rollouts,
+wasted = 1 - min(U, T) / G with U informative groups rolled out, T trained
+(``trained_groups``) and G in all, paired by seed against random's; and at first visits the
+AUC of the pick score for informative vs zero-variance (ties one half, NaN with one class)
+and the informative share minus random's. Per-seed values are reported as mean ± 95 % CI.
 """
 
 from __future__ import annotations

@@ -1,34 +1,18 @@
 """The policy learner of ``eval ablate --learner policy``: one real GRPO run per scheduler and seed.
 
-Every run starts from the same policy: the SFT warm start of the built-in policy (or of
-``model``; the packaged demo policy when SFT's inputs match it, see
-:mod:`~envsched_gnn.training.warm_start`), or ``model`` as is when ``sft_steps`` = 0. Then,
-for every seed s and every scheduler, :func:`~envsched_gnn.training.grpo.train.train_grpo`
-trains it with B, K, seed s and the scheduler on the ablation's train-split graph (a
-control's: its draw for seed s, :func:`~envsched_gnn.eval.ablation.config.job_graph`)
-(:func:`~envsched_gnn.training.grpo.runs.train_runs`, ``workers`` runs at a time). Budget:
-S x B x K rollouts per run; a scheduler whose batch holds G > B tasks (DAPO's generation
-batch) runs floor(S B / G) steps, each one generation batch, with an update only where its
-refill has B groups with spread (or has waited ``max_generation_batches``) and at its last
-step, which trains what is pending (:mod:`~envsched_gnn.scheduler.baselines.dapo`).
+Every run starts from the same policy (the SFT warm start of ``model`` or the built-in policy,
+:mod:`~envsched_gnn.training.warm_start`; ``model`` as is when ``sft_steps`` = 0) and trains
+with :func:`~envsched_gnn.training.grpo.train.train_grpo` on the ablation's train-split graph
+(a control's: its draw for seed s), ``workers`` runs at a time. Budget: S x B x K rollouts per
+run; a scheduler with G > B tasks per batch (DAPO) runs floor(S B / G) steps.
 
-Downstream score at an evaluation: the held-out mean reward (1/N) sum_i m_i of the policy
-(:func:`~envsched_gnn.eval.policy_eval.evaluate_policy`) on one fixed subset of N test tasks
-(seeded by ``eval_seed``, the same for every run) with k samples each, the same sampling
-seed every time. Evaluations come every e = ceil(S / 5) GRPO steps and after the last one
-(:func:`~envsched_gnn.eval.ablation.config.eval_every_for`), so the report's columns score@e,
-score@3e and score@S are the paper's 40 / 120 / 200 for S = 200. The step-0 evaluation of
-the starting policy is made once, before any run, and shared by all of them.
-
-Resuming (:mod:`~envsched_gnn.eval.ablation.runs`): each finished run is kept and a rerun
-trains only the missing ones; their identity includes the fingerprint of the starting
-policy's files. The SFT warm start (``policy/start.json``) and the step-0 evaluation
-(``policy/heldout_step0.json``) are kept too, each with the fingerprints it depends on.
-
-Each run's records have the simulator path's layout (``ablate.run_job``): one per step,
-with its budget step (rollouts spent / (B K)), the batch metrics of spec section 6 from the
-trainer (tools used = distinct (environment, tool) pairs the episodes called), and ``score``
-where an evaluation followed that update (None elsewhere).
+Score: the held-out mean reward (1/N) sum_i m_i on one fixed seeded subset of N test tasks,
+every e = ceil(S / 5) steps and after the last
+(:func:`~envsched_gnn.eval.ablation.config.eval_every_for`); the step-0 evaluation is shared.
+Finished runs, the SFT start (``policy/start.json``) and the step-0 evaluation
+(``policy/heldout_step0.json``) are kept with the fingerprints they depend on, so a rerun
+trains only what is missing. Records have the simulator path's layout (``ablate.run_job``),
+``score`` None where no evaluation followed.
 """
 
 from __future__ import annotations

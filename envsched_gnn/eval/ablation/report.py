@@ -20,6 +20,7 @@ from envsched_gnn.eval.ablation.config import (
 )
 from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
 from envsched_gnn.eval.ablation.picks import render_picks
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
 
@@ -247,18 +248,14 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
         f"{heldout['samples']} samples (evaluation seed {heldout['seed']}, the same set for "
         f"every run), measured at step 0 and every {heldout['every_steps']} steps; "
-        f"score@T is the last evaluation within T x B x K rollouts.",
+        f"score@T is the last evaluation within T x B x K rollouts."
     ]
 
 
 def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path]:
     """Reward against rollouts (``curves_report.plot_reward_curves``), per-step batch
     metrics and prediction quality, one PNG each."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     paths = plot_reward_curves(results, out, config)
     label = LEARNER_LABELS[config.learner]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
@@ -283,10 +280,7 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
         ax.set_title(f"{metric} (learner: {label})")
         ax.set_xlabel("budget step")
     axes.flat[0].legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    paths.append(out / "batch_metrics.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(save_figure(fig, out / "batch_metrics.png"))
     if any("prediction" in entry for entry in results.values()):
         paths.append(_plot_prediction(results, out, label))
     return paths
@@ -295,8 +289,7 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
 def _plot_prediction(results: dict, out: Path, label: str) -> Path:
     """Per-step prediction metrics: Spearman of q with realised (all, seen, unseen) and true
     variance, the seen share (mean and CI band over seeds)."""
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(PREDICTION_METRICS), figsize=(5 * len(PREDICTION_METRICS), 4.5))
     for ax, metric in zip(axes, PREDICTION_METRICS, strict=True):
         for name, entry in results.items():
@@ -317,11 +310,7 @@ def _plot_prediction(results: dict, out: Path, label: str) -> Path:
         ax.set_ylabel("share" if metric == "predict/seen_share" else "Spearman")
     if axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "prediction.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "prediction.png")
 
 
 def _pool_tasks(config: AblationConfig) -> str:

@@ -15,15 +15,10 @@ determines the run:
 - with the policy learner, the SHA-256 of the starting policy's files.
 
 key = SHA-256 of the identity as canonical JSON. A rerun loads every planned run whose file
-holds the same key and runs only the others, so adding seeds or schedulers reuses every run
-already made. A file whose key differs (an option that changes the run, or another pool,
-graph or starting policy) is never reused and never overwritten: the rerun stops before it
-runs anything, naming the file and the fields that differ. Use another ``--out``, or delete
-the file to run it again.
-
-Records keep non-finite floats as JSON ``NaN`` (Python's reading of them), so a loaded run
-is the run that was written; a fresh run is read back from its file too, so the table of a
-resumed ablation is computed from exactly what an uninterrupted one computes it from.
+holds the same key and runs only the others; a file whose key differs is never reused or
+overwritten: the rerun stops before running anything, naming the file and the differing
+fields. Records keep non-finite floats as JSON ``NaN``, and fresh runs are read back from their
+files too, so a resumed ablation's table is computed from exactly what an uninterrupted one's is.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """The ablation's numbers: per-scheduler summaries over seeds, 95 % CIs, paired margins.
 
-One code path for both learners (simulator and real GRPO of the policy); only the labels
-differ. For each scheduler and seed: the downstream score at each reported budget step, and
-the mean over its steps of every batch metric (spec section 6). Across the n seeds, each
-number is reported as mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best"
-is the first budget step at which the scheduler's seed-mean score curve reaches the
-maximum of random's seed-mean curve (null when it never does); the curve has a point per
-budget step (simulator) or per held-out evaluation (policy). Margins over random are
-paired by seed (same run seed): mean and CI of score(scheduler) - score(random); so is
-EnvSched's margin over each control graph, score(envsched) - score(envsched_<control>). A
-margin whose CI contains 0 is reported as inside the noise.
-
-Reward against rollouts (:mod:`~envsched_gnn.eval.ablation.curves`), for the held-out and,
-where recorded, the pool reward: every scheduler minus random and minus EnvSched on the
-relabelled graph (:data:`REFERENCES`, those that ran), paired by seed at every point of the
-curve (``curve_margins``); and "rollouts to random's final" (``rollouts_to_random_final``):
-per seed, the rollouts at which the scheduler's curve, interpolated linearly between
-evaluations, first reaches random's final reward of that seed (the paper's "EnvSched reaches
-random's result with 3x fewer rollouts"), with how many seeds reached it, the median and mean
-over seeds, and the difference from random's own first reach of it, paired by seed.
-
-The score at budget step T is the score after the last scored update that fits in
-T x B x K rollouts (:func:`scores_at`). Where the policy learner also evaluated every train
-task (``pool_score`` in the records: the pool reward, unbiased by which tasks a scheduler
-picked), the same summary, curve and paired margins are given for it under ``pool_*`` keys.
+One code path for both learners. Per scheduler and seed: the score at each reported budget
+step (:func:`scores_at`) and the mean of every batch metric (spec section 6); across n seeds,
+mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best": the first budget step at
+which the seed-mean score curve reaches the maximum of random's (null if never). Margins over
+random and over each control, score(a) - score(b), are paired by seed; a CI containing 0 is
+inside the noise. Reward against rollouts (:mod:`~envsched_gnn.eval.ablation.curves`): every
+scheduler minus each of :data:`REFERENCES` at every curve point, and "rollouts to random's
+final" per seed (the paper's "3x fewer rollouts"). Where the records hold ``pool_score`` (the
+reward over every train task), the same is given under ``pool_*`` keys.
 """
 
 from __future__ import annotations

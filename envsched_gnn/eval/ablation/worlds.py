@@ -1,21 +1,11 @@
 """``eval worlds``: finished ``eval ablate`` comparisons of several pools, side by side.
 
-Each world is the output folder of one ``eval ablate --learner policy`` run (its
-``results.json``). Per world, at the last evaluation (``final``):
-
-- random's held-out lift over the starting policy: per seed, its final held-out reward minus
-  the step-0 reward (one evaluation of the start, shared by every run), with the Student-t
-  interval over seeds; and paired by held-out task, (1/S) sum_s (y_final(t, s) - y_0(t)) per
-  task t, with the interval over tasks (it holds the evaluations' sampling noise, the seeds'
-  interval the training's);
-- random's wasted share (:mod:`~envsched_gnn.eval.ablation.picks`);
-- for every other scheduler: held-out reward minus random's and minus the relabelled
-  control's, pool reward minus random's (paired by seed), its wasted share and that minus
-  random's, and the rollouts it needs to reach random's final held-out reward (median over
-  seeds, and how many seeds reached it).
-
-A difference whose interval contains 0 is marked inside the noise
-(:func:`~envsched_gnn.eval.stats.format_ci`).
+Each world is one ``eval ablate --learner policy`` output folder. Per world at the last
+evaluation: random's held-out lift over the shared step-0 evaluation, over seeds and paired
+by held-out task, (1/S) sum_s (y_final(t, s) - y_0(t)) per task t; random's wasted share; and
+for every other scheduler the held-out reward minus random's and minus the relabelled
+control's, the pool reward minus random's (paired by seed), its wasted share and that minus
+random's, and the rollouts to random's final. Intervals containing 0 are marked.
 """
 
 from __future__ import annotations

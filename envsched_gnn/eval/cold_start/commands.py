@@ -8,11 +8,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.cold_start.replay import ColdStartConfig
-from envsched_gnn.eval.sources import pool_graph, read_source, source_error
+from envsched_gnn.eval.sources import measure_source, pool_graph
 
 
 @dataclass
@@ -64,22 +64,16 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 def _cold_start(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.cold_start.replay import cold_start
     from envsched_gnn.eval.cold_start.report import render, write
-    from envsched_gnn.graph_store.errors import StoreError
 
-    if message := source_error(args):
-        return fail(message)
     command = "envsched-gnn " + shlex.join(sys.argv[1:]) if sys.argv[1:] else ""
-    try:
-        config = config_from_args(ColdStartConfig, args)
-        graph, observations = read_source(args, _reference_source)
-        result = cold_start(graph, observations, config)
-    except (OSError, ValueError, StoreError) as error:
-        return fail(str(error))
-    print(render(result, command))
-    if args.out:
-        paths = write(result, args.out, command)
-        print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0
+    return measure_source(
+        args,
+        _reference_source,
+        lambda: config_from_args(ColdStartConfig, args),
+        cold_start,
+        lambda result: render(result, command),
+        lambda result, out: write(result, out, command),
+    )
 
 
 def _reference_source(args: argparse.Namespace):

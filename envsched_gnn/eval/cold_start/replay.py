@@ -1,31 +1,19 @@
 """Cold start: does the graph predict the reward variance of environments that join a pool?
 (``envsched-gnn eval cold-start``)
 
-A replay of environments growing into a pool mid-run. The environments are split into F
-seeded folds; each fold in turn is the new one. Its tasks' observations before the join step
-J are dropped (the environments did not exist yet), and each new task i is predicted at its
-first visit s_i (its first observation at a step >= J) from the observations of the other
-folds at steps s < s_i: the grown graph (growth equals a rebuild, so it is the whole graph)
-with no observation of the new environments. Every within neighbour of a new task is then
-unobserved, G_within(i, s_i) = g_v(s_i), and the cross relation carries the prediction alone.
+The environments are split into F seeded folds; each fold in turn joins at step J: its
+observations before J are dropped and each new task i is predicted at its first visit s_i
+(first observation at a step >= J) from the other folds' observations at s < s_i, on the whole
+graph (growth equals a rebuild, docs/design.md §9.2). Every within neighbour is then unobserved,
+G_within(i, s_i) = g_v(s_i), and the cross relation carries the prediction alone.
 
-Estimates of the realised variance v(i, s_i) of the first visit:
-
-- ``q``: EnvSched's score q(i, s_i) (spec 4.7), what the scheduler ranks the new tasks by;
-- ``cross``: G_cross,v(i, s_i) at h_long (spec 4.4), the cross relation's estimate;
-- ``global`` (the environment-free prior): g_v(s_i), what a task gets with no evidence (the
-  environment mean, the baseline of ``eval graph-signal``, is it too for a new environment).
-  It is the same for every new task: it ranks nothing, Spearman 0 and AUC 0.5 by definition;
-- ``relabelled_q``, ``relabelled_cross``: the same on the relabelled control graph (spec 7:
-  every edge j -> i becomes sigma(j) -> sigma(i), sigma a permutation inside each
-  environment), D draws, each from (seed, draw); the control's score is the mean over draws.
-
-Each is scored as ``eval graph-signal`` scores (Spearman's rho, and the AUC for v > 0, per
-target set, a set being one fold's targets at one step, weighted by its size); the AUC only when
-at least :data:`MIN_CLASS` targets show reward spread and as many do not. 95 % intervals:
-a percentile bootstrap that resamples the new environments (all their targets together) and,
-for the control, one draw per replicate; the differences q - relabelled_q and cross -
-relabelled_cross use the same resampled environments on both sides (paired).
+Estimates of v(i, s_i): ``q`` (spec 4.7), ``cross`` (G_cross,v at h_long, spec 4.4),
+``global`` (g_v(s_i), the environment-free prior: the same for every new task, so Spearman 0
+and AUC 0.5 by definition) and ``relabelled_q`` / ``relabelled_cross`` on the relabelled control
+graph (spec 7), the mean over D draws seeded by (seed, draw). Scored as ``eval graph-signal``
+scores (the AUC only with at least :data:`MIN_CLASS` targets in each class); 95 % intervals
+from a percentile bootstrap over the new environments (one control draw per replicate), the
+differences q - relabelled_q and cross - relabelled_cross paired on the same resample.
 """
 
 from __future__ import annotations

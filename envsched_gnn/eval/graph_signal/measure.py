@@ -1,35 +1,20 @@
 """Does the graph predict reward variance here? (``envsched-gnn eval graph-signal``)
 
-Targets are the tasks observed at a step t; everything that predicts them comes from the
-observations with s < t, and never from the target task's own observations. From a
-two-round rollout (round A at step 0, round B at step 1, K samples per task each) there is
-one target step, t = 1, so neighbours' evidence (round A) and targets (round B) share no
-sampling noise; a training run's ``history.jsonl`` gives one target set per step t >= 1.
-
-Estimates of the variance of target i at step t, with the statistics of spec 4.1-4.3 at
-h_long (W(j,t), ybar_v(j,t), g_v(t)):
+Targets are the tasks observed at a step t, predicted only from observations at s < t and
+never from their own: a two-round rollout gives one target step (round A at 0, B at 1), a
+training history one per step t >= 1. Estimates, with spec 4.1-4.3's statistics at h_long:
 
 - ``within``, ``cross``: the neighbour-only relation estimate of spec 4.4,
   G_r(i,t) = (sum_{j in N_t^r(i)} sim_r(i,j) W(j,t) ybar_v(j,t) + lambda_g g_v(t))
   / (sum_j sim_r(i,j) W(j,t) + lambda_g);
 - ``prior``: P(i,t) = 0.5 G_within + 0.5 G_cross (spec 4.5, before any own history);
-- ``env_mean`` (baseline): the same formula over all other tasks of i's environment with
-  sim = 1 (what environment membership alone predicts);
-- ``retest`` (ceiling): the task's own earlier estimate ybar_v(i,t) (its round-A variance),
-  over the targets with own history: how well anything can rank round B from one earlier
-  draw of K samples.
+- ``env_mean`` (baseline): the same formula over all other tasks of i's environment, sim = 1;
+- ``retest`` (ceiling): the task's own earlier estimate ybar_v(i,t), where it has one.
 
-Each estimate is scored against the realised variance v(i,t): Spearman's rho, and the ROC AUC
-for v > 0 (a group with any reward spread). With several target steps a score is the mean of
-the per-step scores weighted by the number of targets. Uncertainty:
-
-- permutation nulls: the realised variances are permuted among the targets of a step,
-  ``global``-ly or only ``within_env`` (within each environment), P times; the p-value is
-  (1 + #{null >= observed}) / (1 + P). Beating the global null says the estimate carries
-  any information; beating the within-environment null says it carries information beyond
-  which environment a task is in (for ``env_mean`` that null is, by construction, no test);
-- a 95 % percentile bootstrap CI resampling environments with replacement (all targets of a
-  drawn environment, at every step, enter together), B times.
+Scores against v(i,t): Spearman's rho and the ROC AUC for v > 0, weighted by targets over
+steps. Permutation nulls permute v among a step's targets ``global``-ly or ``within_env``,
+P times, p = (1 + #{null >= observed}) / (1 + P) (beating ``within_env`` says: information
+beyond the environment); 95 % percentile bootstrap CIs resample environments, B times.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsched_gnn.eval.graph_signal.measure import ESTIMATES, GRAPH_ESTIMATES, LABELS, METRICS
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.json_files import write_json_atomically
 
 if TYPE_CHECKING:
@@ -38,21 +39,14 @@ def table(signal: GraphSignal) -> str:
                 if summary is None or math.isnan(summary["mean"]):
                     cells += ["n/a", "n/a"]
                 else:
-                    cells += [
-                        f"{summary['mean']:.3f} ± {summary['sd']:.3f}",
-                        f"{summary['p']:.3f}",
-                    ]
+                    cells += [f"{summary['mean']:.3f} ± {summary['sd']:.3f}", f"{summary['p']:.3f}"]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(signal: GraphSignal, path: str | Path) -> None:
     """Per metric: each estimate with its bootstrap CI, and the 95 % band of each null."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     names = list(ESTIMATES)
     for ax, metric in zip(axes, METRICS, strict=True):
@@ -91,9 +85,7 @@ def plot(signal: GraphSignal, path: str | Path) -> None:
         f"graph signal: {signal.targets} targets at {len(signal.steps)} step(s), "
         f"{signal.config['permutations']} permutations, {signal.config['bootstrap']} bootstraps"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write(signal: GraphSignal, out: str | Path) -> dict[str, Path]:

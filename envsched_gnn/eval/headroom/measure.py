@@ -1,26 +1,19 @@
 """Headroom: how much GRPO could gain from a policy on a pool, measured from K samples per task.
 
-GRPO only reinforces what the policy already samples (Yue et al. 2025: RL moves pass@1 towards
-the base model's pass@k, not past it). For task i with rewards r(i,1..K):
+GRPO only reinforces what the policy already samples (Yue et al. 2025). For task i with
+rewards r(i,1..K):
 
     m_i = (1/K) sum_k r(i,k)          mean
     b_i = max_k r(i,k)                best of K
     s_i = max_k r(i,k) - min_k r(i,k) spread
-    h_i = b_i - m_i                   headroom: what a perfect update could lift task i by,
-                                      with the rollouts it already has
+    h_i = b_i - m_i                   headroom: what a perfect update could lift task i by
 
-A group is *zero-variance* when s_i = 0 (GRPO's advantages are all 0: no learning signal) and
-*all ones* when min_k r(i,k) = 1. Over a set of N tasks the summary is the mean of m, b and h
-(h with its Student-t 95 % interval over tasks), the shares of zero-variance, all-ones and
-all-zeros groups; :func:`headroom_table` gives it overall and per group (split, environment,
-checklist length, operation count, operation kind), so that a user sees *where* the policy
-has room.
-
-Whether that room follows structure a scheduler can see is :func:`variance_table`: the share of
-the variance of the task means m_i, and of the zero-variance indicator 1[s_i = 0], that lies
-between environments, between call counts and between operation patterns (the category
-sequence of the task's abstract), as :func:`~envsched_gnn.eval.stats.between_group_share`
-(eta^2, adjusted, chance level, permutation p).
+A group is *zero-variance* when s_i = 0 and *all ones* when min_k r(i,k) = 1.
+:func:`headroom_table` gives the means of m, b and h (h with a Student-t 95 % interval) and the
+zero-variance, all-ones and all-zeros shares, overall and per split, environment, checklist
+length, operation count and kind. :func:`variance_table` gives the share of the variance of m_i
+and of 1[s_i = 0] between environments, call counts and operation patterns
+(:func:`~envsched_gnn.eval.stats.between_group_share`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.eval.headroom.measure import headroom_stat
+from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
 
@@ -93,11 +94,7 @@ def render_variance(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def plot_headroom(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Headroom and mean reward against the reference's call count, per temperature."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for run in runs:
         rows = run["by_calls"]
@@ -116,10 +113,7 @@ def plot_headroom(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
         axis.set_xlabel("calls in the reference solution")
         axis.grid(alpha=0.3)
         axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=100)
 
 
 def write_headroom(

@@ -1,9 +1,7 @@
 """The learner simulator's parameters: its worlds, their seeds and spreads, and the update's rates.
 
-Every field is a symbol of the equations in :mod:`~envsched_gnn.eval.simulator.simulate` (rollouts,
-update, score), :mod:`~envsched_gnn.eval.simulator.structure_world` or
-:mod:`~envsched_gnn.eval.simulator.independent_world` (the worlds); kept apart from the simulator so
-that the CLI and the ablation's config load without it.
+Each field is a symbol of the equations in :mod:`~envsched_gnn.eval.simulator.simulate` or the
+world modules; kept apart so the CLI and the ablation's config load without the simulator.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ WORLDS = ("structure", "independent")
 
 @dataclass
 class SimulatorConfig:
-    """Parameters of the learner simulator (equations in the module docstring)."""
+    """Parameters of the learner simulator (equations in the simulate and world modules)."""
 
     rollouts: int = 8
     """K, rollouts per selected task."""

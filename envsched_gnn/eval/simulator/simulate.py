@@ -1,31 +1,13 @@
 """The learner SIMULATOR: a cheap, seeded stand-in for a GRPO policy, grounded in the pool.
 
-This is a simulator, not a language model. It exists so that the evaluation harness can
-compare schedulers over many seeds on machines where real GRPO runs are too slow. Every
-number it produces is labelled "simulated" by the harness.
-
-Two worlds run on the same engine (``SimulatorConfig.world``):
-
-- ``structure`` (default, :mod:`envsched_gnn.eval.simulator.structure_world`): difficulty follows
-  each task's *hidden* structure (its generator operations, gates, look-alike names, list
-  selection, distractors; environment effects) with an informativeness knob kappa, skills
-  transfer along those hidden factors, and checks that pass when the agent does nothing
-  pass unless the rollout does something wrong. Its equations are in that module.
-- ``independent`` (the first world, :mod:`envsched_gnn.eval.simulator.independent_world`): per-task
-  difficulty drawn independently of anything a graph could see; skills per environment and
-  abstract operation category. Its equations are in that module.
-
-Either can be made a null world (``shuffle_tasks``): task i of the run with seed s is then
-simulated as task pi_s(i), pi_s a permutation seeded by (world seed, s), so neither the
-graph nor the environment quotas know anything about how it behaves. The permutation is
-drawn per run seed because one fixed pi gives every arm on one graph a fixed luck of the
-draw (which behaviour sits at a hub, in a clique, at a node the penalty often excludes)
-that no number of run seeds averages out: measured on the generated 51 x 50 pool (seed 2,
-world seed 1, 32 seeds) with one pi and one relabelling for all seeds, EnvSched on the real
-graph and on the relabelled graph differed by -0.0004 ± 0.0002 (3.1 SE) at step 200, and
-on pool seed 0 their predictors' Spearman with the true variance by +0.016 (19 SE), though
-the two are the same null world in distribution; drawn per seed, they tie
-(docs/results/controls.md).
+Not a language model: a stand-in so the harness can compare schedulers over many seeds;
+the harness labels every number it produces "simulated". Two worlds run on the same engine
+(``SimulatorConfig.world``), each with its equations in its module: ``structure`` (default,
+:mod:`~envsched_gnn.eval.simulator.structure_world`, difficulty from each task's hidden
+structure) and ``independent`` (:mod:`~envsched_gnn.eval.simulator.independent_world`,
+difficulty independent of anything a graph sees). ``shuffle_tasks`` makes either a null world:
+task i of run seed s is simulated as task pi_s(i), pi_s drawn from (world seed, s), per run
+seed so no arm keeps one draw's luck (docs/design.md §7, docs/results/controls.md).
 
 In both, a slot l of task i carries task-level skills (its environment) and slot-level
 skills (factors F(i,l)), and its logit is z(i,l) = s_env(e(i)) + sum_{f in F(i,l)} s_op(f)
@@ -42,9 +24,6 @@ when Y(i,k,1..l) are all 1; the failed operation goes wrong, W(i,k,l) = 1, with
 probability ``wrong_action`` (a(i,k,l) = 1, Y(i,k,l) = 0). The reward is
 
     r(i,k) = sum_l w_need(i,l) * prod_{l' <= l} Y(i,k,l') + sum_l w_rest(i,l) * (1 - W(i,k,l))
-
-Hard first operations give K zeros (K times the do-nothing score sum_l w_rest), easy
-tasks K ones, tasks with one impossible late operation K equal partial rewards.
 
 Update (GRPO-like, once per training step over the G groups trained on): advantages
 A(i,k) = r(i,k) - mean_k r(i,k) (group-relative, Dr. GRPO scaling: no std division);
@@ -69,9 +48,7 @@ S = mean_i E[r_i], with E[r_i] = sum_l w_need(i,l) E_xi[prod_{l' <= l} p(l')]
 exactly up to a Gauss-Hermite quadrature of ``quadrature_nodes`` nodes over xi. The true
 expected group variance of a task (:meth:`LearnerSimulator.expected_group_variance`),
 ((K - 1) / K) Var(r_i), comes from the same quadrature over the first failed operation.
-
-Parameters and their defaults are the fields of
-:class:`~envsched_gnn.eval.simulator.config.SimulatorConfig`.
+Parameters: :class:`~envsched_gnn.eval.simulator.config.SimulatorConfig`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The simulator's STRUCTURE world: difficulty follows each task's hidden structure, with a knob.
 
-A fair test of a graph needs a world where a task's reward variance is predictable from
-tasks that share its structure, through a mechanism the graph never reads: the graph has
-to discover it from the tasks' text, checks and abstracts. The hidden structure of a
-generated task is its list of generator operations (:mod:`envsched_gnn.envs.generator.
-structure`); each operation l of task i is a slot of the simulator with the hidden factors
+Reward variance here is predictable from tasks that share hidden structure, through a
+mechanism the graph never reads. The hidden structure of a generated task is its list of
+generator operations (:mod:`envsched_gnn.envs.generator.structure`); each operation l of
+task i is a slot of the simulator with the hidden factors
 
     F(i,l) = { op:<kind>, variant:<kind>/<gate outcome or action> (gated operations),
                look_alike (a similar name was planted), list:<siblings> (list selection) },
@@ -31,31 +30,17 @@ World (fixed by the pool and ``world_seed``; the same for every run seed and eve
 
   normal with mean mu and sd sigma for every kappa: only its dependence on structure
   changes (kappa = 0: none; kappa = 1: a function of structure alone);
-- skills start at 0: s_env(e) per environment, s_op(f) per factor f of the F(i,l) (the
-  simulator's slot-level skills), s_task(i); the update of
-  :mod:`envsched_gnn.eval.simulator.simulate` moves them, so what a rollout teaches
-  transfers to every task sharing e or a factor;
-- checks: each check belongs to one operation (change checks in order, then distractor
-  checks, as the generator writes them). A check that passes when the agent does nothing
-  (run on the empty trajectory in the sandboxed runtime: distractors, "unchanged" checks)
-  counts in w_rest(i,l), the others in w_need(i,l); each weight is the share of the task's
-  checks. So a rollout that fails its first operation without going wrong scores what
-  doing nothing scores in the real pool.
+- skills start at 0: s_env(e), s_op(f) per factor, s_task(i); the simulator's update moves
+  them, so what a rollout teaches transfers to every task sharing e or a factor;
+- checks: each belongs to one operation (as the generator writes them); one that passes on the
+  empty trajectory (sandboxed runtime) counts in w_rest(i,l), the others in w_need(i,l), each
+  the share of the task's checks, so failing the first operation scores what doing nothing does.
 
-Rollouts, update and score are the simulator's (:mod:`envsched_gnn.eval.simulator.simulate`).
-
-What kappa = 0 does not remove: kappa sets how much of the *difficulty* delta(i,l) follows
-structure, not how much of the reward *variance* does. A task's operation count L_i and its
-check layout (w_need, w_rest) shape Var(r_i) whatever delta is (more operations, more ways to
-stop early), and the graph sees them (abstracts list the operations, checks are in the text).
-Measured on the generated 51 x 50 pool at kappa 0, before any learning: the layout part of
-E[v_i] (its mean over kappa-0 worlds that differ only in eps) explains 43 % of the spread of
-E[v_i]; the Spearman correlation of E[v_i] with its cross neighbours' mean is +0.35 on the
-real graph, -0.01 on the label-permuted one and +0.003 / -0.01 on the relabelled one (pool
-seeds 0 / 2; null sd 0.03); the rest of E[v_i] correlates with neither (+0.01). So EnvSched
-may beat the controls at kappa 0 through the layout, legitimately. The world in which no
-graph can know anything about a task is the null world (``shuffle_tasks``); that is the
-harness check.
+kappa sets how much of the *difficulty* follows structure, not of the reward *variance*: a
+task's operation count and check layout shape Var(r_i) whatever delta is, and the graph sees
+them, so EnvSched may beat the controls at kappa 0 legitimately (measured in
+docs/results/controls.md). The world where no graph can know anything is the null world
+(``shuffle_tasks``).
 """
 
 from __future__ import annotations
@@ -162,9 +147,7 @@ def within_task_correlation(score: np.ndarray, task_of_slot: np.ndarray) -> floa
 
 
 def build_structure_world(
-    pool: Pool,
-    config: SimulatorConfig,
-    rest_checks: Mapping[str, Sequence[bool]] | None = None,
+    pool: Pool, config: SimulatorConfig, rest_checks: Mapping[str, Sequence[bool]] | None = None
 ) -> SimulatorWorld:
     """The structure world (module docstring) for ``pool``.
 

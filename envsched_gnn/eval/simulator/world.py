@@ -1,11 +1,7 @@
 """The fixed world the learner simulator runs on: the arrays every world builder fills.
 
-Task i has padded operation slots l = 1..L_i, each with slot-level skills F(i,l), check
-weights w_need(i,l) and w_rest(i,l) and a difficulty delta(i,l); its task-level skill is its
-environment e(i). The worlds' modules build it
-(:mod:`~envsched_gnn.eval.simulator.structure_world`,
-:mod:`~envsched_gnn.eval.simulator.independent_world`); the simulator
-(:mod:`~envsched_gnn.eval.simulator.simulate`) only reads it.
+Task i has padded slots l = 1..L_i with slot-level skills F(i,l), check weights w_need(i,l)
+and w_rest(i,l) and difficulty delta(i,l), and the task-level skill of its environment e(i).
 """
 
 from __future__ import annotations
