@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
 from envsched_gnn.graph_build.builder import GraphConfig
 from envsched_gnn.memory_watchdog import MemoryLimitExceeded, beside, memory_limit, memory_watchdog
 
@@ -333,8 +333,7 @@ def _run(args: argparse.Namespace) -> int:
                     print(f"--tasks {n} --store {store}: {stopped}")
                     return 1
                 except StoreError as error:
-                    print(f"error: {error}")
-                    return 1
+                    return fail(error, RUN_ERROR)
                 r["tree_peak_rss_mib"] = memory.peak / (1 << 20)
                 print(" ".join(_cell(r.get(key), width, spec) for key, _, width, spec in COLUMNS))
                 print(json.dumps(r), flush=True)

@@ -187,8 +187,7 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 
         chosen = [o for o in observations if o.step == args.replay_round]
         if not chosen:
-            print(f"error: {args.history} has no observation at step {args.replay_round}")
-            return 2
+            return fail(f"{args.history} has no observation at step {args.replay_round}")
         observations = assign_steps(chosen, args.replay_steps, seed=args.seed)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
 from envsched_gnn.json_files import write_json_atomically
 
 EVAL_AGENT_FIELDS = ("temperature", "tool_format")
@@ -75,8 +75,7 @@ def _eval_policy(args: argparse.Namespace) -> int:
     pool = load_pool(evaluation.pool)
     tasks = [task.task_id for task in pool.split(evaluation.split)][: evaluation.limit]
     if not tasks:
-        print(f"error: pool {evaluation.pool} has no task in split {evaluation.split!r}")
-        return 2
+        return fail(f"pool {evaluation.pool} has no task in split {evaluation.split!r}")
     agent = load_agent_config(
         evaluation.model, **{name: getattr(args, name) for name in EVAL_AGENT_FIELDS}
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, split_names
+from envsched_gnn.config_cli import add_config_flags, config_from_args, fail, split_names
 
 
 @dataclass
@@ -84,8 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     options = config_from_args(RunOptions, args)
     unknown = [name for name in options.schedulers if name not in SCHEDULERS]
     if unknown or not options.schedulers:
-        print(f"error: unknown scheduler(s) {unknown}; expected names of {sorted(SCHEDULERS)}")
-        return 2
+        return fail(f"unknown scheduler(s) {unknown}; expected names of {sorted(SCHEDULERS)}")
     run_pipeline(options)
     return 0
 

@@ -89,3 +89,14 @@ def test_eval_policy_command_writes_the_result(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["tasks"] == len(POOL.split("test")) and result["k"] == 2
     assert "mean reward" in capsys.readouterr().out
+
+
+def test_eval_policy_on_an_empty_split_is_a_one_line_error(tmp_path, capsys):
+    pool_dir = write_handmade_pool(tmp_path / "pool")
+    argv = ["eval", "policy", "--pool", str(pool_dir), "--model", str(tmp_path / "no-model")]
+    argv += ["--split", "nosuchsplit", "--out", str(tmp_path / "eval.json")]
+    assert _run_command(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: pool {pool_dir} has no task in split 'nosuchsplit'\n"
+    )
+    assert not (tmp_path / "eval.json").exists()

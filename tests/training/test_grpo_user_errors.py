@@ -70,3 +70,17 @@ def test_resume_on_a_graph_that_lost_an_observed_task_is_a_one_line_error(tmp_pa
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: the graph (") and "lacks 1 task(s)" in last
     assert repr(lost) in last
+
+
+def test_no_graph_and_no_store_is_a_one_line_error(tmp_path, capsys):
+    save_pool(POOL, tmp_path / "pool")
+    out = tmp_path / "run"
+    argv = ["train", "grpo", "--pool", str(tmp_path / "pool"), "--model", str(tmp_path / "m")]
+    argv += ["--out", str(out), *SMALL_RUN]
+
+    assert main(argv) == 2
+
+    assert capsys.readouterr().err == (
+        "error: give --graph FILE or --store SPEC to read the task graph from\n"
+    )
+    assert not out.exists()

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
 
 AGENT_FIELDS = ("temperature", "max_turns", "max_new_tokens")
 """The AgentConfig fields a run may override (default: the policy's agent_config.json)."""
@@ -119,8 +119,7 @@ def _train_grpo(args: argparse.Namespace) -> int:
         with open_store(run.store) as store:
             graph = store.read_graph()
     else:
-        print("error: give --graph FILE or --store SPEC to read the task graph from")
-        return 2
+        return fail("give --graph FILE or --store SPEC to read the task graph from")
     writer = StoreWriter(run.store) if run.store else None
     try:
         result = train_grpo(
