@@ -63,5 +63,5 @@ def test_bench_graph_into_a_server_by_uri_measures_it_and_leaves_it_empty(
     store.write_environments([])
     store.write_rows("CREATE (:Task {id: 'kept'})", [{}])
     assert main(argv) == 1
-    assert "needs an empty one" in capsys.readouterr().out
+    assert "needs an empty one" in capsys.readouterr().err
     assert store.count_tasks() == 1  # nothing of a store that held data is touched
