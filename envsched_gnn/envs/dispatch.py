@@ -15,10 +15,12 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from envsched_gnn.envs.episode import (
+    CallStopped,
     RuntimeEpisode,
     ScoreRun,
     ToolFault,
@@ -128,13 +130,20 @@ class Dispatcher:
             body["tools"] = env.tool_names
         return Op("define", json.dumps(body), None, None, self.config.grace_s, channel=channel)
 
-    def rebuild_ops(self, worker: int) -> list[Op]:
-        """The ops that restore the live episodes of ``worker`` in a new sandbox: each one's
-        reset, then its logged calls in order."""
+    def live_on(self, worker: int) -> list[str]:
+        """The ids of the live episodes ``worker`` holds."""
+        return [
+            episode_id
+            for episode_id, episode in self._episodes.items()
+            if episode.worker == worker and episode.status == "live"
+        ]
+
+    def rebuild_ops(self, episode_ids: Iterable[str]) -> list[Op]:
+        """The ops that restore episodes in a new sandbox: each one's reset, then its logged
+        calls in order. A reset or a call that fails here loses its episode."""
         items = []
-        for episode_id, episode in self._episodes.items():
-            if episode.worker != worker or episode.status != "live":
-                continue
+        for episode_id in episode_ids:
+            episode = self._episodes[episode_id]
             items.append(self.reset_op(episode_id, episode.task, None))
             items += [self.call_op(episode_id, call, None) for call in episode.log]
         return items
@@ -201,7 +210,7 @@ class Dispatcher:
                 self._lose_episodes(slot_id, f"worker restarted {restarts[slot_id]} times")
                 rebuild = []
             else:
-                rebuild = self.rebuild_ops(slot_id)
+                rebuild = self.rebuild_ops(self.live_on(slot_id))
             # rebuild, define and release ops are made again as needed; the caller's stay, a
             # score op going on from the check it had reached
             kept = {
@@ -302,11 +311,12 @@ class Dispatcher:
             else:
                 episode.status, episode.error = "failed", str(result.get("error"))
         elif item.kind == "call":
-            if episode is not None and not reply.get("t"):
-                # the log is what a rebuild replays; a call stopped by the alarm is left out
-                episode.log.append(item.call)
-            if reply.get("f"):
+            if reply.get("t"):
+                result = CallStopped(result)
+            elif reply.get("f"):
                 result = ToolFault(result)
+            if episode is not None:
+                episode.record(item.call, result)
         elif item.kind == "score":
             checks = len(item.run.checks)
             if result.get("success") is True and len(item.run.passed) == checks:
@@ -339,10 +349,11 @@ class Dispatcher:
                 return [self.score_op(item.episode, item.sink, item.run)]
             results[item.sink] = item.run.verdict()
         elif item.sink is not None:
-            results[item.sink] = fault(reason)
+            answer = fault(reason)
+            results[item.sink] = CallStopped(answer) if item.kind == "call" else answer
         return []
 
     def _lose_episodes(self, worker: int, reason: str) -> None:
-        for episode in self._episodes.values():
-            if episode.worker == worker and episode.status == "live":
-                episode.status, episode.error = "lost", reason
+        for episode_id in self.live_on(worker):
+            self._episodes[episode_id].status = "lost"
+            self._episodes[episode_id].error = reason

@@ -6,6 +6,8 @@ state no check could run on scores 0 and says why in :attr:`EpisodeScore.unscore
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,15 +35,27 @@ class ToolFault(dict):
     ``{"success": False, "error": ...}`` dict the policy sees; only its type tells."""
 
 
+class CallStopped(ToolFault):
+    """A call the runtime stopped before it returned: its alarm rang (the worker's ``"t"``
+    flag), or its worker hung, died or misbehaved and was replaced. What it did to the state is
+    unknown, so a rebuild does not replay it (:meth:`RuntimeEpisode.record`)."""
+
+
 @dataclass
 class RuntimeEpisode:
-    """An episode the runtime holds: its task, its worker, the calls a rebuild replays."""
+    """An episode a runtime holds: its task, its worker (a worker process, or a Ray actor),
+    the calls a rebuild replays."""
 
     task: Task
     worker: int
     log: list[ToolCall] = field(default_factory=list)
     status: str = "pending"  # pending -> live | failed; live -> lost when a rebuild fails
     error: str = ""
+
+    def record(self, call: ToolCall, result: Any) -> None:
+        """Logs ``call`` for a rebuild to replay, unless the runtime stopped it."""
+        if not isinstance(result, CallStopped):
+            self.log.append(call)
 
 
 @dataclass
@@ -86,6 +100,17 @@ def failed_score(task: Task, reason: str) -> EpisodeScore:
     return EpisodeScore(
         reward=0.0, checks=(False,) * count, errors=(reason,) * count, unscored=reason
     )
+
+
+def warn_unscored(scores: Iterable[EpisodeScore], reported: set[str]) -> None:
+    """Warns once per task and cause (``"state cannot be loaded (class X, task Y)"``) about
+    states no check could run on (they score 0), so that a state the scorer cannot read is not
+    mistaken for checks that fail; ``reported`` holds the causes already warned about."""
+    for score in scores:
+        cause = score.unscored.partition("): ")[0]
+        if cause and cause not in reported:
+            reported.add(cause)
+            warnings.warn(f"{score.unscored}; it scores 0", RuntimeWarning, stacklevel=3)
 
 
 def unloadable_state(task: Task, class_name: str, why: str) -> str:

@@ -21,13 +21,19 @@ cause.
 from __future__ import annotations
 
 import math
-import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from envsched_gnn.envs.dispatch import SCORER, TOOLS, Dispatcher, Op
-from envsched_gnn.envs.episode import EpisodeScore, RuntimeEpisode, ScoreRun, failed_score, fault
+from envsched_gnn.envs.episode import (
+    EpisodeScore,
+    RuntimeEpisode,
+    ScoreRun,
+    failed_score,
+    fault,
+    warn_unscored,
+)
 from envsched_gnn.envs.pool import Pool, Task, ToolCall
 from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -76,27 +82,34 @@ class EnvRuntime(RuntimeBase[RuntimeEpisode]):
         """Starts (or restarts) each ``(episode_id, task_id)`` in its task's initial state,
         instantiated as EnvScaler does (docs/design.md §8). Returns ``{"success": True}`` or
         ``{"success": False, "error": str}`` per episode."""
-        if not len(self._slots):
-            self.start()
-        tasks = [self.pool.task(task_id) for _, task_id in episodes]
-        if len({episode_id for episode_id, _ in episodes}) != len(episodes):
-            raise ValueError("an episode id appears twice in one reset")
         jobs: dict[tuple[int, str], list[Op]] = {}
-        for episode_id, task in zip((e for e, _ in episodes), tasks, strict=True):
-            old = self._episodes.get(episode_id)
-            if old is not None and old.task.env_id != task.env_id:
-                self.release([episode_id])
-        placement = self._place(episodes, tasks)
-        for sink, ((episode_id, _), task) in enumerate(zip(episodes, tasks, strict=True)):
-            worker = placement[sink]
-            self._episodes[episode_id] = RuntimeEpisode(task=task, worker=worker)
-            jobs.setdefault((worker, TOOLS), []).append(
-                self._dispatcher.reset_op(episode_id, task, sink)
+        for sink, (episode_id, episode) in enumerate(self._take(episodes).items()):
+            jobs.setdefault((episode.worker, TOOLS), []).append(
+                self._dispatcher.reset_op(episode_id, episode.task, sink)
             )
         results: list = [None] * len(episodes)
         self._dispatcher.run(jobs, results)
         self._retire_exhausted()
         return results
+
+    def rebuild(self, episodes: Sequence[tuple[str, str, Sequence[ToolCall]]]) -> list[dict]:
+        """Restores each ``(episode_id, task_id, calls)`` that another runtime held (a Ray
+        actor that died) as a replaced worker's episodes are restored: reset, then the logged
+        calls replayed. Returns ``{"success": True}`` or ``{"success": False, "error": str}``
+        per episode."""
+        taken = self._take([(episode_id, task_id) for episode_id, task_id, _ in episodes])
+        jobs: dict[tuple[int, str], list[Op]] = {}
+        for (episode_id, episode), (_, _, calls) in zip(taken.items(), episodes, strict=True):
+            episode.status, episode.log = "live", list(calls)
+            jobs.setdefault((episode.worker, TOOLS), []).extend(
+                self._dispatcher.rebuild_ops([episode_id])
+            )
+        self._dispatcher.run(jobs, [])
+        self._retire_exhausted()
+        return [
+            {"success": True} if e.status == "live" else {"success": False, "error": e.error}
+            for e in taken.values()
+        ]
 
     def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
         """Calls tools; each result is the tool's return value as JSON
@@ -147,7 +160,7 @@ class EnvRuntime(RuntimeBase[RuntimeEpisode]):
             scoring.setdefault((episode.worker, SCORER), []).append(item)
         self._dispatcher.run(scoring, results)
         self._retire_exhausted()
-        self._report_unscored([s for sink, s in enumerate(results) if sink not in unusable])
+        warn_unscored([s for sink, s in enumerate(results) if sink not in unusable], self._reported)
         return results
 
     def state(self, episode_ids: Sequence[str]) -> list[dict]:
@@ -180,6 +193,24 @@ class EnvRuntime(RuntimeBase[RuntimeEpisode]):
         self._slots.trim(self._load())
 
     # -- placement: one environment per worker ---------------------------------------------
+
+    def _take(self, episodes: Sequence[tuple[str, str]]) -> dict[str, RuntimeEpisode]:
+        """A new, pending episode for each ``(episode_id, task_id)``, placed on a worker of its
+        task's environment (one that changes environment is released first)."""
+        if not len(self._slots):
+            self.start()
+        tasks = [self.pool.task(task_id) for _, task_id in episodes]
+        if len({episode_id for episode_id, _ in episodes}) != len(episodes):
+            raise ValueError("an episode id appears twice in one reset")
+        for episode_id, task in zip((e for e, _ in episodes), tasks, strict=True):
+            old = self._episodes.get(episode_id)
+            if old is not None and old.task.env_id != task.env_id:
+                self.release([episode_id])
+        placement = self._place(episodes, tasks)
+        taken = {}
+        for (episode_id, _), task, worker in zip(episodes, tasks, placement, strict=True):
+            taken[episode_id] = self._episodes[episode_id] = RuntimeEpisode(task, worker)
+        return taken
 
     def _load(self) -> dict[int, int]:
         load = dict.fromkeys(self._slots, 0)
@@ -228,14 +259,5 @@ class EnvRuntime(RuntimeBase[RuntimeEpisode]):
         for slot_id, slot in self._slots.items():
             if slot.exhausted:
                 self._slots.restart(slot_id)
-                self._dispatcher.run({(slot_id, TOOLS): self._dispatcher.rebuild_ops(slot_id)}, [])
-
-    def _report_unscored(self, scores: Sequence[EpisodeScore]) -> None:
-        """Warns once per task and cause (``"state cannot be loaded (class X, task Y)"``)
-        about states no check could run on (they score 0), so that a state the scorer cannot
-        read is not mistaken for checks that fail."""
-        for score in scores:
-            cause = score.unscored.partition("): ")[0]
-            if cause and cause not in self._reported:
-                self._reported.add(cause)
-                warnings.warn(f"{score.unscored}; it scores 0", RuntimeWarning, stacklevel=3)
+                rebuild = self._dispatcher.rebuild_ops(self._dispatcher.live_on(slot_id))
+                self._dispatcher.run({(slot_id, TOOLS): rebuild}, [])

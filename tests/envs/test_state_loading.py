@@ -158,7 +158,7 @@ REFUSED = {
 }
 
 
-def _refusal_pool() -> Pool:
+def refusal_pool() -> Pool:
     """One task per refused kind, each in an environment (so a worker) of its own: the
     smuggling and the forging tools change their worker for good."""
     envs = {f"h{k}": Environment(f"h{k}", REFUSED_CODE, _tools("keep", "ran")) for k in REFUSED}
@@ -179,7 +179,7 @@ def _refusal_pool() -> Pool:
 
 
 def test_pickles_that_would_run_code_are_refused_and_reported_once_as_such():
-    pool = _refusal_pool()
+    pool = refusal_pool()
     with EnvRuntime(pool, RuntimeConfig(workers=1)) as runtime:
         with pytest.warns(RuntimeWarning) as warned:
             scores = runtime.replay([(t.task_id, t.reference_solution) for t in pool.tasks])
@@ -203,7 +203,7 @@ def test_pickles_that_would_run_code_are_refused_and_reported_once_as_such():
 def test_pool_check_reports_an_unloadable_state_once_per_task_not_as_failed_checks(
     tmp_path, capsys
 ):
-    save_pool(_refusal_pool(), tmp_path / "pool")
+    save_pool(refusal_pool(), tmp_path / "pool")
     code = main(["pool", "check", str(tmp_path / "pool"), "--no-progress", "--workers", "1"])
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 1

@@ -1,7 +1,8 @@
 """Ray on a local instance (``ray.init(num_cpus=2)``, loopback only): the scheduler actor
 shared by two rollout processes, its idempotent observations and its restart from a
 checkpoint, and environment actors (their workers in the runtime's sandbox, which dies with
-them) replaced after a kill with their episodes replayed."""
+them) replaced after a kill with their episodes replayed, warning about unscorable states as
+the local runtime does."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
 from envsched_gnn.scheduler.registry import make_scheduler
+from tests.envs.test_state_loading import REFUSED, refusal_pool
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
 pytestmark = pytest.mark.slow
@@ -170,7 +172,7 @@ def test_killed_environment_actor_is_replaced_and_its_episode_replayed(cluster):
     with RayEnvRuntime(pool, config) as runtime:
         runtime.reset([("episode", task.task_id), ("other", task.task_id)])
         runtime.call([("episode", calls[0])])
-        actor = runtime._episodes["episode"].actor
+        actor = runtime._episodes["episode"].worker
         pids = runtime.actor_pids()
         for _, workers in pids:
             assert workers and all(sandboxed(pid) for pid in workers)
@@ -184,3 +186,21 @@ def test_killed_environment_actor_is_replaced_and_its_episode_replayed(cluster):
         assert runtime.call([("episode", calls[1])])[0]["success"] is True
         assert [s.reward for s in runtime.score(["episode"])] == [after_all]
         assert [s.reward for s in runtime.replay([(task.task_id, calls)])] == [after_all]
+
+
+def test_ray_runtime_warns_about_unscorable_states_once_per_task_as_the_local_one_does(cluster):
+    pool = refusal_pool()
+    runs = [(task.task_id, task.reference_solution) for task in pool.tasks]
+    local = EnvRuntime(pool, RuntimeConfig(workers=1))
+    with local, pytest.warns(RuntimeWarning) as local_warned:
+        expected = local.replay(runs)
+    runtime = RayEnvRuntime(pool, RayRuntimeConfig(actors=1, num_cpus=0.5))
+    with runtime, pytest.warns(RuntimeWarning) as warned:
+        scores = runtime.replay(runs)
+        again = runtime.replay(runs)
+    assert [s.unscored for s in scores] == [s.unscored for s in expected]
+    assert [s.unscored for s in again] == [s.unscored for s in expected]
+    assert all(s.unscored.startswith("state cannot be loaded (class ") for s in scores)
+    messages = sorted(str(warning.message) for warning in warned)
+    assert messages == sorted(str(warning.message) for warning in local_warned)
+    assert len(messages) == len(REFUSED)  # once per task, not once per replay

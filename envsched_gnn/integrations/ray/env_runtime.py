@@ -4,10 +4,11 @@ Each :class:`EnvWorker` actor hosts an ordinary :class:`~envsched_gnn.envs.runti
 (sandbox included); :class:`RayEnvRuntime`, in the trainer, places episodes on the least
 loaded actor and sends each method call as one request per actor, in parallel, answered in
 input order. Actors are created with ``max_restarts`` and no task retries: when one dies
-during a request, its episodes are rebuilt on the restarted actor (reset, then the logged
-calls replayed, less those the alarm stopped, as the local runtime does) and the request is
-sent again; after ``max_rebuilds`` deaths in one request its episodes are lost (errors,
-reward 0) and the trainer goes on.
+during a request, its episodes are rebuilt on the restarted actor by ``EnvRuntime.rebuild``
+(reset, then the logged calls replayed, less those the runtime stopped: the local runtime's
+rule, :meth:`~envsched_gnn.envs.episode.RuntimeEpisode.record`) and the request is sent again;
+after ``max_rebuilds`` deaths in one request its episodes are lost (errors, reward 0) and the
+trainer goes on. States no check could run on are warned about as ``EnvRuntime.score`` does.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
 from envsched_gnn.config_cli import check_bounds
-from envsched_gnn.envs.episode import EpisodeScore
+from envsched_gnn.envs.episode import (
+    EpisodeScore,
+    RuntimeEpisode,
+    failed_score,
+    fault,
+    warn_unscored,
+)
 from envsched_gnn.envs.pool import Pool, ToolCall
 from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-
-TIMED_OUT = "timed out after"
-"""Start of the runtime's error for an op its alarm stopped (not replayed on a rebuild)."""
 
 
 class EnvWorker:
@@ -52,10 +56,7 @@ class EnvWorker:
         self.runtime.release(episode_ids)
 
     def rebuild(self, episodes: list[tuple[str, str, list[ToolCall]]]) -> list[dict]:
-        """Reset each ``(episode_id, task_id, calls)`` and replay its calls; reset results."""
-        results = self.runtime.reset([(episode_id, task_id) for episode_id, task_id, _ in episodes])
-        self.runtime.call([(episode, call) for episode, _, calls in episodes for call in calls])
-        return results
+        return self.runtime.rebuild(episodes)
 
     def pids(self) -> tuple[int, list[int]]:
         """The actor's process id and its runtime's worker process ids."""
@@ -85,18 +86,9 @@ class RayRuntimeConfig:
         check_bounds(self, at_least={"actors": 1})
 
 
-@dataclass
-class _Episode:
-    task_id: str
-    actor: int
-    log: list[ToolCall] = field(default_factory=list)
-    live: bool = False
-    error: str = ""
-
-
-class RayEnvRuntime(RuntimeBase[_Episode]):
+class RayEnvRuntime(RuntimeBase[RuntimeEpisode]):
     """Runs a pool's episodes on Ray actors with ``EnvRuntime``'s API (a context manager, not
-    thread-safe); ``ray.init`` must have been called."""
+    thread-safe); ``ray.init`` must have been called. An episode's ``worker`` is its actor."""
 
     def __init__(self, pool: Pool, config: RayRuntimeConfig | None = None) -> None:
         self.pool = pool
@@ -104,7 +96,8 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
         self.restarts = 0
         self._actors: list[Any] = []
         self._pool_ref: Any = None  # held: a restarted actor gets its pool from this object
-        self._episodes: dict[str, _Episode] = {}
+        self._episodes: dict[str, RuntimeEpisode] = {}
+        self._reported: set[str] = set()
 
     def start(self) -> None:
         """Creates the actors (idempotent) and waits until they are up."""
@@ -138,28 +131,27 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
         self.start()
         if len({episode_id for episode_id, _ in episodes}) != len(episodes):
             raise ValueError("an episode id appears twice in one reset")
-        for _, task_id in episodes:
-            self.pool.task(task_id)  # unknown task ids fail here, before anything runs
+        tasks = [self.pool.task(task_id) for _, task_id in episodes]  # unknown ids fail here
         load = [0] * len(self._actors)
         for episode in self._episodes.values():
-            load[episode.actor] += 1
+            load[episode.worker] += 1
         work: dict[int, list[tuple[int, tuple[str, str]]]] = {}
-        for sink, (episode_id, task_id) in enumerate(episodes):
+        for sink, ((episode_id, task_id), task) in enumerate(zip(episodes, tasks, strict=True)):
             old = self._episodes.get(episode_id)
-            actor = old.actor if old is not None else min(range(len(load)), key=load.__getitem__)
+            actor = old.worker if old is not None else min(range(len(load)), key=load.__getitem__)
             if old is None:
                 load[actor] += 1
-            self._episodes[episode_id] = _Episode(task_id, actor)
+            self._episodes[episode_id] = RuntimeEpisode(task, actor)
             work.setdefault(actor, []).append((sink, (episode_id, task_id)))
         results: list = [None] * len(episodes)
 
         def absorb(item: tuple[str, str], result: dict) -> dict:
             episode = self._episodes[item[0]]
-            episode.live = result.get("success") is True
-            episode.error = "" if episode.live else str(result.get("error"))
+            episode.status = "live" if result.get("success") is True else "failed"
+            episode.error = str(result.get("error", ""))
             return result
 
-        self._dispatch("reset", work, results, absorb, _error)
+        self._dispatch("reset", work, results, absorb, _fault)
         return results
 
     def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
@@ -169,23 +161,18 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
         work: dict[int, list[tuple[int, tuple[str, ToolCall]]]] = {}
         for sink, (episode_id, tool_call) in enumerate(calls):
             episode = self._episode(episode_id)
-            if not episode.live:
-                results[sink] = _error(f"episode {episode_id!r} is not usable: {episode.error}")
+            if episode.status != "live":
+                results[sink] = fault(f"episode {episode_id!r} is not usable: {episode.error}")
                 continue
-            work.setdefault(episode.actor, []).append((sink, (episode_id, tool_call)))
+            work.setdefault(episode.worker, []).append((sink, (episode_id, tool_call)))
 
         def absorb(item: tuple[str, ToolCall], result: Any) -> Any:
             episode = self._episodes.get(item[0])
-            timed_out = (  # a result may be any JSON value (spec section 8)
-                isinstance(result, dict)
-                and result.get("success") is False
-                and str(result.get("error", "")).startswith(TIMED_OUT)
-            )
-            if episode is not None and episode.live and not timed_out:
-                episode.log.append(item[1])
+            if episode is not None and episode.status == "live":
+                episode.record(item[1], result)
             return result
 
-        self._dispatch("call", work, results, absorb, _error)
+        self._dispatch("call", work, results, absorb, _fault)
         return results
 
     def score(self, episode_ids: Sequence[str]) -> list[EpisodeScore]:
@@ -194,11 +181,17 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
         work: dict[int, list[tuple[int, str]]] = {}
         for sink, episode_id in enumerate(episode_ids):
             episode = self._episode(episode_id)
-            if not episode.live:
-                results[sink] = self._failed_score(episode_id, episode.error)
+            if episode.status != "live":  # its reset's answer already said why
+                results[sink] = failed_score(episode.task, episode.error)
                 continue
-            work.setdefault(episode.actor, []).append((sink, episode_id))
-        self._dispatch("score", work, results, lambda item, result: result, self._failed_score)
+            work.setdefault(episode.worker, []).append((sink, episode_id))
+
+        def failure(episode_id: str, reason: str) -> EpisodeScore:
+            return failed_score(self._episodes[episode_id].task, reason)
+
+        self._dispatch("score", work, results, lambda item, result: result, failure)
+        scored = [results[sink] for items in work.values() for sink, _ in items]
+        warn_unscored(scored, self._reported)
         return results
 
     def release(self, episode_ids: Sequence[str]) -> None:
@@ -207,8 +200,8 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
         for episode_id in episode_ids:
             episode = self._episodes.pop(episode_id, None)
             if episode is not None:
-                work.setdefault(episode.actor, []).append((0, episode_id))
-        self._dispatch("release", work, None, lambda item, result: result, _error)
+                work.setdefault(episode.worker, []).append((0, episode_id))
+        self._dispatch("release", work, None, lambda item, result: result, _fault)
 
     # -- dispatch and recovery ----------------------------------------------------------------
     def _dispatch(
@@ -243,17 +236,17 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
                     break
                 ref = getattr(self._actors[actor], method).remote(args)
         for episode in self._episodes.values():
-            if episode.actor == actor and episode.live:
-                episode.live, episode.error = False, f"{reason}; episode lost"
+            if episode.worker == actor and episode.status == "live":
+                episode.status, episode.error = "lost", f"{reason}; episode lost"
         return None, f"{reason}; gave up after {self.config.max_rebuilds} rebuilds"
 
     def _rebuild(self, actor: int) -> bool:
         """Waits for Ray to restart ``actor``, then rebuilds its live episodes there."""
         self.restarts += 1
         episodes = [
-            (episode_id, episode.task_id, list(episode.log))
+            (episode_id, episode.task.task_id, list(episode.log))
             for episode_id, episode in self._episodes.items()
-            if episode.actor == actor and episode.live
+            if episode.worker == actor and episode.status == "live"
         ]
         deadline = time.monotonic() + 60.0
         while True:
@@ -267,13 +260,9 @@ class RayEnvRuntime(RuntimeBase[_Episode]):
         for (episode_id, _, _), result in zip(episodes, results, strict=True):
             if result.get("success") is not True:
                 episode = self._episodes[episode_id]
-                episode.live, episode.error = False, f"rebuild failed: {result.get('error')}"
+                episode.status, episode.error = "lost", str(result.get("error"))
         return True
 
-    def _failed_score(self, episode_id: str, reason: str) -> EpisodeScore:
-        count = len(self.pool.task(self._episodes[episode_id].task_id).checklist_with_func)
-        return EpisodeScore(reward=0.0, checks=(False,) * count, errors=(reason,) * count)
 
-
-def _error(_: Any, message: str) -> dict:
-    return {"success": False, "error": message}
+def _fault(_: Any, message: str) -> dict:
+    return fault(message)
