@@ -1,6 +1,7 @@
 """Each target's top-k neighbours: by similarity, ties by a hash of the pair (spec section 3),
 ``pair_key(i, j) = mix64(h(i) XOR mix64(h(j)))`` (``h`` = :func:`task_hashes`, ``mix64``
-splitmix64's finaliser), smaller first.
+splitmix64's finaliser), smaller first. :func:`rank_candidates` is the one place that rule is
+written: a build, a growth and a truncation all rank by it, so that they agree.
 """
 
 from __future__ import annotations
@@ -40,6 +41,28 @@ def pair_keys(target: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     return _mix64(np.asarray(target, np.uint64) ^ _mix64(np.asarray(candidate, np.uint64)))
 
 
+def rank_candidates(
+    sims: np.ndarray,
+    target_hashes: np.ndarray,
+    candidate_hashes: np.ndarray,
+    k: int,
+    groups: np.ndarray | None = None,
+) -> np.ndarray:
+    """Each target's best ``k`` candidates: higher similarity first, ties by the smaller
+    :func:`pair_keys` of (target, candidate).
+
+    A table, one row per target (``groups`` None): ``sims, candidate_hashes (R, C);
+    target_hashes (R, 1) -> (R, min(k, C))`` column indices, best first.
+    A flat list: ``sims, target_hashes, candidate_hashes, groups (E,) -> (E',)`` indices of the
+    entries kept, grouped by ascending ``groups`` (the target), best first within each.
+    """
+    keys = pair_keys(target_hashes, candidate_hashes)
+    if groups is None:
+        return np.lexsort((keys, -sims), axis=1)[:, :k]
+    order = np.lexsort((keys, -sims, groups))
+    return order[group_ranks(groups[order]) < k]
+
+
 def top_neighbours(
     sims: np.ndarray,
     valid: np.ndarray,
@@ -47,8 +70,8 @@ def top_neighbours(
     row_hashes: np.ndarray,
     col_hashes: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the ``k`` best valid columns with sim > 0 (clipped to 1), ties by :func:`pair_keys`;
-    grouped by row, best first.
+    """Per row, the ``k`` best valid columns with sim > 0 (clipped to 1), by
+    :func:`rank_candidates`; grouped by row, best first.
     Shapes: ``sims, valid (R, C); row_hashes (R,); col_hashes (C,) -> rows (E,), cols (E,)``.
     """
     n_rows, n_cols = sims.shape
@@ -58,12 +81,8 @@ def top_neighbours(
     k = min(k, n_cols)
     kth = np.partition(masked, n_cols - k, axis=1)[:, n_cols - k]
     rows, cols = np.nonzero((masked >= kth[:, None]) & (masked > 0))
-    values = masked[rows, cols]
-    keys = pair_keys(row_hashes[rows], col_hashes[cols])
-    order = np.lexsort((keys, -values, rows))
-    rows, cols = rows[order], cols[order]
-    keep = group_ranks(rows) < k
-    return rows[keep], cols[keep]
+    best = rank_candidates(masked[rows, cols], row_hashes[rows], col_hashes[cols], k, rows)
+    return rows[best], cols[best]
 
 
 def top_shared_neighbours(
@@ -81,8 +100,9 @@ def top_shared_neighbours(
 
     With M the most columns of one environment, a row's k-th valid value is at least the
     (k + M)-th best overall, so only that prefix counts; per row, the tie block holding its k-th
-    valid column is cut by smallest :func:`pair_keys` (an ``argpartition``), in chunks of at
-    most ``cells``. Output as :func:`top_neighbours`.
+    valid column is cut by smallest :func:`pair_keys` (an ``argpartition``) and the columns
+    picked are ordered by :func:`rank_candidates`, in chunks of at most ``cells``. Output as
+    :func:`top_neighbours`.
     """
     empty = np.zeros(0, np.int64), np.zeros(0, np.int64)
     clipped = np.minimum(col_sims, 1.0)
@@ -111,7 +131,7 @@ def top_shared_neighbours(
         rank = np.where(valid & above, np.uint64(0), keys)
         rank[~eligible] = np.iinfo(np.uint64).max
         picked = np.argpartition(rank, take - 1, axis=1)[:, :take]
-        order = np.lexsort((np.take_along_axis(keys, picked, 1), block[picked]), axis=1)
+        order = rank_candidates(values[picked], row_hashes[chunk][:, None], hashes[picked], take)
         picked = np.take_along_axis(picked, order, 1)
         chosen = np.take_along_axis(eligible, picked, 1)
         out_rows.append(np.broadcast_to(chunk[:, None], picked.shape)[chosen])

@@ -24,7 +24,7 @@ from envsched_gnn.graph_build.builder import (
 )
 from envsched_gnn.graph_build.cross import cross_neighbours, distinct_groups
 from envsched_gnn.graph_build.embeddings import Embedder, exact_cosines, fixed_point
-from envsched_gnn.graph_build.neighbours import pair_keys, task_hashes
+from envsched_gnn.graph_build.neighbours import rank_candidates, task_hashes
 from envsched_gnn.graph_store import queries
 from envsched_gnn.graph_store.snapshot import read_snapshot_abstracts
 from envsched_gnn.graph_store.store import GraphStore
@@ -161,11 +161,11 @@ def _rerank_old_targets(
     hashes: np.ndarray,
     k: int,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by similarity, then
-    pair key: which old cross edges stay (bool, ``old_cross`` order) and the newcomer edges
-    ``(src, dst, sim)`` that enter, in the grown graph's indices. Only targets a newcomer can
-    reach (its best newcomer at least as similar as the weakest in-neighbour, or fewer than
-    ``k``) are re-ranked.
+    """Each old target's new top ``k`` of (its cross in-neighbours) U newcomers, by
+    :func:`~envsched_gnn.graph_build.neighbours.rank_candidates`: which old cross edges stay
+    (bool, ``old_cross`` order) and the newcomer edges ``(src, dst, sim)`` that enter, in the
+    grown graph's indices. Only targets a newcomer can reach (its best newcomer at least as
+    similar as the weakest in-neighbour, or fewer than ``k``) are re-ranked.
     """
     src, dst, sim = old_cross
     n = group.shape[0]
@@ -205,8 +205,8 @@ def _rerank_old_targets(
         columns = width - new_at.shape[0] + np.arange(new_at.shape[0])
         cand_sim[:, columns] = np.where(new_sims > 0, new_sims, -np.inf)
         cand_src[:, columns] = new_at[None, :]
-        keys = pair_keys(hashes[block][:, None], hashes[np.maximum(cand_src, 0)])
-        ranked = np.lexsort((keys, -cand_sim), axis=1)[:, :k]
+        sources = hashes[np.maximum(cand_src, 0)]
+        ranked = rank_candidates(cand_sim, hashes[block][:, None], sources, k)
         chosen_sim = np.take_along_axis(cand_sim, ranked, axis=1)
         chosen_edge = np.take_along_axis(cand_edge, ranked, axis=1)
         chosen_src = np.take_along_axis(cand_src, ranked, axis=1)

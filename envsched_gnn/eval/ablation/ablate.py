@@ -75,18 +75,13 @@ def truncate_graph(graph: TaskGraph, k_in: int, k_cross: int) -> TaskGraph:
     """Keep each target's top ``k_in`` within / ``k_cross`` cross neighbours, ranked as the
     builder ranks them (similarity, then the pair key), so the result equals a build at the
     smaller sizes."""
-    from envsched_gnn.graph_build.neighbours import pair_keys, task_hashes
+    from envsched_gnn.graph_build.neighbours import rank_candidates, task_hashes
 
     hashes = task_hashes(graph.task_ids)
     edges = {}
     for relation, k in (("within", k_in), ("cross", k_cross)):
         e = graph.edges[relation]
-        keys = pair_keys(hashes[e.dst], hashes[e.src])
-        order = np.lexsort((keys, -e.sim, e.dst))
-        dst = e.dst[order]
-        starts = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]]) if len(dst) else dst
-        rank = np.arange(len(dst)) - np.repeat(starts, np.diff(np.r_[starts, len(dst)]))
-        keep = np.sort(order[rank < k])
+        keep = np.sort(rank_candidates(e.sim, hashes[e.dst], hashes[e.src], k, e.dst))
         edges[relation] = RelationEdges(e.src[keep], e.dst[keep], e.sim[keep])
     return TaskGraph(list(graph.task_ids), list(graph.env_ids), edges)
 
