@@ -307,8 +307,8 @@ def _rollout_source(args: argparse.Namespace):
     for summary in summaries:
         print(
             f"round {'AB'[summary['round']]} (seed {summary['seed']}): {summary['tasks']} tasks "
-            f"x K={config.k}, mean reward {summary['mean_reward']:.3f}, groups with reward spread "
-            f"{summary['nonzero_variance_share']:.3f}, {summary['rollout_s']:.0f} s"
+            f"x K={config.k}, mean reward {summary['mean_reward']:.3f}, zero-variance groups "
+            f"{summary['zero_variance_share']:.3f}, {summary['rollout_s']:.0f} s"
         )
     if out is not None:
         write_history(out / "history.jsonl", observations)

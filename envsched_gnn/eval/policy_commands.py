@@ -89,14 +89,14 @@ def _eval_policy(args: argparse.Namespace) -> int:
     print(
         f"{evaluation.split}: {result['tasks']} tasks x K={evaluation.k}: mean reward "
         f"{result['mean_reward']:.3f}, full success {result['full_success_rate']:.3f}, "
-        f"groups with reward spread {result['nonzero_variance_share']:.3f}, "
+        f"zero-variance groups {result['zero_variance_share']:.3f}, "
         f"malformed calls/episode {result['malformed_call_rate']:.3f}, "
         f"{result['rollout_s']:.1f} s (T={agent.temperature}, {agent.tool_format} tools)"
     )
     for env, row in result["per_env"].items():
         print(
             f"  {env}: {row['tasks']} tasks, mean {row['mean_reward']:.3f}, "
-            f"spread {row['nonzero_variance_share']:.2f}"
+            f"zero-variance {row['zero_variance_share']:.2f}"
         )
     if evaluation.out:
         write_json_atomically(evaluation.out, result, indent=2)

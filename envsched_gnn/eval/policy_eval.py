@@ -1,6 +1,6 @@
 """``eval policy``: a policy's held-out evaluation, overall and per environment.
 
-The summary (mean reward, full success rate, share of groups with reward spread, mean reward
+The summary (mean reward, full success rate, share of groups without reward spread, mean reward
 variance) is :func:`~envsched_gnn.training.rollout_groups.summarize_groups`, over the K sampled
 episodes of every task; this report adds it per environment, with finish reasons, malformed
 calls and timings.

@@ -49,7 +49,7 @@ def _evaluation(engine: Any, tasks: Sequence[str], k: int, seed: int) -> dict[st
     return {
         "mean_reward": summary["mean_reward"],
         "full_success_rate": summary["full_success_rate"],
-        "nonzero_variance_share": summary["nonzero_variance_share"],
+        "zero_variance_share": summary["zero_variance_share"],
         "malformed_call_rate": rolled.malformed_call_rate,
         "rollout_s": rolled.rollout_s,
         "tasks": len(tasks),

@@ -1,8 +1,9 @@
 """K sampled episodes per task, rolled out in batches, and the summary of their rewards.
 
 Over N tasks with group mean m_i and population variance v_i: ``mean_reward`` (mean m_i),
-``full_success_rate`` (share of episodes with reward 1), ``nonzero_variance_share`` (share
-with v_i > 0) and ``mean_reward_variance`` (mean v_i). Every held-out and policy evaluation
+``full_success_rate`` (share of episodes with reward 1), ``zero_variance_share`` (share of
+tasks whose K rewards are all equal, as ``batch/zero_variance_share``) and
+``mean_reward_variance`` (mean v_i). Every held-out and policy evaluation
 rolls out and summarises through here.
 """
 
@@ -28,7 +29,7 @@ def summarize_groups(groups: dict[str, list[float]]) -> dict[str, float]:
         "tasks": len(groups),
         "mean_reward": float(m.mean()),
         "full_success_rate": float(np.mean(rewards == 1.0)),
-        "nonzero_variance_share": float(np.mean(v > 0)),
+        "zero_variance_share": float(np.mean(rewards.min(axis=1) == rewards.max(axis=1))),
         "mean_reward_variance": float(v.mean()),
     }
 

@@ -43,7 +43,7 @@ def test_a_policy_that_always_solves_scores_one_without_spread(runtime):
     engine = _engine(runtime, {t: [_script(t)] for t in TASKS})
     result = evaluate_policy(engine, TASKS, k=2, seed=0, tasks_per_batch=4)
     assert result["mean_reward"] == 1.0 and result["full_success_rate"] == 1.0
-    assert result["nonzero_variance_share"] == 0.0 and result["mean_reward_variance"] == 0.0
+    assert result["zero_variance_share"] == 1.0 and result["mean_reward_variance"] == 0.0
     assert result["episodes"] == 2 * len(TASKS) and result["malformed_call_rate"] == 0.0
     assert result["finish_reasons"] == {"answer": 2 * len(TASKS)}
     assert result["per_env"]["library"]["tasks"] == 3 and result["per_env"]["clinic"]["tasks"] == 3
@@ -57,9 +57,9 @@ def test_summary_matches_the_group_statistics_of_the_episodes(runtime):
     m, v = rewards.mean(axis=1), rewards.var(axis=1)
     assert result["mean_reward"] == pytest.approx(m.mean())
     assert result["mean_reward_variance"] == pytest.approx(v.mean())
-    assert result["nonzero_variance_share"] == pytest.approx(np.mean(v > 0))
+    assert result["zero_variance_share"] == pytest.approx(np.mean(v == 0))
     assert result["full_success_rate"] == pytest.approx(np.mean(rewards == 1.0))
-    assert 0 < result["mean_reward"] < 1 and result["nonzero_variance_share"] > 0
+    assert 0 < result["mean_reward"] < 1 and result["zero_variance_share"] < 1
     library = [i for i, t in enumerate(TASKS) if t.startswith("library")]
     assert result["per_env"]["library"]["mean_reward"] == pytest.approx(m[library].mean())
 

@@ -2,7 +2,7 @@
 
 DUMP (Wang et al., 2025, arXiv 2504.09710), with c = 1.0, W = 300, tau = 0.1, eps = 1e-6:
 
-    A(i,k)  = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)     (sample std, as verl's GRPO)
+    A(i,k)  = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)     (relative_advantages)
     L_e     = mean of |A| over the last W rollouts of e            (0 before any)
     UCB_e   = L_e + c * sqrt(2 ln(N + 1) / (n_e + 1))              (N = sum_e n_e rollouts)
     p_e     = exp(UCB_e / tau) / sum_e' exp(UCB_e' / tau)
@@ -13,11 +13,11 @@ Each slot samples an environment from p (among those with tasks left), then a ta
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from envsched_gnn.advantages import relative_advantages
 from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import Observation
 from envsched_gnn.scheduler.base import BaseScheduler
@@ -49,20 +49,6 @@ class DumpConfig:
         )
 
 
-def absolute_advantages(
-    rewards: Sequence[float], normalize_std: bool = True, eps: float = 1e-6
-) -> np.ndarray:
-    """|A(k)| of one group: ``|r_k - mean(r)| / (std(r) + eps)`` (sample std), or undivided;
-    ``(K,) -> (K,)``. A copy of :func:`~envsched_gnn.training.grpo.objective.group_advantages`
-    (a lower layer), held equal by a test.
-    """
-    r = np.asarray(rewards, np.float64)
-    if r.size < 2 or np.all(r == r[0]):
-        return np.zeros_like(r)
-    centred = np.abs(r - r.mean())
-    return centred / (r.std(ddof=1) + eps) if normalize_std else centred
-
-
 class DumpScheduler(BaseScheduler):
     """Environments sampled from a softmax over UCB scores; tasks uniform within them."""
 
@@ -87,7 +73,8 @@ class DumpScheduler(BaseScheduler):
         c = self.config
         for o in sorted(observations, key=lambda o: self.log.index_of(o.task_id)):
             e = self.env[self.log.index_of(o.task_id)]
-            self.windows[e].extend(absolute_advantages(o.rewards, c.normalize_std, c.eps).tolist())
+            advantages = relative_advantages([o.rewards], c.normalize_std, c.eps)[0]
+            self.windows[e].extend(np.abs(advantages).tolist())
             self.rollouts[e] += len(o.rewards)
 
     def learnability(self) -> np.ndarray:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from envsched_gnn.advantages import relative_advantages
+
 AdvantageEstimator = Callable[[Tensor, int], Tensor]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
 LOSS_AGGREGATIONS = ("token_mean", "token_sum_norm")
@@ -49,11 +51,9 @@ def get_advantage_estimator(name: str) -> AdvantageEstimator:
 def group_advantages(
     rewards: Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6
 ) -> Tensor:
-    """Group-relative advantages of K consecutive rollouts per task.
-
-    ``A(i,k) = (r(i,k) - mean_k r(i,.)) / (std_k r(i,.) + eps)`` with the sample standard
-    deviation (``torch.std``, as TRL and verl), or without the division when
-    ``normalize_std`` is False. Groups whose rewards are all equal get exactly 0.
+    """Group-relative advantages of K consecutive rollouts per task:
+    :func:`~envsched_gnn.advantages.relative_advantages` (exactly 0 for a group of equal
+    rewards), computed in float64.
 
     Shapes:
         rewards: (B*K,), the K rollouts of a task consecutive -> advantages: (B*K,), same dtype.
@@ -65,12 +65,9 @@ def group_advantages(
             f"group_size must be >= 2 and divide the number of rewards ({rewards.numel()}), "
             f"got {group_size}"
         )
-    groups = rewards.view(-1, group_size)
-    centred = groups - groups.mean(dim=1, keepdim=True)
-    if normalize_std:
-        centred = centred / (groups.std(dim=1, keepdim=True) + eps)
-    constant = groups.amax(dim=1, keepdim=True) == groups.amin(dim=1, keepdim=True)
-    return torch.where(constant, torch.zeros_like(centred), centred).reshape(-1)
+    groups = rewards.detach().cpu().double().numpy().reshape(-1, group_size)
+    advantages = relative_advantages(groups, normalize_std, eps).reshape(-1)
+    return torch.from_numpy(advantages).to(rewards)
 
 
 @register_advantage_estimator("grpo")
