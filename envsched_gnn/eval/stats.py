@@ -50,6 +50,13 @@ def percentile_ci(draws: Sequence[float]) -> list[float]:
     return [float(v) for v in np.quantile(finite, [0.025, 0.975])]
 
 
+def permutation_p(null: Sequence[float], observed: float) -> float:
+    """One-sided permutation p-value ``(1 + #{null >= observed}) / (1 + P)`` of ``observed``
+    against P draws of its null (``>=`` with a 1e-12 tolerance, so that ties count)."""
+    draws = np.asarray(null, dtype=np.float64)
+    return (1 + int(np.sum(draws >= observed - 1e-12))) / (1 + draws.size)
+
+
 def env_bootstrap(
     env_of_rows: Sequence[np.ndarray],
     count: int,
@@ -159,8 +166,8 @@ def between_group_share(
         epsilon^2 = (SS_b - (g - 1) SS_w / (N - g)) / SS_t      (eta^2 less what noise gives)
         chance    = (g - 1) / (N - 1)                           (E[eta^2] with no group effect)
 
-    and p = (1 + #{eta^2 of ``labels`` shuffled >= eta^2}) / (1 + ``permutations``), the shuffles
-    drawn with ``seed``. Undefined (NaN) when every value is equal; epsilon^2 when every group
+    and p its :func:`permutation_p` against ``permutations`` shuffles of ``labels``, drawn with
+    ``seed``. Undefined (NaN) when every value is equal; epsilon^2 when every group
     holds one value (N = g).
     """
     y = np.asarray(values, dtype=np.float64)
@@ -185,6 +192,6 @@ def between_group_share(
     within = (1.0 - observed) * total
     epsilon = (observed * total - (g - 1) * within / (n - g)) / total if n > g else math.nan
     rng = np.random.default_rng(seed)
-    shuffled = np.array([eta2(rng.permutation(group)) for _ in range(permutations)])
-    p_value = (1 + int(np.sum(shuffled >= observed - 1e-12))) / (1 + permutations)
+    shuffled = [eta2(rng.permutation(group)) for _ in range(permutations)]
+    p_value = permutation_p(shuffled, observed)
     return out | {"eta2": observed, "epsilon2": float(epsilon), "p_value": p_value}

@@ -18,6 +18,7 @@ from envsched_gnn.eval.stats import (
     mean_ci,
     paired_difference,
     percentile_ci,
+    permutation_p,
     spearman,
     verdict,
 )
@@ -114,6 +115,13 @@ def test_the_percentile_interval_skips_undefined_draws():
     draws = [float(x) for x in range(101)] + [math.nan, math.inf]
     assert percentile_ci(draws) == [2.5, 97.5]
     assert all(math.isnan(v) for v in percentile_ci([math.nan, math.nan]))
+
+
+def test_the_permutation_p_value_counts_ties_and_the_observation_itself():
+    null = [0.1, 0.2, 0.3, 0.3, 0.5]
+    assert permutation_p(null, 0.3) == 4 / 6  # 0.3, 0.3 and 0.5 reach it, plus itself
+    assert permutation_p(null, 0.3 + 1e-13) == 4 / 6  # a rounding error is still a tie
+    assert permutation_p(null, 0.9) == 1 / 6
 
 
 def _bootstrap_rows(env_of_rows, keep=None, count=200):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envsched_gnn.config_cli import check_bounds
-from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
+from envsched_gnn.eval.stats import env_bootstrap, percentile_ci, permutation_p
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.calibration import average_rank
@@ -232,14 +232,17 @@ def score_estimate(
 
 
 def _null_summary(draws: np.ndarray, observed: float) -> dict[str, float]:
+    """The finite null draws' mean, sd, 95th percentile, central 95 % band (``[lo, hi]``) and
+    the permutation p-value of ``observed``."""
     finite = draws[np.isfinite(draws)]
     if not finite.size or math.isnan(observed):
-        return dict.fromkeys(("mean", "sd", "q95", "p"), math.nan)
+        return dict.fromkeys(("mean", "sd", "q95", "p"), math.nan) | {"band": [math.nan] * 2}
     return {
         "mean": float(finite.mean()),
         "sd": float(finite.std()),
         "q95": float(np.quantile(finite, 0.95)),
-        "p": float((1 + np.sum(finite >= observed - 1e-12)) / (1 + finite.size)),
+        "band": percentile_ci(finite),
+        "p": permutation_p(finite, observed),
     }
 
 

@@ -45,7 +45,8 @@ def table(signal: GraphSignal) -> str:
 
 
 def plot(signal: GraphSignal, path: str | Path) -> None:
-    """Per metric: each estimate with its bootstrap CI, and the 95 % band of each null."""
+    """Per metric: each estimate with its bootstrap CI, and the central 95 % of each null's
+    draws (:func:`~envsched_gnn.eval.stats.percentile_ci`)."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     names = list(ESTIMATES)
@@ -56,10 +57,10 @@ def plot(signal: GraphSignal, path: str | Path) -> None:
             for null, colour, dx in NULL_BANDS:
                 summary = row["nulls"].get(null, {}).get(metric)
                 if summary is not None and not math.isnan(summary["mean"]):
-                    low = summary["mean"] - 1.96 * summary["sd"]
+                    low, high = summary["band"]
                     ax.bar(
                         x + dx,
-                        3.92 * summary["sd"],
+                        high - low,
                         bottom=low,
                         width=0.18,
                         color=colour,
