@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, ObservationLog
+from envsched_gnn.plots import pyplot, save_figure
 
 METRICS = ("spearman", "mae", "auc", "precision_top25")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.models.evidence_picture import draw, picture_data, u_path_lines
+from envsched_gnn.plots import pyplot
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
@@ -23,12 +24,10 @@ svg { max-width: 100%; height: auto; }
 
 
 def _svg(data: dict) -> str:
-    from matplotlib import pyplot as plt
-
     figure = draw(data)
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(figure)
+    pyplot().close(figure)
     text = buffer.getvalue()
     return text[text.index("<svg") :]
 

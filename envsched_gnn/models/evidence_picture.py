@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.graph.task_graph import RELATIONS
+from envsched_gnn.plots import pyplot, save_figure
 
 PNG_KEY = "evidence"
 """The PNG text chunk holding :func:`picture_data` as JSON."""
@@ -167,12 +168,7 @@ def _fan(axis, relation: str, part: dict, g_v: float) -> None:
 
 def draw(data: dict):
     """The picture of :func:`picture_data` as a matplotlib Figure (Agg backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    figure = plt.figure(figsize=(16, 9))
+    figure = pyplot().figure(figsize=(16, 9))
     grid = figure.add_gridspec(2, 2, width_ratios=(1.9, 1.0), height_ratios=(1.0, 1.25))
     graph_axis = figure.add_subplot(grid[:, 0])
     for relation in RELATIONS:
@@ -245,15 +241,10 @@ def draw(data: dict):
 
 def write_png(evidence: dict, path: str | Path) -> Path:
     """Draw the evidence of ``explain --json`` into a PNG holding its data (``PNG_KEY``)."""
-    from matplotlib import pyplot as plt
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = picture_data(evidence)
-    figure = draw(data)
-    figure.savefig(path, dpi=110, metadata={PNG_KEY: json.dumps(data)})
-    plt.close(figure)
-    return path
+    return save_figure(draw(data), path, metadata={PNG_KEY: json.dumps(data)})
 
 
 def read_png_data(path: str | Path) -> dict:

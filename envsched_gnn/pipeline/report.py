@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci, mean_ci, paired_difference, task_means, verdict
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.plots import pyplot, save_figure
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
 
 PARTS = {"heldout": "held-out", "pool": "pool (train tasks)"}

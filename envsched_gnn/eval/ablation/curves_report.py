@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.eval.ablation.config import LEARNER_LABELS, AblationConfig
-from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import NOISE_MARK, format_ci
+from envsched_gnn.plots import pyplot, save_figure
 
 MAX_COLUMNS = 12
 """Evaluations beyond which a table keeps only step 0 and the score columns."""

@@ -20,9 +20,9 @@ from envsched_gnn.eval.ablation.config import (
 )
 from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
 from envsched_gnn.eval.ablation.picks import render_picks
-from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.plots import pyplot, save_figure
 
 CONTROL_LABELS = {
     "relabelled": "the relabelled graph (primary control)",

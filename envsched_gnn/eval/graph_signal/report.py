@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsched_gnn.eval.graph_signal.measure import ESTIMATES, GRAPH_ESTIMATES, LABELS, METRICS
-from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.plots import pyplot, save_figure
 
 if TYPE_CHECKING:
     from envsched_gnn.eval.graph_signal.measure import GraphSignal

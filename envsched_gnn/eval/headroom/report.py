@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from envsched_gnn.eval.headroom.measure import headroom_stat
-from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.plots import pyplot, save_figure
 
 COLUMNS = (
     ("tasks", "tasks", 0),
