@@ -1,8 +1,11 @@
 """The ``envsched-gnn`` command line: parses arguments and hands them to the packages.
 
-Each package's ``commands`` module exposes ``register(groups)`` (``groups``: group name, ``""``
-for top-level commands, -> sub-parsers) and sets ``func`` (Namespace -> exit code) with
-``set_defaults``; handlers import heavy dependencies lazily so ``--help`` stays fast. The
+Each module of :data:`COMMAND_MODULES` exposes ``register(groups)`` (``groups``: group name,
+``""`` for top-level commands, -> sub-parsers) and sets ``func`` (Namespace -> exit code) with
+``set_defaults``: a package's ``commands`` module, or a module named for the commands it holds
+where a package has several (``graph_store.graph_commands``, ``eval.policy_commands``,
+``eval.ablation.worlds``, each ``bench`` module). Handlers import heavy dependencies lazily so
+``--help`` stays fast. The
 commands of :data:`POOL_COMMANDS` get ``--trust-pool`` and ``--sandbox-package`` here, passed on
 as ``ENVSCHED_TRUST_POOL`` / ``ENVSCHED_SANDBOX_PACKAGES``.
 """
@@ -110,13 +113,17 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _export_sandbox_options(args: argparse.Namespace) -> None:
     """Hands the sandbox options to every runtime config the command builds (and its DDP
     ranks), as the defaults they read from the environment."""
-    from envsched_gnn.envs.runtime_config import PACKAGES_VARIABLE, TRUST_POOL_VARIABLE
+    from envsched_gnn.envs.runtime_config import (
+        PACKAGES_VARIABLE,
+        TRUST_POOL_VARIABLE,
+        packages_from_environment,
+    )
 
     if getattr(args, "sandbox_trust_pool", False):
         os.environ[TRUST_POOL_VARIABLE] = "1"
     packages = getattr(args, "sandbox_packages", None)
     if packages:
-        known = [name for name in os.environ.get(PACKAGES_VARIABLE, "").split(",") if name]
+        known = packages_from_environment()
         os.environ[PACKAGES_VARIABLE] = ",".join(dict.fromkeys([*known, *packages]))
 
 

@@ -47,9 +47,15 @@ class SandboxConfig:
                 raise config_error(self, f"packages[{index}]", name, "a top-level package name")
 
 
+def packages_from_environment() -> list[str]:
+    """The names in ``ENVSCHED_SANDBOX_PACKAGES``: comma-separated, spaces around a name
+    ignored, empty entries skipped."""
+    names = (part.strip() for part in os.environ.get(PACKAGES_VARIABLE, "").split(","))
+    return [name for name in names if name]
+
+
 def default_packages() -> tuple[str, ...]:
-    extra = os.environ.get(PACKAGES_VARIABLE, "")
-    return tuple(dict.fromkeys(["mpmath", *(name.strip() for name in extra.split(",") if name)]))
+    return tuple(dict.fromkeys(["mpmath", *packages_from_environment()]))
 
 
 def trust_pool_default() -> bool:

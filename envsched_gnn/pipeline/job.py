@@ -232,7 +232,7 @@ def _evaluate_start(
     start = SharedStart(pool, policy_dir, preset.agent, RuntimeConfig(), launch)
     start.initial_eval = initial = evaluate_start(start, configs[options.schedulers[0]])
     progress(
-        f"held-out mean reward of the SFT policy: {initial['mean_reward']:.3f} "
+        f"held-out mean reward of the policy GRPO starts from: {initial['mean_reward']:.3f} "
         f"({initial['tasks']} tasks x {initial['k']}) "
         f"({progress.lap('initial_eval_s', tick):.1f} s)"
     )

@@ -14,8 +14,9 @@ from envsched_gnn.envs.pool import Pool
 from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
 
 
-def heldout_tasks(pool: Pool, limit: int, seed: int, split: str = "test") -> list[str]:
-    """The held-out task ids: all of ``split``, or a seeded subset of ``limit`` of them."""
+def split_subset(pool: Pool, split: str, limit: int, seed: int) -> list[str]:
+    """The task ids of ``split``: all (``limit`` 0 or at least their number), else a subset of
+    ``limit`` drawn with ``seed``, in split order."""
     tasks = [task.task_id for task in pool.split(split)]
     if not tasks:
         raise ValueError(f"the pool has no task in split {split!r} to evaluate on")

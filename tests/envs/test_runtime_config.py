@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.envs.runtime_config import (
+    PACKAGES_VARIABLE,
+    RuntimeConfig,
+    SandboxConfig,
+    packages_from_environment,
+)
 
 
 def test_config_rejects_nonsense():
@@ -12,3 +17,11 @@ def test_config_rejects_nonsense():
         RuntimeConfig(workers=0)
     with pytest.raises(ValueError, match="call_timeout_s"):
         RuntimeConfig(call_timeout_s=0)
+
+
+def test_sandbox_packages_from_the_environment_variable(monkeypatch):
+    monkeypatch.setenv(PACKAGES_VARIABLE, " numpy, ,sympy,,numpy ")
+    assert packages_from_environment() == ["numpy", "sympy", "numpy"]
+    assert SandboxConfig().packages == ("mpmath", "numpy", "sympy")
+    monkeypatch.delenv(PACKAGES_VARIABLE)
+    assert SandboxConfig().packages == ("mpmath",)

@@ -8,7 +8,7 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.policy_eval import evaluate_policy
 from envsched_gnn.training.agent_format import AgentConfig, format_tool_call
-from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
+from envsched_gnn.training.held_out import heldout_evaluator, split_subset
 from envsched_gnn.training.policy import load_policy
 from envsched_gnn.training.rollout import RolloutEngine
 from tests.envs.handmade_pool import handmade_pool
@@ -41,12 +41,12 @@ def test_evaluator_reports_the_summary_of_the_policy_evaluation():
     assert 0 < result["mean_reward"] < 1 and result["zero_variance_share"] < 1
 
 
-def test_held_out_tasks_are_the_split_or_a_seeded_subset_in_split_order():
+def test_split_subset_is_the_split_or_a_seeded_subset_in_split_order():
     split = [t.task_id for t in POOL.split("train")]
-    assert heldout_tasks(POOL, 0, seed=1, split="train") == split
-    assert heldout_tasks(POOL, len(split), seed=1, split="train") == split
-    subset = heldout_tasks(POOL, 2, seed=1, split="train")
+    assert split_subset(POOL, "train", 0, seed=1) == split
+    assert split_subset(POOL, "train", len(split), seed=1) == split
+    subset = split_subset(POOL, "train", 2, seed=1)
     assert len(subset) == 2 and subset == [t for t in split if t in subset]
-    assert subset == heldout_tasks(POOL, 2, seed=1, split="train")
+    assert subset == split_subset(POOL, "train", 2, seed=1)
     with pytest.raises(ValueError, match="no task in split 'nope'"):
-        heldout_tasks(POOL, 0, seed=1, split="nope")
+        split_subset(POOL, "nope", 0, seed=1)

@@ -64,7 +64,7 @@ def _headroom(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.headroom.measure import headroom_stat, policy_headroom
     from envsched_gnn.eval.headroom.report import write_headroom
     from envsched_gnn.eval.stats import format_ci
-    from envsched_gnn.training.held_out import heldout_tasks
+    from envsched_gnn.training.held_out import split_subset
     from envsched_gnn.training.policy import load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
 
@@ -73,7 +73,7 @@ def _headroom(args: argparse.Namespace) -> int:
     tasks = [
         t
         for split in options.splits
-        for t in heldout_tasks(pool, options.limit, options.seed, split)
+        for t in split_subset(pool, split, options.limit, options.seed)
     ]
     own = load_agent_config(options.model, constrained=options.constrained)
     temperatures = options.temperatures or (own.temperature,)

@@ -23,7 +23,7 @@ from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, observations_from_rewards, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
-from envsched_gnn.training.held_out import heldout_evaluator, heldout_tasks
+from envsched_gnn.training.held_out import heldout_evaluator, split_subset
 from envsched_gnn.training.lightning_trainer import lightning_trainer
 
 if TYPE_CHECKING:
@@ -126,10 +126,9 @@ def policy_evaluator(
     """
     seed = config.seed if eval_seed is None else eval_seed
     samples = config.pool_eval_samples
-    pool_tasks = heldout_tasks(pool, config.pool_eval_tasks, seed, "train") if samples else []
-    return heldout_evaluator(
-        heldout_tasks(pool, config.eval_tasks, seed), config.eval_samples, seed, pool_tasks, samples
-    )
+    pool_tasks = split_subset(pool, "train", config.pool_eval_tasks, seed) if samples else []
+    tasks = split_subset(pool, "test", config.eval_tasks, seed)
+    return heldout_evaluator(tasks, config.eval_samples, seed, pool_tasks, samples)
 
 
 def _trainer(
