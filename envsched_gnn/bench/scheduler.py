@@ -81,7 +81,7 @@ def random_rewards(
 
 
 def bench_one(num_tasks: int, repeats: int, history_steps: int, seed: int) -> dict[str, float]:
-    """Build the scheduler on a synthetic graph, replay a history, then time ``repeats`` steps."""
+    """Build the scheduler on a synthetic graph, load a history, then time ``repeats`` steps."""
     start = time.perf_counter()
     graph = synthetic_graph(num_tasks, seed=seed)
     graph_seconds = time.perf_counter() - start
@@ -89,7 +89,7 @@ def bench_one(num_tasks: int, repeats: int, history_steps: int, seed: int) -> di
 
 
 def time_steps(graph: TaskGraph, repeats: int, history_steps: int, seed: int) -> dict[str, float]:
-    """EnvSched on ``graph`` (B = 64): replay ``history_steps`` random steps, then the median
+    """EnvSched on ``graph`` (B = 64): load ``history_steps`` random steps, then the median
     of ``repeats`` timed steps and the traced peak memory of one more."""
     from envsched_gnn.scheduler.envsched import EnvSchedScheduler
 

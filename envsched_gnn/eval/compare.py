@@ -1,4 +1,4 @@
-"""Analytic against learned propagation, replayed on a logged run (``eval compare-predictors``).
+"""Analytic against learned propagation, step by step on a logged run (``eval compare-predictors``).
 
 At every step t both predictors see only observations with s < t (the learned one trained
 online on them); their u(i,t) (spec 4.6-4.7) is scored against v(i,t) of the tasks selected
@@ -89,7 +89,7 @@ class Comparison:
 def compare_predictors(
     graph: TaskGraph, observations: Sequence[Observation], predictors: dict | None = None
 ) -> Comparison:
-    """Replay ``observations`` step by step and score each predictor from the past only.
+    """Walk through ``observations`` step by step and score each predictor from the past only.
 
     ``predictors`` maps a name to an object with ``predict(data, log, step)`` (and, for
     learned ones, ``update``); default: ``analytic`` and ``learned`` with their defaults.

@@ -1,7 +1,8 @@
 """Rounds of K sampled episodes per task of a split, written as a history (``history.jsonl``).
 
 Round r (A, B, ...) samples with seed ``seed + r`` and is recorded at step r, so round A is the
-past of round B (``eval graph-signal``); any round alone replays with :func:`assign_steps`.
+past of round B (``eval graph-signal``); any round alone is spread over steps by
+:func:`assign_steps`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The store's Cypher as named constants: every value a ``$parameter``, bulk writes ``UNWIND``.
 
 The schema is in ``docs/store.md``; Observation and Prediction keys are
-``"<step>:<task_id>"``, so a replay MERGEs onto the same node. The Cypher is the common
+``"<step>:<task_id>"``, so a retried write MERGEs onto the same node. The Cypher is the common
 subset of Neo4j 5 and ArcadeDB.
 """
 

@@ -331,8 +331,9 @@ class GraphStore(StoreConnection):
 
     def write_predictions(self, step: int, rows: Sequence[Mapping]) -> None:
         """Store the predictions of ``step``, one per task, with one EVIDENCE edge per neighbour
-        (rows as :func:`~envsched_gnn.graph_store.nodes.prediction_rows` takes them). A replay
-        replaces prediction and evidence; all rows are checked before anything is written.
+        (rows as :func:`~envsched_gnn.graph_store.nodes.prediction_rows` takes them). Writing a
+        step again replaces its predictions and evidence; all rows are checked before anything
+        is written.
         """
         predictions, evidence, ids = prediction_rows(step, rows)
 

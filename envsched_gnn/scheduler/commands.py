@@ -1,8 +1,8 @@
 """``envsched-gnn select``: one batch from a graph snapshot and a rollout history.
 
-Replays ``history.jsonl`` over ``graph.json`` (spec section 8; a task observed at step s was
-selected at s), builds the batch of step T and writes ``{"batch": [task_id, ...], "stage":
-{task_id: stage}, "relaxed": [quota, ...]}``; nothing is written when an input is invalid.
+Loads ``history.jsonl`` into a scheduler over ``graph.json`` (spec section 8; a task observed at
+step s was selected at s), builds the batch of step T and writes ``{"batch": [task_id, ...],
+"stage": {task_id: stage}, "relaxed": [quota, ...]}``; nothing is written when an input is invalid.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""``eval cold-start``: the replay of environments joining a pool, its command and its report."""
+"""``eval cold-start``: environments joining a pool, simulated on recorded observations; its
+measure, command and report."""

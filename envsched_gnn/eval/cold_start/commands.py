@@ -11,7 +11,7 @@ from pathlib import Path
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.eval.cold_start.replay import ColdStartConfig
+from envsched_gnn.eval.cold_start.measure import ColdStartConfig
 from envsched_gnn.eval.sources import measure_source, pool_graph
 
 
@@ -44,7 +44,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         "cold-start",
         help="environments that join the pool: their first-visit predictions against their "
         "realised variance, with the relabelled control and CIs",
-        description="A replay of environments growing into the pool: each fold of environments "
+        description="Environments growing into the pool, simulated: each fold of environments "
         "joins in turn and its tasks are predicted at their first visit from the other "
         "environments' observations only (the cross relation alone). Scores EnvSched's q and the "
         "cross estimate (Spearman, AUC for v > 0) against the environment-free prior and the "
@@ -62,7 +62,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _cold_start(args: argparse.Namespace) -> int:
-    from envsched_gnn.eval.cold_start.replay import cold_start
+    from envsched_gnn.eval.cold_start.measure import cold_start
     from envsched_gnn.eval.cold_start.report import render, write
 
     command = "envsched-gnn " + shlex.join(sys.argv[1:]) if sys.argv[1:] else ""

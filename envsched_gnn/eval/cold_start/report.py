@@ -6,12 +6,12 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsched_gnn.eval.cold_start.replay import ESTIMATES, MIN_CLASS
+from envsched_gnn.eval.cold_start.measure import ESTIMATES, MIN_CLASS
 from envsched_gnn.eval.stats import excludes_zero
 from envsched_gnn.json_files import write_json_atomically
 
 if TYPE_CHECKING:
-    from envsched_gnn.eval.cold_start.replay import ColdStart
+    from envsched_gnn.eval.cold_start.measure import ColdStart
 
 LABELS = {
     "q": "EnvSched q (real graph)",

@@ -12,7 +12,12 @@ from envsched_gnn.cli import main
 from envsched_gnn.envs.generator import generate_pool, write_pool_files
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.eval.cold_start.replay import ColdStartConfig, cold_start, env_folds, first_visits
+from envsched_gnn.eval.cold_start.measure import (
+    ColdStartConfig,
+    cold_start,
+    env_folds,
+    first_visits,
+)
 from envsched_gnn.eval.reference_rounds import reference_rounds
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph, write_graph

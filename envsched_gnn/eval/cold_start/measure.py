@@ -45,7 +45,7 @@ bootstrap, which resamples a handful of groups) is reported as undefined."""
 
 @dataclass
 class ColdStartConfig:
-    """How ``eval cold-start`` replays the growth and scores it."""
+    """How ``eval cold-start`` simulates the growth and scores it."""
 
     folds: int = 5
     """Environments are split into this many seeded folds; each fold joins the pool in turn
@@ -188,7 +188,7 @@ class ColdStart:
 def cold_start(
     graph: TaskGraph, observations: Sequence[Observation], config: ColdStartConfig | None = None
 ) -> ColdStart:
-    """Replay the growth of ``graph``'s environments on ``observations`` and score it."""
+    """Simulate the growth of ``graph``'s environments on ``observations`` and score it."""
     config = config or ColdStartConfig()
     sets = first_visits(graph, observations, config)
     everything = [np.arange(s.tasks.shape[0]) for s in sets]
