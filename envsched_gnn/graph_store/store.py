@@ -93,7 +93,8 @@ class GraphStore(StoreConnection):
         self.write_rows(queries.MERGE_TASKS, rows, chunk=1000)
 
     def read_tasks(self) -> list[Task]:
-        """Tasks rebuilt from their nodes, in task-id order."""
+        """Tasks rebuilt from their nodes, in task-id order: what :meth:`write_pool` wrote, for
+        a user whose pool lives in the store."""
         return [task_from_properties(row["props"]) for row in self.query(queries.READ_TASKS)]
 
     def write_embeddings(self, embeddings: Mapping[str, tuple[str, np.ndarray]]) -> None:
@@ -353,6 +354,9 @@ class GraphStore(StoreConnection):
             self.write(work)
 
     def read_prediction(self, task_id: str, step: int) -> dict | None:
+        """The prediction of ``task_id`` at ``step`` that ``explain --store-evidence`` wrote
+        (``task_id``, ``step`` and :data:`~envsched_gnn.graph_store.nodes.PREDICTION_FIELDS`),
+        or None when there is none."""
         rows = self.query(queries.READ_PREDICTION, key=record_key(task_id, step))
         return rows[0]["props"] if rows else None
 
@@ -363,6 +367,7 @@ class GraphStore(StoreConnection):
     # -- counts and housekeeping ---------------------------------------------------------
 
     def count_nodes(self, label: str) -> int:
+        """Nodes of ``label`` (``Task``, ``Environment``, ``Observation``, ``Prediction``, ...)."""
         if label not in queries.COUNT_NODES:
             raise StoreError(
                 f"unknown node label {label!r}, expected one of {sorted(queries.COUNT_NODES)}"
@@ -372,14 +377,8 @@ class GraphStore(StoreConnection):
     def count_tasks(self) -> int:
         return self.count_nodes("Task")
 
-    def count_environments(self) -> int:
-        return self.count_nodes("Environment")
-
     def count_observations(self) -> int:
         return self.count_nodes("Observation")
-
-    def count_predictions(self) -> int:
-        return self.count_nodes("Prediction")
 
     def count_edges(self, relation: str) -> int:
         if relation not in RELATIONS:

@@ -58,7 +58,7 @@ def test_bench_graph_into_a_server_by_uri_measures_it_and_leaves_it_empty(
     assert result["read_back_s"] == result["store_read_s"]  # a server has no snapshot
     assert result["server_peak_rss_mib"] > 0  # the process listening on the URI's port
     assert result["recall"] == 1.0
-    assert store.count_tasks() == 0 and store.count_environments() == 0
+    assert store.count_tasks() == 0 and store.count_nodes("Environment") == 0
 
     store.write_environments([])
     store.write_rows("CREATE (:Task {id: 'kept'})", [{}])

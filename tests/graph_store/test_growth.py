@@ -89,7 +89,7 @@ def test_add_environment_in_the_store_equals_rebuild_and_keeps_history(
     }
     assert displaced  # newcomers did push some old cross neighbours out
     assert store.read_observations() == history
-    assert store.count_environments() == 4 and store.count_tasks() == len(POOL.tasks)
+    assert store.count_nodes("Environment") == 4 and store.count_tasks() == len(POOL.tasks)
 
 
 @pytest.mark.store

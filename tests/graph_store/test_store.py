@@ -48,7 +48,7 @@ def test_write_pool_is_idempotent_and_keeps_view_fields(store: GraphStore) -> No
     pool = handmade_pool()
     store.write_pool(pool)
     store.write_pool(pool)
-    assert store.count_environments() == 2
+    assert store.count_nodes("Environment") == 2
     assert store.count_tasks() == len(pool.tasks)
     assert store.query("MATCH (:Task)-[r:IN_ENV]->(:Environment) RETURN count(r) AS n")[0]["n"] == 6
     assert {t.task_id: t for t in store.read_tasks()} == {t.task_id: t for t in pool.tasks}
@@ -122,7 +122,7 @@ def test_predictions_with_evidence_are_queryable(store: GraphStore) -> None:
     }  # fmt: skip
     store.write_predictions(4, [row])
     store.write_predictions(4, [row])
-    assert store.count_predictions() == 1
+    assert store.count_nodes("Prediction") == 1
     assert store.read_prediction("library-checkout", 4)["rank"] == 1
     evidence = store.prediction_evidence("library-checkout", 4)
     assert [(e["task_id"], e["relation"], e["share"]) for e in evidence] == [

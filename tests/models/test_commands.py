@@ -134,4 +134,4 @@ def test_explain_from_the_store_stores_the_evidence(store, store_server, monkeyp
         row["task_id"]: row["share"] for row in stored if row["relation"] == "within"
     } == pytest.approx(shares)
     assert store.read_prediction("a0", 3)["q"] == pytest.approx(evidence["q"])
-    assert store.count_predictions() == len(HAND_TASKS)
+    assert store.count_nodes("Prediction") == len(HAND_TASKS)
