@@ -331,26 +331,21 @@ class Dispatcher:
             results[item.sink] = result
 
     def _absorb_failure(self, item: Op, reason: str, results: list) -> list[Op]:
-        """Answers the op that was running when its worker had to be replaced; returns the
-        op that goes on after it (a score op continues with the next check)."""
-        episode = self._episodes.get(item.episode) if item.episode is not None else None
-        if item.kind == "reset" and episode is not None:
-            if item.sink is None:
-                episode.status, episode.error = "lost", f"rebuild failed: {reason}"
-            else:
-                episode.status, episode.error = "failed", reason
-        elif item.kind == "call" and item.sink is None and episode is not None:
-            # a rebuild call that no longer completes: the episode cannot be restored
-            episode.status, episode.error = "lost", f"rebuild failed: {reason}"
+        """Answers the op that was running when its worker had to be replaced, as one the alarm
+        stopped; returns the op that goes on after it (a score op continues with the next
+        check)."""
         if item.kind == "score":
             item.run.passed.append(False)  # the check that was running takes the blame
             item.run.errors.append(reason)
             if len(item.run.passed) < len(item.run.checks):
                 return [self.score_op(item.episode, item.sink, item.run)]
             results[item.sink] = item.run.verdict()
-        elif item.sink is not None:
-            answer = fault(reason)
-            results[item.sink] = CallStopped(answer) if item.kind == "call" else answer
+            return []
+        episode = self._episodes.get(item.episode) if item.episode is not None else None
+        if item.kind == "call" and item.sink is None and episode is not None:
+            # a rebuild call that no longer completes: the episode cannot be restored
+            episode.status, episode.error = "lost", f"rebuild failed: {reason}"
+        self._absorb(item, fault(reason), {"t": 1}, results)
         return []
 
     def _lose_episodes(self, worker: int, reason: str) -> None:

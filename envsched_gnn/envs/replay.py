@@ -7,9 +7,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from envsched_gnn.envs.episode import EpisodeScore
+from envsched_gnn.envs.episode import EpisodeScore, RuntimeEpisode
 from envsched_gnn.envs.pool import ToolCall
 
 _EPISODE_NUMBERS = itertools.count()
@@ -90,15 +90,14 @@ def replay(
     ]
 
 
-E = TypeVar("E")
 R = TypeVar("R", bound="RuntimeBase")
 
 
-class RuntimeBase(Generic[E]):
+class RuntimeBase:
     """What the local and the Ray runtime share: ``with`` over their ``start`` / ``close``,
-    :meth:`replay`, and the lookup of an episode they hold (``_episodes``, of type ``E``)."""
+    :meth:`replay`, and the lookup of an episode they hold (``_episodes``)."""
 
-    _episodes: dict[str, E]
+    _episodes: dict[str, RuntimeEpisode]
 
     def __enter__(self: R) -> R:
         self.start()
@@ -112,7 +111,7 @@ class RuntimeBase(Generic[E]):
         (:func:`replay`)."""
         return [run.score for run in replay(self, runs)]
 
-    def _episode(self, episode_id: str) -> E:
+    def _episode(self, episode_id: str) -> RuntimeEpisode:
         try:
             return self._episodes[episode_id]
         except KeyError:

@@ -40,7 +40,7 @@ from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.slots import Slots
 
 
-class EnvRuntime(RuntimeBase[RuntimeEpisode]):
+class EnvRuntime(RuntimeBase):
     """Runs episodes of a pool's tasks in sandboxed workers, one environment per worker.
 
     A context manager (:meth:`start` on entry or first use, :meth:`close` on exit); not
@@ -82,34 +82,47 @@ class EnvRuntime(RuntimeBase[RuntimeEpisode]):
         """Starts (or restarts) each ``(episode_id, task_id)`` in its task's initial state,
         instantiated as EnvScaler does (docs/design.md §8). Returns ``{"success": True}`` or
         ``{"success": False, "error": str}`` per episode."""
+        return self._reset(episodes)
+
+    def rebuild(self, episodes: Sequence[tuple[str, str, Sequence[ToolCall]]]) -> list[dict]:
+        """Restores each ``(episode_id, task_id, calls)`` that another runtime held (a Ray
+        actor that died) as a replaced worker's episodes are restored
+        (:meth:`~envsched_gnn.envs.dispatch.Dispatcher.rebuild_ops`). Returns
+        ``{"success": True}`` or ``{"success": False, "error": str}`` per episode."""
+        self._reset([(e, task_id) for e, task_id, _ in episodes], [c for _, _, c in episodes])
+        restored = [self._episodes[episode_id] for episode_id, _, _ in episodes]
+        return [
+            {"success": True} if e.status == "live" else {"success": False, "error": e.error}
+            for e in restored
+        ]
+
+    def _reset(
+        self, episodes: Sequence[tuple[str, str]], logs: Sequence[Sequence[ToolCall]] | None = None
+    ) -> list:
+        """:meth:`reset`, or with ``logs`` (one per episode) a rebuild: reset, then the calls."""
+        if not len(self._slots):
+            self.start()
+        tasks = [self.pool.task(task_id) for _, task_id in episodes]
+        if len({episode_id for episode_id, _ in episodes}) != len(episodes):
+            raise ValueError("an episode id appears twice in one reset")
         jobs: dict[tuple[int, str], list[Op]] = {}
-        for sink, (episode_id, episode) in enumerate(self._take(episodes).items()):
-            jobs.setdefault((episode.worker, TOOLS), []).append(
-                self._dispatcher.reset_op(episode_id, episode.task, sink)
-            )
+        for episode_id, task in zip((e for e, _ in episodes), tasks, strict=True):
+            old = self._episodes.get(episode_id)
+            if old is not None and old.task.env_id != task.env_id:
+                self.release([episode_id])
+        placement = self._place(episodes, tasks)
+        for sink, ((episode_id, _), task) in enumerate(zip(episodes, tasks, strict=True)):
+            episode = self._episodes[episode_id] = RuntimeEpisode(task, placement[sink])
+            if logs is None:
+                ops = [self._dispatcher.reset_op(episode_id, task, sink)]
+            else:
+                episode.status, episode.log = "live", list(logs[sink])
+                ops = self._dispatcher.rebuild_ops([episode_id])
+            jobs.setdefault((episode.worker, TOOLS), []).extend(ops)
         results: list = [None] * len(episodes)
         self._dispatcher.run(jobs, results)
         self._retire_exhausted()
         return results
-
-    def rebuild(self, episodes: Sequence[tuple[str, str, Sequence[ToolCall]]]) -> list[dict]:
-        """Restores each ``(episode_id, task_id, calls)`` that another runtime held (a Ray
-        actor that died) as a replaced worker's episodes are restored: reset, then the logged
-        calls replayed. Returns ``{"success": True}`` or ``{"success": False, "error": str}``
-        per episode."""
-        taken = self._take([(episode_id, task_id) for episode_id, task_id, _ in episodes])
-        jobs: dict[tuple[int, str], list[Op]] = {}
-        for (episode_id, episode), (_, _, calls) in zip(taken.items(), episodes, strict=True):
-            episode.status, episode.log = "live", list(calls)
-            jobs.setdefault((episode.worker, TOOLS), []).extend(
-                self._dispatcher.rebuild_ops([episode_id])
-            )
-        self._dispatcher.run(jobs, [])
-        self._retire_exhausted()
-        return [
-            {"success": True} if e.status == "live" else {"success": False, "error": e.error}
-            for e in taken.values()
-        ]
 
     def call(self, calls: Sequence[tuple[str, ToolCall]]) -> list[Any]:
         """Calls tools; each result is the tool's return value as JSON
@@ -193,24 +206,6 @@ class EnvRuntime(RuntimeBase[RuntimeEpisode]):
         self._slots.trim(self._load())
 
     # -- placement: one environment per worker ---------------------------------------------
-
-    def _take(self, episodes: Sequence[tuple[str, str]]) -> dict[str, RuntimeEpisode]:
-        """A new, pending episode for each ``(episode_id, task_id)``, placed on a worker of its
-        task's environment (one that changes environment is released first)."""
-        if not len(self._slots):
-            self.start()
-        tasks = [self.pool.task(task_id) for _, task_id in episodes]
-        if len({episode_id for episode_id, _ in episodes}) != len(episodes):
-            raise ValueError("an episode id appears twice in one reset")
-        for episode_id, task in zip((e for e, _ in episodes), tasks, strict=True):
-            old = self._episodes.get(episode_id)
-            if old is not None and old.task.env_id != task.env_id:
-                self.release([episode_id])
-        placement = self._place(episodes, tasks)
-        taken = {}
-        for (episode_id, _), task, worker in zip(episodes, tasks, placement, strict=True):
-            taken[episode_id] = self._episodes[episode_id] = RuntimeEpisode(task, worker)
-        return taken
 
     def _load(self) -> dict[int, int]:
         load = dict.fromkeys(self._slots, 0)

@@ -16,6 +16,7 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.observations import Observation
+from envsched_gnn.training.rollout_groups import summarize_groups
 
 
 def reference_rounds(
@@ -52,10 +53,11 @@ def reference_rounds(
         rewards = [score.reward for score in runtime.replay(runs)]
         for n, task_id in enumerate(task_ids):
             observations.append(Observation(task_id, r, tuple(rewards[n * k : (n + 1) * k])))
-        spread = np.mean([min(o.rewards) < max(o.rewards) for o in observations[-len(task_ids) :]])
+        summary = summarize_groups({o.task_id: o.rewards for o in observations[-len(task_ids) :]})
         print(
             f"round {r}: {len(task_ids)} tasks x K={k} noisy reference replays (drop {drop:g}), "
-            f"mean reward {np.mean(rewards):.3f}, groups with reward spread {spread:.3f}, "
+            f"mean reward {summary['mean_reward']:.3f}, zero-variance groups "
+            f"{summary['zero_variance_share']:.3f}, "
             f"{time.perf_counter() - started:.0f} s",
             flush=True,
         )

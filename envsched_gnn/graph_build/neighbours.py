@@ -60,7 +60,9 @@ def rank_candidates(
     if groups is None:
         return np.lexsort((keys, -sims), axis=1)[:, :k]
     order = np.lexsort((keys, -sims, groups))
-    return order[group_ranks(groups[order]) < k]
+    grouped = groups[order]  # each entry's rank in its group: position less its group's start
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(order) else order
+    return order[np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)])) < k]
 
 
 def top_neighbours(
@@ -137,12 +139,3 @@ def top_shared_neighbours(
         out_rows.append(np.broadcast_to(chunk[:, None], picked.shape)[chosen])
         out_cols.append(cols[picked[chosen]])
     return np.concatenate(out_rows), np.concatenate(out_cols)
-
-
-def group_ranks(groups: np.ndarray) -> np.ndarray:
-    """Position of each entry within its run of equal values of ``groups`` (already grouped):
-    ``[4, 4, 4, 7, 9, 9] -> [0, 1, 2, 0, 0, 1]``."""
-    if len(groups) == 0:
-        return np.zeros(0, np.int64)
-    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-    return np.arange(len(groups)) - np.repeat(starts, np.diff(np.r_[starts, len(groups)]))

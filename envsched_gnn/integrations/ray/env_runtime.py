@@ -36,31 +36,16 @@ from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 
 
-class EnvWorker:
-    """An ``EnvRuntime`` in a Ray actor (see :data:`EnvWorkerActor`)."""
+class EnvWorker(EnvRuntime):
+    """An ``EnvRuntime`` in a Ray actor (see :data:`EnvWorkerActor`), started with it."""
 
     def __init__(self, pool: Pool, config: RuntimeConfig) -> None:
-        self.runtime = EnvRuntime(pool, config)
-        self.runtime.start()
+        super().__init__(pool, config)
+        self.start()
 
-    def reset(self, episodes: list[tuple[str, str]]) -> list[dict]:
-        return self.runtime.reset(episodes)
-
-    def call(self, calls: list[tuple[str, ToolCall]]) -> list[Any]:
-        return self.runtime.call(calls)
-
-    def score(self, episode_ids: list[str]) -> list[EpisodeScore]:
-        return self.runtime.score(episode_ids)
-
-    def release(self, episode_ids: list[str]) -> None:
-        self.runtime.release(episode_ids)
-
-    def rebuild(self, episodes: list[tuple[str, str, list[ToolCall]]]) -> list[dict]:
-        return self.runtime.rebuild(episodes)
-
-    def pids(self) -> tuple[int, list[int]]:
+    def process_ids(self) -> tuple[int, list[int]]:
         """The actor's process id and its runtime's worker process ids."""
-        return os.getpid(), self.runtime.pids
+        return os.getpid(), self.pids
 
 
 EnvWorkerActor = ray.remote(EnvWorker)
@@ -86,7 +71,7 @@ class RayRuntimeConfig:
         check_bounds(self, at_least={"actors": 1})
 
 
-class RayEnvRuntime(RuntimeBase[RuntimeEpisode]):
+class RayEnvRuntime(RuntimeBase):
     """Runs a pool's episodes on Ray actors with ``EnvRuntime``'s API (a context manager, not
     thread-safe); ``ray.init`` must have been called. An episode's ``worker`` is its actor."""
 
@@ -113,7 +98,7 @@ class RayEnvRuntime(RuntimeBase[RuntimeEpisode]):
             EnvWorkerActor.options(**options).remote(self._pool_ref, self.config.runtime)
             for _ in range(self.config.actors)
         ]
-        ray.get([actor.pids.remote() for actor in self._actors])
+        ray.get([actor.process_ids.remote() for actor in self._actors])
 
     def close(self) -> None:
         """Stops the actors (and so their worker processes) and forgets every episode."""
@@ -124,7 +109,7 @@ class RayEnvRuntime(RuntimeBase[RuntimeEpisode]):
 
     def actor_pids(self) -> list[tuple[int, list[int]]]:
         """Per actor: its process id and its worker processes' ids."""
-        return ray.get([actor.pids.remote() for actor in self._actors])
+        return ray.get([actor.process_ids.remote() for actor in self._actors])
 
     def reset(self, episodes: Sequence[tuple[str, str]]) -> list[dict]:
         """Starts (or restarts) each ``(episode_id, task_id)``; see ``EnvRuntime.reset``."""
