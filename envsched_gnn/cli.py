@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 from envsched_gnn.config_cli import RUN_ERROR, fail
@@ -113,18 +112,10 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
 def _export_sandbox_options(args: argparse.Namespace) -> None:
     """Hands the sandbox options to every runtime config the command builds (and its DDP
     ranks), as the defaults they read from the environment."""
-    from envsched_gnn.envs.runtime_config import (
-        PACKAGES_VARIABLE,
-        TRUST_POOL_VARIABLE,
-        packages_from_environment,
-    )
+    from envsched_gnn.envs.runtime_config import set_environment_defaults
 
-    if getattr(args, "sandbox_trust_pool", False):
-        os.environ[TRUST_POOL_VARIABLE] = "1"
-    packages = getattr(args, "sandbox_packages", None)
-    if packages:
-        known = packages_from_environment()
-        os.environ[PACKAGES_VARIABLE] = ",".join(dict.fromkeys([*known, *packages]))
+    packages = getattr(args, "sandbox_packages", None) or ()
+    set_environment_defaults(getattr(args, "sandbox_trust_pool", False), packages)
 
 
 def _print_help_of(parser: argparse.ArgumentParser):

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from envsched_gnn.config_cli import check_bounds, config_error
@@ -56,6 +57,16 @@ def packages_from_environment() -> list[str]:
 
 def default_packages() -> tuple[str, ...]:
     return tuple(dict.fromkeys(["mpmath", *packages_from_environment()]))
+
+
+def set_environment_defaults(trust_pool: bool, packages: Sequence[str]) -> None:
+    """Makes ``trust_pool`` (when True) and ``packages`` (added to those already named) the
+    defaults of every config built later, in this process and the processes it starts."""
+    if trust_pool:
+        os.environ[TRUST_POOL_VARIABLE] = "1"
+    if packages:
+        named = dict.fromkeys([*packages_from_environment(), *packages])
+        os.environ[PACKAGES_VARIABLE] = ",".join(named)
 
 
 def trust_pool_default() -> bool:

@@ -9,6 +9,7 @@ from envsched_gnn.envs.runtime_config import (
     RuntimeConfig,
     SandboxConfig,
     packages_from_environment,
+    set_environment_defaults,
 )
 
 
@@ -23,5 +24,7 @@ def test_sandbox_packages_from_the_environment_variable(monkeypatch):
     monkeypatch.setenv(PACKAGES_VARIABLE, " numpy, ,sympy,,numpy ")
     assert packages_from_environment() == ["numpy", "sympy", "numpy"]
     assert SandboxConfig().packages == ("mpmath", "numpy", "sympy")
+    set_environment_defaults(False, ["mpmath", "pandas"])
+    assert SandboxConfig().packages == ("mpmath", "numpy", "sympy", "pandas")
     monkeypatch.delenv(PACKAGES_VARIABLE)
     assert SandboxConfig().packages == ("mpmath",)
