@@ -232,15 +232,14 @@ def score_estimate(
 
 
 def _null_summary(draws: np.ndarray, observed: float) -> dict[str, float]:
-    """The finite null draws' mean, sd, 95th percentile, central 95 % band (``[lo, hi]``) and
-    the permutation p-value of ``observed``."""
+    """The finite null draws' mean, sd and central 95 % (``band``, ``[lo, hi]``), and the
+    permutation p-value of ``observed``."""
     finite = draws[np.isfinite(draws)]
     if not finite.size or math.isnan(observed):
-        return dict.fromkeys(("mean", "sd", "q95", "p"), math.nan) | {"band": [math.nan] * 2}
+        return dict.fromkeys(("mean", "sd", "p"), math.nan) | {"band": [math.nan] * 2}
     return {
         "mean": float(finite.mean()),
         "sd": float(finite.std()),
-        "q95": float(np.quantile(finite, 0.95)),
         "band": percentile_ci(finite),
         "p": permutation_p(finite, observed),
     }
