@@ -23,11 +23,12 @@ from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
     STEP_METRICS,
-    TARGET_VARIANTS,
     AblationConfig,
     control_name,
     curve_steps,
     run_names,
+    same_kind_controls,
+    target_variants,
 )
 from envsched_gnn.eval.ablation.curves import (
     REWARD_KEYS,
@@ -99,13 +100,13 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                     entry[f"{prefix}margin_over_random"] = margin
     for entry in results.values():
         entry.update(against_references(entry, results, grid, config))
-    for target in TARGET_VARIANTS:
-        envsched = results.get(target, {})
+    for target in target_variants(config):
+        envsched = results[target]
         for key, prefix in MARGINS.items():
             if key in envsched:
                 envsched[f"{prefix}margin_over_controls"] = {
                     name: paired_margin(envsched, results[name], config, key)
-                    for name in map(control_name, config.controls)
+                    for name in same_kind_controls(target, config)
                     if key in results[name]
                 }
     return results
