@@ -50,8 +50,10 @@ class DynamicSamplingConfig:
     """How generation batches are sized and what becomes of the groups an update cannot take."""
 
     generation: str = "fixed"
-    """``fixed``: G = ceil(oversample B); ``greso``: G = ceil(headroom m / (1 - p)), capped at
-    ceil(oversample B) (module docstring)."""
+    """Tasks per generation batch: ``fixed``, G = ceil(oversample B); ``greso``, G =
+    ceil(headroom m / (1 - p)) capped at ceil(oversample B), with m the groups missing from B
+    and p the expected zero-variance share (the spread target's prediction, else the last
+    batch's)."""
     oversample: float = 2.0
     """o: the fixed generation batch in units of B (verl's DAPO recipe: 2), and the cap of
     ``greso``'s; >= 1."""

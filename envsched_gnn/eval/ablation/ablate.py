@@ -8,7 +8,7 @@ the one step loop (:class:`~envsched_gnn.scheduler.steps.StepLoop`). Two learner
 simulator and the scheduler, common random numbers) and ``--learner policy`` (a real GRPO run
 per scheduler and seed, :mod:`envsched_gnn.eval.ablation.policy_learner`). Score columns:
 :func:`~envsched_gnn.eval.ablation.config.score_steps_for`; the score at budget step T is the
-score after the last update that fits in T x B x K rollouts.
+score curve through the evaluations (piecewise linear) at T x B x K rollouts.
 
 Per step: the batch metrics of spec section 6 (tools used = distinct (environment, tool)
 pairs of the reference solutions), the score after the update, ``trained_groups`` and, for
@@ -180,6 +180,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         record.update(batch_metrics(rewards, env_of, tools))
         record.update(prediction_quality(scheduler, graph, rewards, truth, observed))
         observed[[graph.index[t] for t in rewards]] = True
+        record["groups"] = len(batch.task_ids)
         record["trained_groups"] = len(selection.update)
         record.update(selection.metrics)
         records.append(record)

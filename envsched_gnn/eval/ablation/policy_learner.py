@@ -175,6 +175,7 @@ def run_policy_jobs(
             "samples": learner.eval_samples,
             "seed": learner.eval_seed,
             "every_steps": eval_every_for(config.steps, config.evaluations),
+            "rollouts": list(config.eval_rollouts),
             "step0": initial,
         },
     }
@@ -247,7 +248,10 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
         if pool:
             record["pool_score"] = pool.get(step + 1)
         record.update({name: float(metrics[name]) for name in STEP_METRICS})
+        record["groups"] = int(metrics["batch/rollouts"]) // config.simulator.rollouts
         record["trained_groups"] = int(metrics["batch/kept_groups"])
+        record["rollout_s"] = float(metrics["time/rollout_s"])
+        record.update({k: float(v) for k, v in metrics.items() if k.startswith("sampling/")})
         records.append(record)
     return {
         "name": job.name,

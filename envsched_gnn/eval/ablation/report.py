@@ -21,6 +21,7 @@ from envsched_gnn.eval.ablation.config import (
 )
 from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
 from envsched_gnn.eval.ablation.picks import render_picks
+from envsched_gnn.eval.ablation.targets_report import render_targets
 from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
@@ -202,6 +203,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         "",
         render_reward_curves(results, config),
         "",
+        render_targets(results, config.steps * config.batch_size * config.simulator.rollouts),
+        "",
         render_prediction(results),
         "",
         render_picks({name: e["picks"] for name, e in results.items() if "picks" in e}),
@@ -262,9 +265,20 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
         "The downstream "
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
         f"{heldout['samples']} samples (evaluation seed {heldout['seed']}, the same set for "
-        f"every run), measured at step 0 and every {heldout['every_steps']} steps; "
-        f"score@T is the last evaluation within T x B x K rollouts."
+        f"every run), measured at step 0 and {_when(heldout)}; score@T is the curve through "
+        "the evaluations (piecewise linear) at T x B x K rollouts."
     ]
+
+
+def _when(heldout: dict) -> str:
+    """When a run was evaluated, in words."""
+    if heldout.get("rollouts"):
+        return (
+            "after the first step to reach each of "
+            + ", ".join(f"{r:,}" for r in heldout["rollouts"])
+            + " rollouts, and after the last"
+        )
+    return f"every {heldout['every_steps']} steps"
 
 
 def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path]:
@@ -284,16 +298,23 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
         ),
         strict=True,
     ):
+        grid = np.arange(1, config.steps + 1, dtype=np.float64)
         for name, entry in results.items():
-            first = entry["runs"][0]["records"][1:]
-            steps = np.array([r["budget_step"] for r in first])
+            # runs behind dynamic sampling step at other budget steps: read each at the grid
             values = np.mean(
-                [[r[metric] for r in run["records"][1 : len(first) + 1]] for run in entry["runs"]],
+                [
+                    np.interp(
+                        grid,
+                        [r["budget_step"] for r in run["records"][1:]],
+                        [r[metric] for r in run["records"][1:]],
+                    )
+                    for run in entry["runs"]
+                ],
                 axis=0,
             )
-            ax.plot(steps, values, linewidth=1.0, label=name)
+            ax.plot(grid, values, linewidth=1.0, label=name)
         ax.set_title(f"{metric} (learner: {label})")
-        ax.set_xlabel("budget step")
+        ax.set_xlabel("budget step (B x K rollouts)")
     axes.flat[0].legend(fontsize=6, ncol=2)
     paths.append(save_figure(fig, out / "batch_metrics.png"))
     if any("prediction" in entry for entry in results.values()):

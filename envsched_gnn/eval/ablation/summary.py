@@ -36,6 +36,7 @@ from envsched_gnn.eval.ablation.curves import (
     rollouts_to_match,
     scores_at,
 )
+from envsched_gnn.eval.ablation.targets import summarise_targets
 
 MARGINS = {"score": "", "pool_score": "pool_"}
 """The rewards paired against random and the controls, and the prefix of their margins' keys."""
@@ -100,6 +101,10 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                     entry[f"{prefix}margin_over_random"] = margin
     for entry in results.values():
         entry.update(against_references(entry, results, grid, config))
+    per_budget_step = config.batch_size * config.simulator.rollouts
+    compute = summarise_targets(results, per_budget_step, float(config.steps))
+    for name, entry in compute.get("runs", {}).items():
+        results[name]["compute_to_target"] = {"targets": compute["targets"], **entry}
     for target in target_variants(config):
         envsched = results[target]
         for key, prefix in MARGINS.items():
@@ -176,7 +181,8 @@ def prediction_summary(group: Sequence[dict]) -> dict:
     summary = {}
     for metric in PREDICTION_METRICS:
         per_step = [[rec.get(metric, math.nan) for rec in r["records"][1:]] for r in group]
-        values = np.array(per_step, dtype=np.float64)
+        steps = max(len(row) for row in per_step)  # seeds differ behind dynamic sampling
+        values = np.array([row + [math.nan] * (steps - len(row)) for row in per_step])
         if not np.isfinite(values).any():
             continue
         defined = np.isfinite(values)
