@@ -67,8 +67,8 @@ def measure_source(
 ) -> int:
     """A measuring command: check the source, build the config, read the source, measure,
     print the report and, with ``--out``, write it; ``error: ...`` for a bad input."""
-    from envsched_gnn.config_cli import fail
     from envsched_gnn.graph_store.errors import StoreError
+    from envsched_gnn.validation import fail
 
     if message := source_error(args):
         return fail(message)

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, replace
 
 from envsched_gnn.graph.task_graph import TaskGraph
@@ -20,6 +20,7 @@ from envsched_gnn.scheduler.baselines.greso import GresoConfig, GresoScheduler
 from envsched_gnn.scheduler.baselines.mopps import MoppsConfig, MoppsScheduler
 from envsched_gnn.scheduler.baselines.uniform import UniformScheduler
 from envsched_gnn.scheduler.config import SelectorConfig
+from envsched_gnn.validation import ConfigError
 
 SchedulerFactory = Callable[..., Scheduler]
 """``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``; the EnvSched
@@ -37,6 +38,16 @@ def register_scheduler(name: str, factory: SchedulerFactory) -> None:
     SCHEDULERS[name] = factory
 
 
+def check_scheduler_names(names: Iterable[str]) -> None:
+    """:class:`ConfigError` for the first name that is not registered, or for no name."""
+    names = list(names)
+    if not names:
+        raise ConfigError(f"no scheduler named, expected names of {sorted(SCHEDULERS)}")
+    for name in names:
+        if name not in SCHEDULERS:
+            raise ConfigError(f"unknown scheduler {name!r}, expected one of {sorted(SCHEDULERS)}")
+
+
 def make_scheduler(
     name: str,
     graph: TaskGraph,
@@ -50,12 +61,8 @@ def make_scheduler(
     """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass, and
     ``operations`` reaches the schedulers that read it.
     """
-    try:
-        factory = SCHEDULERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown scheduler {name!r}, expected one of {sorted(SCHEDULERS)}"
-        ) from None
+    check_scheduler_names([name])
+    factory = SCHEDULERS[name]
     if operations is not None and getattr(factory, "reads_operations", False):
         overrides["operations"] = operations
     return factory(graph, batch_size=batch_size, seed=seed, config=config, **overrides)

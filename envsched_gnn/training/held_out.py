@@ -12,13 +12,14 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
+from envsched_gnn.validation import ConfigError
 
 
 def heldout_tasks(pool: Pool, limit: int, seed: int, split: str = "test") -> list[str]:
     """The held-out task ids: all of ``split``, or a seeded subset of ``limit`` of them."""
     tasks = [task.task_id for task in pool.split(split)]
     if not tasks:
-        raise ValueError(f"the pool has no task in split {split!r} to evaluate on")
+        raise ConfigError(f"the pool has no task in split {split!r} to evaluate on")
     if 0 < limit < len(tasks):
         chosen = np.random.default_rng([seed, 7919]).choice(len(tasks), limit, replace=False)
         tasks = [tasks[i] for i in sorted(chosen)]

@@ -21,12 +21,12 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.episode import EpisodeScore
 from envsched_gnn.envs.pool import Pool, ToolCall
 from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.validation import check_bounds
 
 TIMED_OUT = "timed out after"
 """Start of the runtime's error for an op its alarm stopped (not replayed on a rebuild)."""

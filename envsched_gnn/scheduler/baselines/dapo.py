@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import validate_rewards
 from envsched_gnn.scheduler.base import BaseScheduler
 from envsched_gnn.scheduler.groups import GroupKey, GroupSelection
+from envsched_gnn.validation import check_bounds
 
 OVERSAMPLED = "oversampled"
 
