@@ -354,6 +354,19 @@ BAD: dict[str, str | Bad] = {
 """One bad value per command and flag (a positional by its metavar)."""
 
 
+FIRST_MISTAKES = {
+    "train grpo --pool": "nope",
+    "train grpo --scheduler": "nope",
+    "train grpo --clip": "1.5",
+    "train grpo --lr": "-1",
+    "train grpo --model": "nope",
+    "train sft --batch-size": "0",
+    "eval headroom --pool": "nope",
+    "eval policy --pool": "nope",
+}
+"""The mistakes a new user made first, each of which once ended in a traceback."""
+
+
 def _commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()):
     """``(words, parser)`` of every command that runs something."""
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -385,6 +398,10 @@ def test_every_flag_that_takes_a_value_has_a_row():
     assert not missing, f"flags without a bad value in BAD: {missing}"
     assert not stale, f"rows of BAD for no flag: {stale}"
     assert set(VALID) == {row.rsplit(" ", 1)[0] for row in FLAGS}
+
+
+def test_the_first_mistakes_of_a_new_user_are_rows():
+    assert {row: BAD[row] for row in FIRST_MISTAKES} == FIRST_MISTAKES
 
 
 class ExpensiveStart(BaseException):
