@@ -302,19 +302,13 @@ def _graph_signal(args: argparse.Namespace) -> int:
 
     if args.model is not None and args.pool is None:
         return fail("--model needs --pool")
-    from envsched_gnn.graph_store.connect import check_store_spec
     from envsched_gnn.training.policy import check_policy_folder
 
-    # every cheap input first: a wrong one is refused before a policy or a store opens
+    # every cheap input first (measure_source checks the source's paths): a wrong one is
+    # refused before a policy or a store opens
     config_from_args(GraphSignalArgs, args)
     config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
     runtime_config(args)
-    check_paths(
-        files={"--history": args.history, "--graph": args.graph},
-        folders={"--pool": args.pool},
-        out_folders={"--out": args.out},
-    )
-    check_store_spec(args.store)
     if args.model is not None:
         check_policy_folder(args.model, "--model")
     return measure_source(

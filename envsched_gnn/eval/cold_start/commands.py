@@ -13,7 +13,7 @@ from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.cold_start.replay import ColdStartConfig
 from envsched_gnn.eval.sources import measure_source, pool_graph
-from envsched_gnn.validation import ConfigError, check_bounds, check_paths
+from envsched_gnn.validation import ConfigError, check_bounds
 
 
 @dataclass
@@ -68,18 +68,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 def _cold_start(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.cold_start.replay import cold_start
     from envsched_gnn.eval.cold_start.report import render, write
-    from envsched_gnn.graph_store.connect import check_store_spec
 
-    # every cheap input first: a wrong one is refused before a store opens or references run
+    # every cheap input first (measure_source checks the source's paths): a wrong one is
+    # refused before a store opens or references run
     config_from_args(ColdStartArgs, args)
     config_from_args(ColdStartConfig, args)
     runtime_config(args)
-    check_paths(
-        files={"--history": args.history, "--graph": args.graph},
-        folders={"--pool": args.pool},
-        out_folders={"--out": args.out},
-    )
-    check_store_spec(args.store)
     command = "envsched-gnn " + shlex.join(sys.argv[1:]) if sys.argv[1:] else ""
     return measure_source(
         args,
