@@ -35,6 +35,7 @@ class DemoPolicyArgs:
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.pipeline.job import RunOptions
     from envsched_gnn.pipeline.presets import PRESETS
+    from envsched_gnn.scheduler.commands import add_sampling_flags
     from envsched_gnn.training.policy_engine import ACCELERATORS
     from envsched_gnn.training.sft_config import SFTConfig
 
@@ -68,6 +69,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         defaults={"schedulers": ",".join(RunOptions().schedulers)},
         parsers={"schedulers": split_names},
     )
+    add_sampling_flags(p)
     p.set_defaults(func=_run)
 
     p = groups["train"].add_parser(
@@ -89,9 +91,10 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.connect import check_store_spec
     from envsched_gnn.pipeline.job import RunOptions, run_pipeline
+    from envsched_gnn.scheduler.commands import sampling_from_args
     from envsched_gnn.training.policy import check_policy_folder
 
-    options = config_from_args(RunOptions, args)
+    options = config_from_args(RunOptions, args, sampling=sampling_from_args(args))
     check_paths(out_folders={"--out": options.out})
     check_store_spec(options.store)
     if options.model is not None:
