@@ -5,8 +5,8 @@ store server started, no run folder written.
 The flags come from the parser itself: a flag added later fails
 :func:`test_every_flag_that_takes_a_value_has_a_row` until :data:`BAD` holds a row for it (one
 line: the command and the flag, the bad value, and the other arguments when the command's
-:data:`VALID` ones do not suit it). The bad value must appear in the error line, so that a
-row cannot pass by failing for another reason.
+:data:`VALID` ones do not suit it). The error line must name the bad value, and the flag (or
+its config field), so that a row cannot pass by failing for another reason.
 """
 
 from __future__ import annotations
@@ -471,6 +471,7 @@ def nothing_expensive(monkeypatch):
     monkeypatch.setattr(lightning.Trainer, "fit", expensive)
     monkeypatch.setattr("envsched_gnn.training.policy.train_tokenizer", expensive)
     monkeypatch.setattr("envsched_gnn.graph_build.builder.build_graph", expensive)
+    monkeypatch.setattr("envsched_gnn.graph_build.parallel.connect_ray", expensive)
 
 
 @pytest.mark.parametrize("row", sorted(BAD))
