@@ -115,21 +115,19 @@ def check_paths(
     *,
     folders: Mapping[str, PathArgument] | None = None,
     files: Mapping[str, PathArgument] | None = None,
-    existing: Mapping[str, PathArgument] | None = None,
     out_folders: Mapping[str, PathArgument] | None = None,
     out_files: Mapping[str, PathArgument] | None = None,
 ) -> None:
     """Raises :class:`PathError` for the first path that cannot serve, in the order of the
     keywords, each a mapping from the name the user knows it by (``--pool``,
     ``PolicyLearnerConfig.model``) to the path: ``folders`` must be existing folders, ``files``
-    existing files, ``existing`` either; ``out_folders`` and ``out_files`` are written later, so
+    existing files; ``out_folders`` and ``out_files`` are written later, so
     they must not be a file, resp. a folder, already, and the first of their ancestors that
     exists must be a folder this process may write into. A check costs a few ``stat`` calls,
     so that a command finds a wrong path before it loads anything."""
     kinds: list[tuple[Mapping[str, PathArgument] | None, Callable[[Path], str | None]]] = [
         (folders, lambda p: None if p.is_dir() else "an existing folder"),
         (files, lambda p: None if p.is_file() else "an existing file"),
-        (existing, lambda p: None if p.exists() else "an existing file or folder"),
         (out_folders, lambda p: _writable(p, folder=True)),
         (out_files, lambda p: _writable(p, folder=False)),
     ]

@@ -115,14 +115,13 @@ def test_paths_are_checked_by_kind_and_named_as_the_user_knows_them(tmp_path):
     check_paths(
         folders={"--pool": folder},
         files={"--graph": file, "--history": None},
-        existing={"--source": [folder, file]},
         out_folders={"--out": tmp_path / "new" / "run", "--cache": folder},
         out_files={"--json": tmp_path / "new" / "a.json", "--report": file},
     )
     cases = [
         ({"folders": {"--pool": file}}, f"--pool {str(file)!r}: expected an existing folder"),
         ({"files": {"--graph": folder}}, f"--graph {str(folder)!r}: expected an existing file"),
-        ({"existing": {"--source": [folder, tmp_path / "x"]}}, "an existing file or folder"),
+        ({"folders": {"--world": [folder, tmp_path / "x"]}}, "--world"),
         ({"out_folders": {"--out": file}}, "expected a folder to write (it is a file)"),
         ({"out_files": {"--json": folder}}, "expected a file to write (it is a folder)"),
         ({"out_folders": {"--out": file / "run"}}, f"a path under a folder ({file} is a file)"),
