@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
+from typing import NoReturn
 
-from envsched_gnn.config_cli import RUN_ERROR, fail
+from envsched_gnn.validation import UsageError, UserError, fail
 
 GROUPS = {
     "pool": "generate, check and import pools of executable environments",
@@ -64,8 +66,16 @@ POOL_COMMANDS = (
 """Commands that run environment code in the sandboxed runtime."""
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser whose refusal of the arguments is one ``error: ...`` line (exit status 2), like
+    every other user error, rather than the usage block and the message."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="envsched-gnn",
         description="Environment-aware rollout scheduling (EnvSched) for agentic GRPO.",
     )
@@ -111,11 +121,20 @@ def _sandbox_options(parser: argparse.ArgumentParser) -> None:
 
 def _export_sandbox_options(args: argparse.Namespace) -> None:
     """Hands the sandbox options to every runtime config the command builds (and its DDP
-    ranks), as the defaults they read from the environment."""
+    ranks), as the defaults they read from the environment; a package that is not installed
+    is refused here, before the command starts."""
     from envsched_gnn.envs.runtime_config import set_environment_defaults
 
     packages = getattr(args, "sandbox_packages", None) or ()
+    missing = [name for name in packages if not _installed(name)]
+    if missing:
+        raise UsageError(f"--sandbox-package {missing}: not installed here")
     set_environment_defaults(getattr(args, "sandbox_trust_pool", False), packages)
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name`` is a top-level package or module this interpreter can import."""
+    return name.isidentifier() and importlib.util.find_spec(name) is not None
 
 
 def _print_help_of(parser: argparse.ArgumentParser):
@@ -133,17 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    _export_sandbox_options(args)
-    from envsched_gnn.envs.sandbox import SandboxUnavailable
-    from envsched_gnn.graph_store.errors import StoreError
-    from envsched_gnn.scheduler.base import SchedulerError
-
     try:
+        _export_sandbox_options(args)
         return int(func(args) or 0)
-    # a scheduler refuses what the user asked (an unknown environment to retire, a checkpoint
-    # of tasks the graph lost): the message says what and why, a traceback adds nothing
-    except (SandboxUnavailable, StoreError, SchedulerError) as error:
-        return fail(error, RUN_ERROR)
+    # what the user can fix (a value, a file, a store that is down): the message says what
+    # and why, a traceback adds nothing
+    except UserError as error:
+        return fail(error, error.exit_status)
 
 
 if __name__ == "__main__":

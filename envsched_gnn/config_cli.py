@@ -7,8 +7,7 @@ records ``action.config_class`` / ``action.config_field`` (``"GRPOConfig.lr"``) 
 Types: scalars take one value; ``X | None`` an ``X``; ``bool`` is ``--name`` (default False),
 ``--no-name`` (default True) or both (``bool | None``); ``tuple[X, ...]`` / ``list[X]`` one or
 more values; ``Literal[...]`` gives ``choices``; a field without a default is required.
-:func:`fail` prints a command's ``error: ...``; :func:`check_bounds` and :func:`config_error`
-are how configs check their fields (``"GRPOConfig.clip = 1.5, expected a number in (0, 1)"``).
+How configs check their values, and how a command refuses them, is :mod:`envsched_gnn.validation`.
 """
 
 from __future__ import annotations
@@ -17,10 +16,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
-import math
-import numbers
 import re
-import sys
 import textwrap
 import types
 import typing
@@ -29,11 +25,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
+from envsched_gnn.config_defaults import field_default
+
 T = TypeVar("T")
-USAGE_ERROR = 2
-"""Exit status of a command refused for its arguments (as ``argparse`` exits)."""
-RUN_ERROR = 1
-"""Exit status of a command that failed while it ran (a store, a sandbox, a file on disk)."""
 _SCALARS = (str, int, float, Path)
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
@@ -180,88 +174,10 @@ def config_from_args(
     return cls(**values)
 
 
-def config_error(config: object, name: str, value: Any, expected: str) -> ValueError:
-    """The error of field ``name`` of ``config`` holding ``value`` where ``expected`` was
-    (``"GRPOConfig.clip = 1.5, expected a number in (0, 1)"``), for the caller to raise."""
-    return ValueError(f"{type(config).__name__}.{name} = {value!r}, expected {expected}")
-
-
-def check_bounds(
-    config: object,
-    *,
-    integers: Iterable[str] = (),
-    finite: Iterable[str] = (),
-    positive: Iterable[str] = (),
-    non_negative: Iterable[str] = (),
-    at_least: Mapping[str, float] | None = None,
-    unit: Iterable[str] = (),
-    open_unit: Iterable[str] = (),
-    within: Mapping[str, tuple[float, float]] | None = None,
-) -> None:
-    """Raises :func:`config_error` for the first field of ``config`` out of its bounds, in
-    the order of the keywords: ``integers`` must be ``int`` (not ``bool``), ``finite`` finite;
-    ``positive`` > 0, ``non_negative`` >= 0, ``at_least`` (field -> low) >= low, ``unit`` in
-    [0, 1], ``open_unit`` in (0, 1), ``within`` (field -> (low, high)) in [low, high]. Every
-    field named must be a real number (not a ``bool``); NaN lies within no bound."""
-    checks: list[tuple[str, Callable[[Any], bool], str]] = [
-        *((name, lambda v: isinstance(v, int), "an integer") for name in integers),
-        *((name, math.isfinite, "a finite number") for name in finite),
-        *((name, lambda v: v > 0, "a number > 0") for name in positive),
-        *((name, lambda v: v >= 0, "a number >= 0") for name in non_negative),
-        *(
-            (name, lambda v, low=low: v >= low, f"a number >= {low:g}")
-            for name, low in (at_least or {}).items()
-        ),
-        *((name, lambda v: 0 <= v <= 1, "a number in [0, 1]") for name in unit),
-        *((name, lambda v: 0 < v < 1, "a number in (0, 1)") for name in open_unit),
-        *(
-            (
-                name,
-                lambda v, low=low, high=high: low <= v <= high,
-                f"a number in [{low:g}, {high:g}]",
-            )
-            for name, (low, high) in (within or {}).items()
-        ),
-    ]
-    for name, holds, expected in checks:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not holds(value):
-            raise config_error(config, name, value, expected)
-
-
 def _field_default(field: dataclasses.Field, defaults: Mapping[str, Any]) -> Any:
     if field.name in defaults:
         return defaults[field.name]
     return field_default(field)
-
-
-def non_default_fields(config: Any) -> dict[str, Any]:
-    """The fields of a config dataclass that differ from their defaults, nested configs
-    likewise (an optional one given where the default is None: all its fields). An option
-    added later, at a default that keeps the old behaviour, then leaves every fingerprint
-    made of this as it was (``PolicyConfig.space_tokens`` and ``AgentConfig.constrained``
-    came after the packaged policy)."""
-    changed: dict[str, Any] = {}
-    for spec in dataclasses.fields(config):
-        value, default = getattr(config, spec.name), field_default(spec)
-        if dataclasses.is_dataclass(value) and dataclasses.is_dataclass(default):
-            nested = non_default_fields(value)
-            if nested:
-                changed[spec.name] = nested
-        elif dataclasses.is_dataclass(value):
-            changed[spec.name] = dataclasses.asdict(value)
-        elif value != default:
-            changed[spec.name] = value
-    return changed
-
-
-def field_default(field: dataclasses.Field) -> Any:
-    """A dataclass field's default value (its factory called), ``MISSING`` if it has none."""
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return dataclasses.MISSING
 
 
 def _value_kwargs(cls: type, name: str, hint: Any, default: Any) -> dict[str, Any]:
@@ -314,9 +230,3 @@ def split_names(*texts: str) -> list[str]:
     """Names given space- or comma-separated: ``"envsched, random"`` -> ``["envsched", "random"]``
     (empty names dropped)."""
     return [name.strip() for text in texts for name in text.split(",") if name.strip()]
-
-
-def fail(message: object, status: int = USAGE_ERROR) -> int:
-    """Print ``error: message`` to stderr; returns ``status``, the command's exit status."""
-    print(f"error: {message}", file=sys.stderr)
-    return status

@@ -14,10 +14,12 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from envsched_gnn.validation import ConfigError, UserError
+
 GIB = 1 << 30
 
 
-class MemoryLimitExceeded(RuntimeError):
+class MemoryLimitExceeded(UserError, RuntimeError):
     """The processes of a run held more resident memory than its limit."""
 
 
@@ -29,7 +31,7 @@ def machine_memory() -> int:
 def memory_limit(gib: float | None) -> int:
     """Bytes of a ``--max-memory-gib`` setting: ``gib`` GiB, or (None) 90% of the machine's."""
     if gib is not None and gib <= 0:
-        raise ValueError(f"--max-memory-gib must be positive, got {gib}")
+        raise ConfigError(f"--max-memory-gib must be positive, got {gib}")
     return int(gib * GIB if gib else 0.9 * machine_memory())
 
 

@@ -19,14 +19,15 @@ from typing import TextIO
 
 import numpy as np
 
-from envsched_gnn.config_cli import add_config_flags, check_bounds, config_error
+from envsched_gnn.config_cli import add_config_flags
 from envsched_gnn.json_files import write_text_atomically
+from envsched_gnn.validation import UserError, check_bounds, config_error
 
 DISPERSION_FLOOR = 0.01
 SMALL_GROUPS = ("reject", "ignore")
 
 
-class ObservationError(ValueError):
+class ObservationError(UserError, ValueError):
     """An observation that cannot be recorded: bad rewards, unknown task, bad line."""
 
 

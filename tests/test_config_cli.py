@@ -9,14 +9,7 @@ from typing import Literal
 
 import pytest
 
-from envsched_gnn.config_cli import (
-    add_config_flags,
-    check_bounds,
-    config_error,
-    config_from_args,
-    fail,
-    field_docs,
-)
+from envsched_gnn.config_cli import add_config_flags, config_from_args, field_docs
 
 
 @dataclass
@@ -226,67 +219,3 @@ def test_a_repeatable_tuple_collects_one_value_per_option():
     args = parser.parse_args(["--half", "2", "--half", "4"])
     assert config_from_args(_Config, args).halves == (2.0, 4.0)
     assert "--half H" in parser.format_usage()
-
-
-def test_fail_names_the_error_on_stderr_and_gives_the_exit_status(capsys):
-    assert fail("--step must be >= 0, got -1") == 2
-    assert fail(ValueError("no such file"), 1) == 1
-    assert capsys.readouterr() == ("", "error: --step must be >= 0, got -1\nerror: no such file\n")
-
-
-@dataclass
-class _Bounded:
-    """Every kind of bound :func:`check_bounds` checks, each field at its edge."""
-
-    count: int = 1
-    scale: float = 1e-9
-    weight: float = 0.0
-    floor: int = 64
-    share: float = 1.0
-    clip: float = 0.5
-    cap: float = 0.25
-
-    def __post_init__(self) -> None:
-        check_bounds(
-            self,
-            integers=("count",),
-            finite=("scale",),
-            positive=("scale",),
-            non_negative=("weight",),
-            at_least={"count": 1, "floor": 64},
-            unit=("share",),
-            open_unit=("clip",),
-            within={"cap": (0.0, 0.25)},
-        )
-
-
-@pytest.mark.parametrize(
-    ("field", "value", "expected"),
-    [
-        ("count", 2.0, "an integer"),
-        ("count", True, "an integer"),
-        ("count", 0, "a number >= 1"),
-        ("scale", float("inf"), "a finite number"),
-        ("scale", 0.0, "a number > 0"),
-        ("weight", -0.5, "a number >= 0"),
-        ("weight", float("nan"), "a number >= 0"),
-        ("weight", "1", "a number >= 0"),
-        ("floor", 63, "a number >= 64"),
-        ("share", 1.5, "a number in [0, 1]"),
-        ("clip", 1.0, "a number in (0, 1)"),
-        ("cap", 0.3, "a number in [0, 0.25]"),
-    ],
-)
-def test_a_value_out_of_bounds_names_the_class_field_value_and_bound(field, value, expected):
-    with pytest.raises(ValueError) as raised:
-        _Bounded(**{field: value})
-    assert str(raised.value) == f"_Bounded.{field} = {value!r}, expected {expected}"
-
-
-def test_values_at_the_edges_of_their_bounds_pass():
-    assert _Bounded() == _Bounded(1, 1e-9, 0.0, 64, 1.0, 0.5, 0.25)
-
-
-def test_a_config_error_is_the_same_message():
-    error = config_error(_Bounded(), "cap", 2, "<= clip")
-    assert isinstance(error, ValueError) and str(error) == "_Bounded.cap = 2, expected <= clip"

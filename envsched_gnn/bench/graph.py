@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
 from envsched_gnn.memory_watchdog import MemoryLimitExceeded, beside, memory_limit, memory_watchdog
+from envsched_gnn.validation import RUN_ERROR, check_bounds, check_paths, fail
 
 
 @dataclass
@@ -69,6 +70,16 @@ class GraphBenchArgs:
     folder) and/or a bolt:// or neo4j:// URI of an empty database (credentials from
     NEO4J_USER/NEO4J_PASSWORD/NEO4J_DATABASE), emptied again after it is measured (default:
     managed)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("tasks", "tasks_per_env", "chunk", "recall_sample", "seed", "threads"),
+            at_least={"tasks": 64, "tasks_per_env": 1, "chunk": 1, "threads": 1},
+            non_negative=("recall_sample", "seed", "add_env_tasks"),
+            positive=("max_memory_gib",),
+            optional=("tasks", "max_memory_gib"),
+        )
 
 
 MANAGED = "managed"
@@ -314,13 +325,18 @@ def _cell(value, width: int, spec: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     import torch
 
+    from envsched_gnn.graph_store.connect import check_store_spec
     from envsched_gnn.graph_store.errors import StoreError
 
+    # every cheap input first: a wrong one is refused before a pool is generated
+    config_from_args(GraphBenchArgs, args)
+    config_from_args(GraphConfig, args)
+    check_paths(out_folders={"--pool-dir": args.pool_dir, "--store-dir": args.store_dir})
+    for store in args.stores or []:
+        if store != MANAGED:
+            check_store_spec(store)
     torch.set_num_threads(args.threads)
     sizes = args.tasks or [10_000]
-    if min(sizes) < 64:
-        print("--tasks: a pool needs at least B = 64 tasks")
-        return 2
     limit = memory_limit(args.max_memory_gib)
     print(" ".join(f"{header:>{width}}" for _, header, width, _ in COLUMNS))
     with tempfile.TemporaryDirectory(prefix="bench-graph-") as folder:

@@ -21,6 +21,7 @@ import torch
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.training.grpo.batch import UpdateItem, collate, pack_micro_batches
+from envsched_gnn.validation import check_bounds, check_paths
 
 
 @dataclass
@@ -44,6 +45,15 @@ class BenchGRPOArgs:
     seed: int = 0
     """Seed of the generated pool, the batches and the rollouts."""
 
+    def __post_init__(self) -> None:
+        sizes = ("batch_size", "steps", "micro_batch_size")
+        check_bounds(
+            self,
+            integers=(*sizes, "group_size", "threads", "seed"),
+            at_least={**dict.fromkeys(sizes, 1), "group_size": 2},
+            non_negative=("threads", "seed"),
+        )
+
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     p = groups["bench"].add_parser(
@@ -57,11 +67,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 def _bench(namespace: argparse.Namespace) -> int:
     from envsched_gnn.training.grpo.objective import get_advantage_estimator
-    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy import check_policy_folder, load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
     from envsched_gnn.training.rollout import EpisodeSpec
 
     args = config_from_args(BenchGRPOArgs, namespace)
+    check_paths(folders={"--pool": args.pool})
+    check_policy_folder(args.model, "--model")
     pool = _pool(args)
     agent = load_agent_config(args.model)
     advantages_of = get_advantage_estimator("grpo")

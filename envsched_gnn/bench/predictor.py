@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.config_cli import add_config_flags, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph.hetero import add_adjacency
+from envsched_gnn.validation import check_bounds
 
 ENV_SIZE = 50
 K = 8
@@ -47,6 +48,15 @@ class PredictorBenchArgs:
     """Observations per history step (B, 64 as in the paper)."""
     threads: int = 0
     """Torch threads (0: torch's default)."""
+
+    def __post_init__(self) -> None:
+        counts = ("tasks", "edges_per_task", "repeats", "steps")
+        check_bounds(
+            self,
+            integers=(*counts, "seed", "observations_per_step", "threads"),
+            at_least=dict.fromkeys(counts, 1),
+            non_negative=("seed", "observations_per_step", "threads"),
+        )
 
 
 def synthetic_graph(num_tasks: int, edges_per_task: int, seed: int):
@@ -208,15 +218,12 @@ def _format(row: dict) -> str:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(namespace: argparse.Namespace) -> int:
     import torch
 
+    args = config_from_args(PredictorBenchArgs, namespace)
     if args.threads:
         torch.set_num_threads(args.threads)
-    for name in ("tasks", "edges_per_task", "repeats", "steps"):
-        values = getattr(args, name)
-        if any(v < 1 for v in (values if isinstance(values, list) else [values])):
-            return fail(f"--{name.replace('_', '-')} must be >= 1, got {values}")
     print(
         f"{'tasks':>10} {'edges':>12} {'obs':>10} {'cold_ms':>10} {'median_ms':>10} {'min_ms':>10} "
         f"{'peak_MB':>10} {'B/(N+E)':>8}   (threads: {torch.get_num_threads()})"

@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.commands import add_runtime_flags, runtime_config
 from envsched_gnn.envs.pool import Pool, ToolCall
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.sandbox import WorkerProcess, start_all
+from envsched_gnn.validation import check_bounds, check_paths
 
 START_SAMPLES = 5
 
@@ -35,6 +36,14 @@ class RuntimeBenchArgs:
     """Tool calls per episode."""
     repeats: int = 3
     """Measured repetitions (median)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("episodes", "calls", "repeats"),
+            at_least={"episodes": 1, "repeats": 1},
+            non_negative=("calls",),
+        )
 
 
 def register(groups: dict) -> None:
@@ -55,6 +64,8 @@ def register(groups: dict) -> None:
 def _run(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
 
+    config_from_args(RuntimeBenchArgs, args)  # its bounds, before a worker starts
+    check_paths(folders={"--pool": args.pool})
     result = bench_runtime(
         load_pool(args.pool),
         runtime_config(args),

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph
+from envsched_gnn.validation import check_bounds
 
 DEFAULT_SIZES = (2_550, 100_000, 1_000_000)
 
@@ -34,6 +35,15 @@ class SchedulerBenchArgs:
     """Steps of random rewards observed first."""
     seed: int = 0
     """Seed of the graph and the rewards."""
+
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("tasks", "repeats", "history_steps", "seed"),
+            at_least={"tasks": 64, "repeats": 1},  # a pool holds at least B = 64 tasks
+            non_negative=("history_steps", "seed"),
+            optional=("tasks",),
+        )
 
 
 def synthetic_graph(
@@ -124,16 +134,14 @@ def time_steps(graph: TaskGraph, repeats: int, history_steps: int, seed: int) ->
     }
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(namespace: argparse.Namespace) -> int:
+    args = config_from_args(SchedulerBenchArgs, namespace)
     sizes = args.tasks or list(DEFAULT_SIZES)
     print(
         f"{'tasks':>10} {'edges':>11} {'step_ms':>9} {'predict_ms':>11} {'select_ms':>10} "
         f"{'peak_MiB':>9} {'setup_s':>8}"
     )
     for n in sizes:
-        if n < 64:
-            print(f"--tasks {n}: a pool needs at least B = 64 tasks")
-            return 2
         r = bench_one(n, args.repeats, args.history_steps, args.seed)
         print(
             f"{int(r['tasks']):>10} {int(r['edges']):>11} {1e3 * r['step_seconds']:>9.1f} "

@@ -17,12 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from envsched_gnn.validation import UserError
+
 CODE_DIR = "bfcl_eval/eval_checker/multi_turn_eval/func_source_code"
 DATA_DIR = "bfcl_eval/data"
 CODE_PACKAGE = CODE_DIR.replace("/", ".")
 
 
-class BfclImportError(ValueError):
+class BfclImportError(UserError, ValueError):
     """BFCL files that cannot be found, read or converted."""
 
 

@@ -30,6 +30,7 @@ from envsched_gnn.envs.replay import Replayed, replay
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.envs.state_diff import ObservedEffect, state_effects
+from envsched_gnn.validation import check_bounds
 
 
 @dataclass
@@ -47,6 +48,9 @@ class CheckConfig:
     to it (``pool check --write-effects`` writes that as DIR/tool_effects.json, which the
     abstract extractor uses to categorise tools; the summary lists the tools whose category
     that changes)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, integers=("chunk_size",), at_least={"chunk_size": 1})
 
 
 def check_pool(directory: str | Path, config: CheckConfig) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.envs.bfcl import CATEGORIES
 from envsched_gnn.envs.check import CheckConfig
 from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -147,24 +147,16 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _import_envscaler(args: argparse.Namespace) -> int:
-    from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
-    from envsched_gnn.envs.pool_parse import PoolError
+    from envsched_gnn.envs.envscaler import import_envscaler
 
-    try:
-        pool = import_envscaler(args.sources, args.out)
-    except (EnvScalerImportError, PoolError) as error:
-        return fail(error, RUN_ERROR)
+    pool = import_envscaler(args.sources, args.out)
     print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))
     return 0
 
 
 def _import_bfcl(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.bfcl import import_bfcl
-    from envsched_gnn.envs.bfcl_files import BfclImportError
 
-    try:
-        pool = import_bfcl(args.source, args.out, args.category)
-    except BfclImportError as error:
-        return fail(error, RUN_ERROR)
+    pool = import_bfcl(args.source, args.out, args.category)
     print(json.dumps({"envs": len(pool.envs), "tasks": len(pool.tasks), "out": args.out}))
     return 0

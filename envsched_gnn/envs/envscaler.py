@@ -19,11 +19,12 @@ from typing import Any
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.pool_io import save_pool
 from envsched_gnn.envs.pool_parse import ENV_TEXT_FIELDS, parse_pool, rules_text
+from envsched_gnn.validation import UserError
 
 SUFFIXES = (".json", ".jsonl")
 
 
-class EnvScalerImportError(ValueError):
+class EnvScalerImportError(UserError, ValueError):
     """EnvScaler files that cannot be read or told apart."""
 
 

@@ -13,13 +13,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from envsched_gnn.envs.pool import Check, Environment, Pool, Task, ToolCall
+from envsched_gnn.validation import UserError
 
 SPLITS = ("train", "test")
 ENV_TEXT_FIELDS = ("environment_introduction", "environment_summary", "constraints_rules")
 MAX_REPORTED_ERRORS = 200
 
 
-class PoolError(ValueError):
+class PoolError(UserError, ValueError):
     """A pool that cannot be used; ``errors`` lists every defect found."""
 
     def __init__(self, errors: Iterable[str]) -> None:

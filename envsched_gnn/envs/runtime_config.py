@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from envsched_gnn.config_cli import check_bounds, config_error
+from envsched_gnn.validation import check_bounds, config_error
 
 TRUST_POOL_VARIABLE = "ENVSCHED_TRUST_POOL"
 """``1`` makes ``RuntimeConfig.trust_pool`` default to True (what ``--trust-pool`` sets)."""

@@ -31,6 +31,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from envsched_gnn.validation import UserError
+
 if TYPE_CHECKING:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
 
@@ -59,7 +61,7 @@ REFUSED_HINT = (
 )
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(UserError, RuntimeError):
     """The kernel refused the sandbox, and the pool is not trusted."""
 
 

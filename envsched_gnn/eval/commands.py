@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail, split_names
+from envsched_gnn.config_cli import add_config_flags, config_from_args, split_names
 from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation.config import AblationConfig, PolicyLearnerConfig
@@ -19,6 +19,8 @@ from envsched_gnn.models.config import LearnedConfig
 from envsched_gnn.scheduler.commands import add_sampling_flags, sampling_from_args
 from envsched_gnn.training.grpo.config import GRPOConfig
 from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS
+from envsched_gnn.training.policy_engine import ACCELERATORS
+from envsched_gnn.validation import check_bounds, check_paths, fail
 
 
 @dataclass
@@ -39,6 +41,15 @@ class CompareArgs:
     predicted from neighbours only; the replay is written to --out."""
     replay_round: int = 0
     """Step of the history to replay (0: round A)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("seed", "replay_steps", "replay_round"),
+            non_negative=("seed", "replay_round"),
+            at_least={"replay_steps": 1},
+            optional=("replay_steps",),
+        )
 
 
 @dataclass
@@ -65,6 +76,18 @@ class GraphSignalArgs:
     """Torch threads on CPU."""
     out: str | None = None
     """Folder for graph_signal.json / .md / .png (and the rollouts)."""
+
+    def __post_init__(self) -> None:
+        from envsched_gnn.training.policy_engine import check_device
+
+        check_bounds(
+            self,
+            integers=("seed", "threads"),
+            non_negative=("seed", "threads"),
+            positive=("temperature",),
+            optional=("temperature",),
+        )
+        check_device(self.device, "--device")
 
 
 @dataclass
@@ -177,7 +200,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "accelerator",
         ],
         flags={"workers": "--policy-workers"},
-        choices={"accelerator": ("auto", "cpu", "gpu")},
+        choices={"accelerator": ACCELERATORS},
         dest_prefix=POLICY,
     )
     p.set_defaults(func=_ablate)
@@ -190,6 +213,11 @@ def _compare_predictors(args: argparse.Namespace) -> int:
     from envsched_gnn.models.learned import LearnedPropagation
     from envsched_gnn.observations import read_history
 
+    config_from_args(CompareArgs, args)  # its bounds, before anything is read
+    check_paths(
+        files={"--history": args.history, "--graph": args.graph}, out_folders={"--out": args.out}
+    )
+    learned = config_from_args(LearnedConfig, args, dest_prefix="learned_", seed=args.seed)
     graph = read_graph(args.graph)
     observations = read_history(args.history)
     if args.replay_steps is not None:
@@ -205,9 +233,7 @@ def _compare_predictors(args: argparse.Namespace) -> int:
             write_history(Path(args.out) / "replay_history.jsonl", observations)
     predictors = {
         "analytic": AnalyticPredictor(),
-        "learned": LearnedPropagation(
-            config_from_args(LearnedConfig, args, dest_prefix="learned_", seed=args.seed)
-        ),
+        "learned": LearnedPropagation(learned),
     }
     comparison = compare_predictors(graph, observations, predictors)
     print(comparison.table())
@@ -222,7 +248,6 @@ def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.ablation.ablate import run_ablation
     from envsched_gnn.eval.ablation.curves_report import render_rollouts_to_final
     from envsched_gnn.eval.ablation.report import render_margins, render_table
-    from envsched_gnn.eval.ablation.runs import RunMismatch
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
     controls = split_names(*(args.controls or []))
@@ -244,10 +269,12 @@ def _ablate(args: argparse.Namespace) -> int:
         sampling=sampling_from_args(args),
         policy=config_from_args(PolicyLearnerConfig, args, dest_prefix=POLICY, recipe=recipe),
     )
-    try:
-        results = run_ablation(load_pool(args.pool), config, args.out)
-    except RunMismatch as error:
-        return fail(error, RUN_ERROR)
+    check_paths(folders={"--pool": args.pool}, out_folders={"--out": args.out})
+    if config.policy.model is not None:
+        from envsched_gnn.training.policy import check_policy_folder
+
+        check_policy_folder(config.policy.model, "--model")
+    results = run_ablation(load_pool(args.pool), config, args.out)
     print(render_table(results, config))
     print(render_margins(results, config))
     print(render_rollouts_to_final(results, config))
@@ -287,6 +314,15 @@ def _graph_signal(args: argparse.Namespace) -> int:
 
     if args.model is not None and args.pool is None:
         return fail("--model needs --pool")
+    from envsched_gnn.training.policy import check_policy_folder
+
+    # every cheap input first (measure_source checks the source's paths): a wrong one is
+    # refused before a policy or a store opens
+    config_from_args(GraphSignalArgs, args)
+    config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
+    runtime_config(args)
+    if args.model is not None:
+        check_policy_folder(args.model, "--model")
     return measure_source(
         args,
         _rollout_source,
@@ -301,18 +337,19 @@ def _rollout_source(args: argparse.Namespace):
     """Graph (given or built) and two rounds of rollouts of ``args.model`` on the split;
     with ``--out``, ``graph.json``, ``history.jsonl`` and ``rounds.json`` are written there."""
     from envsched_gnn.envs.pool_io import load_pool
-    from envsched_gnn.eval.rollout_rounds import rollout_rounds
+    from envsched_gnn.eval.rollout_rounds import rollout_rounds, round_tasks
     from envsched_gnn.observations import write_history
     from envsched_gnn.training.policy import load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
 
     pool = load_pool(args.pool)
+    config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
+    round_tasks(pool, config)  # a split without tasks is refused before the graph is built
+    agent = load_agent_config(args.model, temperature=args.temperature)
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     graph = pool_graph(pool, args.graph, out)
-    agent = load_agent_config(args.model, temperature=args.temperature)
-    config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
     runtime = runtime_config(args)
     with open_engine(args.model, pool, agent, runtime, args.device, args.threads) as engine:
         observations, summaries = rollout_rounds(engine, pool, config)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.validation import check_bounds, check_paths, fail
 
 EVAL_AGENT_FIELDS = ("temperature", "tool_format")
 """The AgentConfig fields an evaluation may override (default: the policy's agent_config.json)."""
@@ -36,6 +37,18 @@ class EvalPolicyArgs:
     """torch threads on CPU (0: torch's default; 1 was 2.5-3.6x faster on 2 busy cores)."""
     out: str | None = None
     """Write the full result as JSON to this file."""
+
+    def __post_init__(self) -> None:
+        from envsched_gnn.training.policy_engine import check_device
+
+        check_bounds(
+            self,
+            integers=("k", "seed", "limit", "tasks_per_batch", "threads"),
+            at_least={"k": 1, "limit": 1, "tasks_per_batch": 1},
+            non_negative=("seed", "threads"),
+            optional=("limit",),
+        )
+        check_device(self.device, "--device")
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -68,18 +81,21 @@ def _eval_policy(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.eval.policy_eval import evaluate_policy
-    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy import check_policy_folder, load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
 
+    # every cheap input first: a wrong one is refused before the policy loads
     evaluation = config_from_args(EvalPolicyArgs, args)
+    runtime = config_from_args(RuntimeConfig, args)
+    check_paths(folders={"--pool": evaluation.pool}, out_files={"--out": evaluation.out})
+    check_policy_folder(evaluation.model, "--model")
+    agent = load_agent_config(
+        evaluation.model, **{name: getattr(args, name) for name in EVAL_AGENT_FIELDS}
+    )
     pool = load_pool(evaluation.pool)
     tasks = [task.task_id for task in pool.split(evaluation.split)][: evaluation.limit]
     if not tasks:
         return fail(f"pool {evaluation.pool} has no task in split {evaluation.split!r}")
-    agent = load_agent_config(
-        evaluation.model, **{name: getattr(args, name) for name in EVAL_AGENT_FIELDS}
-    )
-    runtime = config_from_args(RuntimeConfig, args)
     with open_engine(
         evaluation.model, pool, agent, runtime, evaluation.device, evaluation.threads
     ) as engine:

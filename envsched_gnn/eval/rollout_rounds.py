@@ -14,6 +14,7 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.observations import Observation
+from envsched_gnn.validation import ConfigError, check_bounds
 
 
 @dataclass
@@ -33,6 +34,24 @@ class RoundsConfig:
     limit: int | None = None
     """Roll out only the first N tasks of the split."""
 
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("k", "rounds", "seed", "tasks_per_batch", "limit"),
+            at_least={"k": 2, "rounds": 1, "tasks_per_batch": 1, "limit": 1},
+            non_negative=("seed",),
+            optional=("limit",),
+        )
+
+
+def round_tasks(pool: Pool, config: RoundsConfig) -> list[str]:
+    """The tasks each round rolls out: the split's first ``limit``; :class:`ConfigError` for
+    none (a caller checks this before it opens the policy)."""
+    tasks = [task.task_id for task in pool.split(config.split)][: config.limit]
+    if not tasks:
+        raise ConfigError(f"the pool has no task in split {config.split!r}")
+    return tasks
+
 
 def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Observation], list]:
     """Observations of every round (round r at step r) and each round's summary.
@@ -41,9 +60,7 @@ def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Obser
     """
     from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
 
-    tasks = [task.task_id for task in pool.split(config.split)][: config.limit]
-    if not tasks:
-        raise ValueError(f"the pool has no task in split {config.split!r}")
+    tasks = round_tasks(pool, config)
     observations, summaries = [], []
     for r in range(config.rounds):
         seed = config.seed + r

@@ -65,13 +65,20 @@ def measure_source(
     render: Callable[[Any], str],
     write: Callable[[Any, str], dict],
 ) -> int:
-    """A measuring command: check the source, build the config, read the source, measure,
-    print the report and, with ``--out``, write it; ``error: ...`` for a bad input."""
-    from envsched_gnn.config_cli import fail
+    """A measuring command: check the source and ``--out``, build the config, read the source,
+    measure, print the report and, with ``--out``, write it; ``error: ...`` for a bad input."""
+    from envsched_gnn.graph_store.connect import check_store_spec
     from envsched_gnn.graph_store.errors import StoreError
+    from envsched_gnn.validation import check_paths, fail
 
     if message := source_error(args):
         return fail(message)
+    check_paths(
+        files={"--history": args.history, "--graph": args.graph},
+        folders={"--pool": args.pool},
+        out_folders={"--out": args.out},
+    )
+    check_store_spec(args.store)
     try:
         config = make_config()
         result = measure(*read_source(args, own), config)

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.validation import UserError
 
 RELATIONS = ("within", "cross")
 
 
-class GraphError(ValueError):
+class GraphError(UserError, ValueError):
     """A snapshot that does not describe a valid task graph."""
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.graph_build.embeddings import exact_cosines
 from envsched_gnn.graph_build.neighbours import top_shared_neighbours
+from envsched_gnn.validation import check_bounds
 
 
 @dataclass(frozen=True)

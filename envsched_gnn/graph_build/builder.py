@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.abstract import LlmExtractor, abstract_of
 from envsched_gnn.envs.pool import Pool, PoolSource, Task
 from envsched_gnn.graph.task_graph import TaskGraph
@@ -24,8 +23,9 @@ from envsched_gnn.graph_build.embeddings import (
     fixed_point,
 )
 from envsched_gnn.graph_build.neighbours import task_hashes, top_neighbours
-from envsched_gnn.graph_build.parallel import ordered_map
+from envsched_gnn.graph_build.parallel import check_ray_address, ordered_map
 from envsched_gnn.graph_build.views import within_similarity
+from envsched_gnn.validation import check_bounds
 
 
 @dataclass
@@ -60,6 +60,7 @@ class GraphConfig:
     def __post_init__(self) -> None:
         names = ("k_within", "k_cross", "block", "within_workers", "embed_workers", "ann_threshold")
         check_bounds(self, integers=names, at_least=dict.fromkeys(names, 1))
+        check_ray_address(self.ray)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envsched_gnn.graph_build.parallel import ordered_map
+from envsched_gnn.validation import check_bounds
 
 DIM = 384
 WORKER_CHUNK = 2048
@@ -33,6 +34,14 @@ class EmbeddingConfig:
     """Torch seed set before encoding (the encoder is deterministic in eval mode)."""
     show_progress: bool = True
     """Show a progress bar while encoding."""
+
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("batch_size", "seed"),
+            at_least={"batch_size": 1},
+            non_negative=("seed",),
+        )
 
 
 class Embedder:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from envsched_gnn.validation import ConfigError
 from envsched_gnn.workers import process_context
 
 RAY_LOCAL = "local"
@@ -53,6 +54,18 @@ def _windowed(submit: Callable, items: Iterable[tuple], window: int, result=None
     while pending:
         args, future = pending.popleft()
         yield args, (result(future) if result else future.result())
+
+
+def check_ray_address(address: str | None) -> None:
+    """:class:`ConfigError` unless ``address`` (None: no Ray) is :data:`RAY_LOCAL`, ``auto``,
+    ``ray://HOST:PORT`` or ``HOST:PORT``: a wrong form is refused before anything is built."""
+    if address is None or address in (RAY_LOCAL, "auto"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(
+            f"--ray {address!r}: expected {RAY_LOCAL}, auto, ray://HOST:PORT or HOST:PORT"
+        )
 
 
 def connect_ray(address: str) -> Any:

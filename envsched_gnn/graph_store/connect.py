@@ -12,6 +12,7 @@ from pathlib import Path
 from envsched_gnn.graph_store.arcadedb import DEFAULT_FOLDER, ManagedArcadeDB
 from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.store import GraphStore
+from envsched_gnn.validation import check_paths
 
 URI_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 
@@ -27,6 +28,16 @@ def credentials_from_environment(uri: str) -> tuple[tuple[str, str], str]:
 
 def is_uri(spec: str) -> bool:
     return "://" in spec and spec.split("://", 1)[0].lower() in URI_SCHEMES
+
+
+def check_store_spec(spec: str | Path | None) -> None:
+    """What :func:`open_store` would refuse before it connects, refused now (a command checks
+    it before anything loads): a URI of another scheme, a folder path that cannot be one."""
+    if spec is None or is_uri(str(spec)):
+        return
+    if "://" in str(spec):
+        raise StoreError(f"store {spec!r}: unsupported URI scheme, expected one of {URI_SCHEMES}")
+    check_paths(out_folders={"store": spec})
 
 
 @contextlib.contextmanager
@@ -105,12 +116,11 @@ def open_store(spec: str | Path | None = None) -> Iterator[GraphStore]:
     if spec is None:
         spec = os.environ.get("NEO4J_URI") or DEFAULT_FOLDER
     spec = str(spec)
+    check_store_spec(spec)
     if is_uri(spec):
         auth, database = credentials_from_environment(spec)
         with connect_store(spec, auth, database) as store:
             yield store
-    elif "://" in spec:
-        raise StoreError(f"store {spec!r}: unsupported URI scheme, expected one of {URI_SCHEMES}")
     else:
         # transactions are retried by the store, not by the driver, so that a dead server is
         # reported at once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from envsched_gnn.validation import UserError
 
-class StoreError(RuntimeError):
+
+class StoreError(UserError, RuntimeError):
     """The store cannot be reached, refused the credentials, or refused a write."""

@@ -12,8 +12,9 @@ import math
 import time
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.graph_build.builder import GraphConfig
+from envsched_gnn.validation import RUN_ERROR, check_paths, fail
 
 
 @dataclass
@@ -85,6 +86,7 @@ def build_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.growth import build_into_store
     from envsched_gnn.memory_watchdog import MemoryLimitExceeded, memory_limit, memory_watchdog
 
+    check_paths(out_folders={"--neo4j-import": args.neo4j_import})
     try:
         config = config_from_args(GraphConfig, args)
         pool = PoolStream(args.pool)  # read environment by environment
@@ -108,6 +110,7 @@ def export_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
 
+    check_paths(out_files={"--out": args.out})
     try:
         started = time.perf_counter()
         with open_store(args.store) as store:
@@ -128,6 +131,8 @@ def add_env_command(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(GraphConfig, args)
         pool = load_pool(args.pool)
+        if args.env is not None and args.env not in pool.envs:
+            return fail(f"--env {args.env!r}: not an environment of the pool {args.pool}")
         started = time.perf_counter()
         with open_store(args.store) as store:
             if args.env is not None:

@@ -12,8 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from envsched_gnn.config_cli import RUN_ERROR, add_config_flags, fail
+from envsched_gnn.config_cli import add_config_flags
 from envsched_gnn.graph_store.query_output import FORMATS
+from envsched_gnn.validation import RUN_ERROR, check_paths, fail
 
 
 @dataclass
@@ -105,6 +106,8 @@ def query_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.graph_store.query_output import plain_rows, render
 
+    if not args.cypher.strip():
+        return fail(f"the Cypher statement {args.cypher!r} is empty")
     try:
         parameters = parse_parameters(args.params or [])
         with open_store(args.store) as store:
@@ -125,6 +128,7 @@ def export_history_command(args: argparse.Namespace) -> int:
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.observations import write_history
 
+    check_paths(out_files={"--out": args.out})
     try:
         with open_store(args.store) as store:
             observations = store.read_observations()

@@ -13,9 +13,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import ObservationConfig, add_small_groups_option
+from envsched_gnn.validation import check_paths, fail
 
 
 @dataclass
@@ -110,6 +111,9 @@ def _predict(args: argparse.Namespace) -> int:
 
     if args.step < 0:
         return fail(f"--step must be >= 0, got {args.step}")
+    check_paths(
+        files={"--graph": args.graph, "--history": args.history}, out_files={"--out": args.out}
+    )
     try:
         graph, log = _load_files(
             args.graph, args.history, config_from_args(ObservationConfig, args)
@@ -123,6 +127,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from envsched_gnn.graph_store.connect import check_store_spec
     from envsched_gnn.graph_store.errors import StoreError
     from envsched_gnn.models.explain_table import render
 
@@ -135,6 +140,11 @@ def _explain(args: argparse.Namespace) -> int:
         return fail("--graph and --history go together")
     if args.store_evidence and args.store is None:
         return fail("--store-evidence needs --store")
+    check_paths(
+        files={"--graph": args.graph, "--history": args.history},
+        out_files={"--png": args.png, "--html": args.html},
+    )
+    check_store_spec(args.store)
     try:
         if from_files:
             graph, log = _load_files(

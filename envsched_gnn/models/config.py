@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.graph.task_graph import RELATIONS
+from envsched_gnn.validation import check_bounds, config_error
 
 Y_NAMES = ("v", "m", "d")
 """The three per-observation statistics, in the channel order used throughout ``models``."""
@@ -153,3 +153,13 @@ class LearnedConfig:
     """Seed of the initial weights and of the mini-batch sampling."""
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
     """Half-lives, lambda_g, calibration weights and eta shared with the analytic path."""
+
+    def __post_init__(self) -> None:
+        sizes = ("hidden_channels", "num_layers", "steps_per_batch", "replay_steps")
+        check_bounds(
+            self,
+            integers=(*sizes, "gradient_steps", "seed"),
+            at_least=dict.fromkeys(sizes, 1),
+            positive=("learning_rate",),
+            non_negative=("weight_decay", "gradient_steps", "aux_weight", "seed"),
+        )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, fail, split_names
+from envsched_gnn.config_cli import add_config_flags, config_from_args, split_names
+from envsched_gnn.validation import check_bounds, check_paths, config_error
 
 
 @dataclass
@@ -23,11 +24,19 @@ class DemoPolicyArgs:
     preset's at envsched_gnn/data/demo_sft) or ``start`` (the packaged base fine-tuned into
     the preset's start that is sometimes right; envsched_gnn/data/demo_start)."""
 
+    def __post_init__(self) -> None:
+        from envsched_gnn.pipeline.presets import PRESETS
+
+        check_bounds(self, integers=("seed",), non_negative=("seed",))
+        if self.preset not in PRESETS:
+            raise config_error(self, "preset", self.preset, f"one of {sorted(PRESETS)}")
+
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.pipeline.job import RunOptions
     from envsched_gnn.pipeline.presets import PRESETS
     from envsched_gnn.scheduler.commands import add_sampling_flags
+    from envsched_gnn.training.policy_engine import ACCELERATORS
     from envsched_gnn.training.sft_config import SFTConfig
 
     p = groups[""].add_parser(
@@ -56,7 +65,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "accelerator",
             "workers",
         ],  # fmt: skip
-        choices={"preset": sorted(PRESETS), "accelerator": ("auto", "cpu", "gpu")},
+        choices={"preset": sorted(PRESETS), "accelerator": ACCELERATORS},
         defaults={"schedulers": ",".join(RunOptions().schedulers)},
         parsers={"schedulers": split_names},
     )
@@ -80,22 +89,27 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from envsched_gnn.graph_store.connect import check_store_spec
     from envsched_gnn.pipeline.job import RunOptions, run_pipeline
     from envsched_gnn.scheduler.commands import sampling_from_args
-    from envsched_gnn.scheduler.registry import is_scheduler_name, scheduler_names_expected
+    from envsched_gnn.training.policy import check_policy_folder
 
     options = config_from_args(RunOptions, args, sampling=sampling_from_args(args))
-    unknown = [name for name in options.schedulers if not is_scheduler_name(name)]
-    if unknown or not options.schedulers:
-        return fail(f"unknown scheduler(s) {unknown}; expected {scheduler_names_expected()}")
+    check_paths(out_folders={"--out": options.out})
+    check_store_spec(options.store)
+    if options.model is not None:
+        check_policy_folder(options.model, "--model")
     run_pipeline(options)
     return 0
 
 
 def _demo_policy(args: argparse.Namespace) -> int:
     from envsched_gnn.pipeline.demo_policy import package_demo_policy
+    from envsched_gnn.training.sft_config import SFTConfig
 
     package = config_from_args(DemoPolicyArgs, args)
+    SFTConfig(threads=args.threads)  # its bounds, before the preset's pool is generated
+    check_paths(out_folders={"--out": package.out})
     out = package_demo_policy(
         package.out, package.preset, package.seed, args.threads, package.stage
     )

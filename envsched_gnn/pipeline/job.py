@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS, Preset
 from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
+from envsched_gnn.scheduler.registry import check_scheduler_name
+from envsched_gnn.training.policy_engine import ACCELERATORS
+from envsched_gnn.validation import check_bounds, config_error
 
 if TYPE_CHECKING:
     from envsched_gnn.envs.pool import Pool
@@ -68,6 +71,22 @@ class RunOptions:
     workers: int = 0
     """Schedulers trained at once, one process each (0: one per CPU core on a CPU machine,
     1 on a GPU)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(
+            self,
+            integers=("seed", "workers"),
+            non_negative=("seed", "workers"),
+            at_least={"steps": 1},
+            positive=("lr",),
+            optional=("steps", "lr"),
+        )
+        if not self.schedulers:
+            raise config_error(self, "schedulers", self.schedulers, "one scheduler name or more")
+        for name in self.schedulers:
+            check_scheduler_name(name)
+        if self.accelerator not in ACCELERATORS:
+            raise config_error(self, "accelerator", self.accelerator, f"one of {ACCELERATORS}")
 
 
 class Progress:

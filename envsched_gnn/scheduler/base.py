@@ -25,12 +25,13 @@ from envsched_gnn.observations import Observation, ObservationLog, observations_
 from envsched_gnn.scheduler.groups import GroupSelection
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.selections import SelectionHistory
+from envsched_gnn.validation import UserError
 
 MISSING_SHOWN = 20
 """Missing task ids an error names one by one (the rest are counted)."""
 
 
-class SchedulerError(ValueError):
+class SchedulerError(UserError, ValueError):
     """A scheduler used wrongly: bad step, state of another scheduler, pool too small."""
 
 

@@ -8,7 +8,6 @@ step s was selected at s), builds the batch of step T and writes ``{"batch": [ta
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
@@ -19,6 +18,7 @@ from envsched_gnn.scheduler.dynamic_sampling import (
     SURPLUS_RULES,
     DynamicSamplingConfig,
 )
+from envsched_gnn.validation import check_bounds, check_paths, fail
 
 SAMPLING_PREFIX = "ds_"
 """Namespace prefix of the dynamic-sampling flags (``--ds-*``)."""
@@ -43,6 +43,12 @@ class SelectArgs:
     scheduler: str = "envsched"
     """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, ... (registered)."""
 
+    def __post_init__(self) -> None:
+        from envsched_gnn.scheduler.registry import check_scheduler_name
+
+        check_bounds(self, integers=("seed",), non_negative=("seed",))
+        check_scheduler_name(self.scheduler)
+
 
 def _select(args: argparse.Namespace) -> int:
     from envsched_gnn.graph.task_graph import GraphError, read_graph
@@ -51,6 +57,10 @@ def _select(args: argparse.Namespace) -> int:
     from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.scheduler.selector import SelectionError
 
+    config_from_args(SelectArgs, args)  # its bounds and names, before anything is read
+    check_paths(
+        files={"--graph": args.graph, "--history": args.history}, out_files={"--out": args.out}
+    )
     try:
         graph = read_graph(args.graph)
         observations = read_history(args.history) if args.history else []
@@ -69,8 +79,7 @@ def _select(args: argparse.Namespace) -> int:
         ValueError,
         OSError,
     ) as error:
-        print(f"envsched-gnn select: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     write_json_atomically(args.out, scheduler.last_batch.to_json())
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import check_bounds, config_error
+from envsched_gnn.validation import check_bounds, config_error
 
 QUOTAS = ("consecutive", "window", "per_step")
 

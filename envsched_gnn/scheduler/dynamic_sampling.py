@@ -32,12 +32,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.observations import Observation, ObservationLog, validate_rewards
 from envsched_gnn.scheduler.base import BatchInfo, Scheduler, SchedulerError
 from envsched_gnn.scheduler.groups import GroupKey, GroupSelection
 from envsched_gnn.scheduler.selections import SelectionHistory
+from envsched_gnn.validation import check_bounds, config_error
 
 SUFFIX = "+ds"
 """``NAME+ds``: the registered scheduler ``NAME`` behind dynamic sampling."""

@@ -27,6 +27,7 @@ from envsched_gnn.scheduler.dynamic_sampling import (
     DynamicSampling,
     DynamicSamplingConfig,
 )
+from envsched_gnn.validation import ConfigError
 
 SchedulerFactory = Callable[..., Scheduler]
 """``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``; the EnvSched
@@ -69,9 +70,10 @@ def over_samples(name: str) -> bool:
 
 
 def check_scheduler_name(name: str) -> str:
-    """``name`` when :func:`is_scheduler_name`; a ``ValueError`` saying what exists otherwise."""
+    """``name`` when :func:`is_scheduler_name`; a :class:`ConfigError` (a ``ValueError``) saying
+    what exists otherwise."""
     if not is_scheduler_name(name):
-        raise ValueError(f"unknown scheduler {name!r}, expected {scheduler_names_expected()}")
+        raise ConfigError(f"unknown scheduler {name!r}, expected {scheduler_names_expected()}")
     return name
 
 

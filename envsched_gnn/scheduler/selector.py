@@ -19,12 +19,13 @@ import numpy as np
 
 from envsched_gnn.scheduler.config import SelectorConfig
 from envsched_gnn.scheduler.similarity import SimilarityNeighbours
+from envsched_gnn.validation import UserError
 
 COVERAGE = "coverage"
 EXPLOITATION = "exploitation"
 
 
-class SelectionError(ValueError):
+class SelectionError(UserError, ValueError):
     """A batch cannot be built: pool smaller than B, or inputs of the wrong shape."""
 
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.envs.pool import Environment, Task, ToolCall
+from envsched_gnn.validation import check_bounds, config_error
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"

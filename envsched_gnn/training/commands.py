@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.validation import check_paths
 
 
 @dataclass
@@ -28,6 +29,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.envs.generator.mistakes import MISTAKE_KINDS
     from envsched_gnn.training.agent_format import TOOL_FORMATS, AgentConfig
     from envsched_gnn.training.competence_profile import PROFILE_UNITS, CompetenceProfile
+    from envsched_gnn.training.policy_engine import ACCELERATORS
     from envsched_gnn.training.sft_config import SFTConfig
 
     p = groups["train"].add_parser("sft", help="SFT warm start on the train split's references")
@@ -52,7 +54,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         SFTConfig,
         fields=["threads", "include_train_split", "seed", "accelerator"],
         flags={"include_train_split": "--no-train-split"},
-        choices={"accelerator": ("auto", "cpu", "gpu")},
+        choices={"accelerator": ACCELERATORS},
     )
     add_config_flags(
         p,
@@ -69,16 +71,18 @@ def _train_sft(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.competence_profile import CompetenceProfile
+    from envsched_gnn.training.policy import check_policy_folder
     from envsched_gnn.training.sft import SFTConfig, run_sft
 
+    # every cheap input first: a wrong one is refused before the references run
     run = config_from_args(SFTArgs, args)
-    competence = (
-        config_from_args(CompetenceProfile, args, dest_prefix="competence_")
-        if run.competence
-        else None
-    )
+    profile = config_from_args(CompetenceProfile, args, dest_prefix="competence_")
     agent = config_from_args(AgentConfig, args)
+    competence = profile if run.competence else None
     config = config_from_args(SFTConfig, args, agent=agent, competence=competence)
+    check_paths(folders={"--pool": run.pool}, out_folders={"--out": run.out})
+    if run.model is not None:
+        check_policy_folder(run.model, "--model")
     policy = run_sft(load_pool(run.pool), run.model, config, run.out)
     summary = json.loads((Path(run.out) / "sft_summary.json").read_text())
     print(

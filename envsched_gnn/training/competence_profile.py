@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.envs.generator.mistakes import MISTAKE_KINDS
 from envsched_gnn.envs.pool import Task
+from envsched_gnn.validation import check_bounds, config_error
 
 PROFILE_UNITS = ("environment", "task")
 
@@ -35,7 +35,13 @@ class CompetenceProfile:
     def __post_init__(self) -> None:
         if self.by not in PROFILE_UNITS:
             raise config_error(self, "by", self.by, f"one of {PROFILE_UNITS}")
-        check_bounds(self, positive=("concentration",), open_unit=("mean",))
+        check_bounds(
+            self,
+            positive=("concentration",),
+            open_unit=("mean",),
+            integers=("seed",),
+            non_negative=("seed",),
+        )
         unknown = sorted(set(self.kinds) - set(MISTAKE_KINDS))
         if unknown or not self.kinds:
             raise config_error(self, "kinds", self.kinds, f"some of {MISTAKE_KINDS}")

@@ -12,6 +12,7 @@ import numpy as np
 
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
+from envsched_gnn.validation import ConfigError
 
 
 def split_subset(pool: Pool, split: str, limit: int, seed: int) -> list[str]:
@@ -19,7 +20,7 @@ def split_subset(pool: Pool, split: str, limit: int, seed: int) -> list[str]:
     ``limit`` drawn with ``seed``, in split order."""
     tasks = [task.task_id for task in pool.split(split)]
     if not tasks:
-        raise ValueError(f"the pool has no task in split {split!r} to evaluate on")
+        raise ConfigError(f"the pool has no task in split {split!r} to evaluate on")
     if 0 < limit < len(tasks):
         chosen = np.random.default_rng([seed, 7919]).choice(len(tasks), limit, replace=False)
         tasks = [tasks[i] for i in sorted(chosen)]

@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from envsched_gnn.config_cli import config_error
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import (
@@ -23,6 +22,7 @@ from envsched_gnn.training.agent_format import (
     system_message,
     user_message,
 )
+from envsched_gnn.validation import PathError, check_bounds, check_paths, config_error
 
 AGENT_CONFIG_FILE = "agent_config.json"
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -63,6 +63,17 @@ class PolicyConfig:
     """Seed of the weight initialisation."""
 
     def __post_init__(self) -> None:
+        sizes = (
+            "hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
+            "max_positions", "vocab_size", "min_frequency",
+        )  # fmt: skip
+        check_bounds(
+            self,
+            integers=(*sizes, "seed"),
+            at_least=dict.fromkeys(sizes, 1),
+            positive=("rope_theta",),
+            non_negative=("seed",),
+        )
         if self.hidden_size % self.num_heads:
             raise config_error(
                 self,
@@ -166,6 +177,16 @@ def build_default_policy(
     return out
 
 
+def check_policy_folder(path: str | Path, name: str = "policy") -> None:
+    """:class:`PathError` unless ``path`` is a local Hugging Face model folder (it holds
+    ``config.json``); ``name`` is what the user knows the path by (``--model``)."""
+    check_paths(folders={name: path})
+    if not (Path(path) / "config.json").is_file():
+        raise PathError(
+            f"{name} {str(path)!r}: expected a Hugging Face model folder (no config.json)"
+        )
+
+
 def load_policy(
     path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
 ) -> tuple[torch.nn.Module, Any]:
@@ -173,8 +194,7 @@ def load_policy(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(path)
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"{folder}: not a Hugging Face model folder (no config.json)")
+    check_policy_folder(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"{folder}: the tokenizer has no chat template")

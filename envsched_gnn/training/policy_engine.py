@@ -13,6 +13,10 @@ from pathlib import Path
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.training.agent_format import AgentConfig
+from envsched_gnn.validation import ConfigError
+
+ACCELERATORS = ("auto", "cpu", "gpu")
+"""The Lightning accelerators a run may name (:func:`resolve_device` maps them to devices)."""
 
 
 def resolve_device(setting: str = "auto") -> str:
@@ -23,6 +27,22 @@ def resolve_device(setting: str = "auto") -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return "cuda" if setting == "gpu" else setting
+
+
+def check_device(setting: str, name: str = "device") -> None:
+    """:class:`ConfigError` unless ``setting`` is one :func:`resolve_device` maps: ``auto``,
+    ``gpu`` or a torch device (``cpu``, ``cuda``, ``cuda:1``); ``name`` is what the user knows
+    the setting by (``--device``)."""
+    if setting in ACCELERATORS:
+        return
+    import torch
+
+    try:
+        torch.device(setting)
+    except RuntimeError as error:
+        raise ConfigError(
+            f"{name} {setting!r}: expected auto, gpu or a torch device (cpu, cuda, cuda:1, ...)"
+        ) from error
 
 
 def on_gpu(setting: str) -> bool:

@@ -24,7 +24,7 @@ from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.training.agent_format import ChatFormat, RenderedEpisode
 from envsched_gnn.training.competence import COMPETENCE_FILE, mixture_examples
-from envsched_gnn.training.lightning_trainer import lightning_trainer
+from envsched_gnn.training.lightning_trainer import lightning_trainer, quiet_lightning
 from envsched_gnn.training.policy import (
     build_default_policy,
     load_policy,
@@ -222,8 +222,7 @@ def run_sft(
         torch.set_num_threads(config.threads)
     start = time.perf_counter()
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        with quiet_lightning():
             trainer.fit(module, datamodule=data)
     finally:
         torch.set_num_threads(threads)

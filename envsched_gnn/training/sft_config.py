@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.policy import PolicyConfig
+from envsched_gnn.training.policy_engine import ACCELERATORS
+from envsched_gnn.validation import check_bounds, config_error
 
 
 @dataclass
@@ -55,3 +57,30 @@ class SFTConfig:
     """Architecture of the built-in policy (used when no model is given)."""
     competence: CompetenceProfile | None = None
     """Mix imperfect demonstrations in at this profile's rates (:mod:`.competence`); None: off."""
+
+    def __post_init__(self) -> None:
+        at_least_one = (
+            "max_steps", "batch_size", "max_length", "checkpoint_every_steps", "log_every_steps",
+            "runtime_workers",
+        )  # fmt: skip
+        check_bounds(
+            self,
+            integers=(*at_least_one, "warmup_steps", "extra_tasks_per_env", "seed", "threads"),
+            positive=("learning_rate", "gradient_clip"),
+            non_negative=(
+                "minutes",
+                "warmup_steps",
+                "weight_decay",
+                "extra_tasks_per_env",
+                "seed",
+                "threads",
+            ),  # fmt: skip
+            at_least=dict.fromkeys(at_least_one, 1),
+            unit=("min_lr_ratio",),
+        )
+        if self.accelerator not in ACCELERATORS:
+            raise config_error(self, "accelerator", self.accelerator, f"one of {ACCELERATORS}")
+        if self.extra_operations is not None:
+            from envsched_gnn.envs.generator.tasks import check_operations_allowed
+
+            check_operations_allowed(self.extra_operations)

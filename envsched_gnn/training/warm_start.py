@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from envsched_gnn.config_cli import non_default_fields
+from envsched_gnn.config_defaults import non_default_fields
 from envsched_gnn.envs.pool import Pool, Task
 from envsched_gnn.json_files import canonical_sha256, write_json_atomically
 from envsched_gnn.training.sft_config import SFTConfig

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from envsched_gnn.envs import commands
+from envsched_gnn.cli import main
 from envsched_gnn.envs.envscaler import EnvScalerImportError, import_envscaler
 from envsched_gnn.envs.pool import ToolCall
 from envsched_gnn.envs.pool_io import load_pool
@@ -151,18 +150,11 @@ def test_two_files_in_either_order_and_jsonl(tmp_path):
 
 
 def test_command_prints_counts(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    groups = {"": parser.add_subparsers()}
-    groups["pool"] = groups[""].add_parser("pool").add_subparsers()
-    groups["bench"] = groups[""].add_parser("bench").add_subparsers()
-    commands.register(groups)
     release = _write_sample(tmp_path / "release")
     out = tmp_path / "pool"
-    args = parser.parse_args(["pool", "import-envscaler", str(release), "--out", str(out)])
-    assert args.func(args) == 0
+    assert main(["pool", "import-envscaler", str(release), "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out) == {"envs": 2, "tasks": 2, "out": str(out)}
-    args = parser.parse_args(["pool", "import-envscaler", str(release), "--out", str(out)])
-    assert args.func(args) == 1
+    assert main(["pool", "import-envscaler", str(release), "--out", str(out)]) == 1
     assert "not an empty folder" in capsys.readouterr().err
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
@@ -11,6 +10,7 @@ from importlib import resources
 
 import pytest
 
+from envsched_gnn.cli import main
 from envsched_gnn.envs.abstract import (
     abstract_from_calls,
     operation_categories,
@@ -18,7 +18,6 @@ from envsched_gnn.envs.abstract import (
 )
 from envsched_gnn.envs.generator import (
     GeneratorError,
-    commands,
     generate_extra_tasks,
     generate_pool,
     write_pool_files,
@@ -272,12 +271,8 @@ def test_written_pool_loads_back(tmp_path):
 
 
 def _cli(argv: list[str]) -> int:
-    """Runs ``pool generate`` through its own registration (without every package's)."""
-    parser = argparse.ArgumentParser()
-    pool_group = parser.add_subparsers().add_parser("pool").add_subparsers()
-    commands.register({"pool": pool_group})
-    args = parser.parse_args(argv)
-    return args.func(args)
+    """Runs ``pool generate`` as the command line does."""
+    return main(argv)
 
 
 def test_cli_generate_writes_pool_and_rejects_too_many_envs(tmp_path, capsys):

@@ -93,7 +93,10 @@ def test_eval_policy_command_writes_the_result(tmp_path, capsys):
 
 def test_eval_policy_on_an_empty_split_is_a_one_line_error(tmp_path, capsys):
     pool_dir = write_handmade_pool(tmp_path / "pool")
-    argv = ["eval", "policy", "--pool", str(pool_dir), "--model", str(tmp_path / "no-model")]
+    model = tmp_path / "model"  # a model folder as far as the cheap checks look
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    argv = ["eval", "policy", "--pool", str(pool_dir), "--model", str(model)]
     argv += ["--split", "nosuchsplit", "--out", str(tmp_path / "eval.json")]
     assert _run_command(argv) == 2
     assert capsys.readouterr().err == (

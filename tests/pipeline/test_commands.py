@@ -31,7 +31,7 @@ def test_run_flags_build_the_run_options():
 
 def test_run_refuses_unknown_schedulers_before_doing_anything(capsys, tmp_path):
     assert main(["run", "--schedulers", "envsched,nope", "--out", str(tmp_path / "r")]) == 2
-    assert capsys.readouterr().err.startswith("error: unknown scheduler(s) ['nope']")
+    assert capsys.readouterr().err.startswith("error: unknown scheduler 'nope'")
     assert main(["run", "--schedulers", " , ", "--out", str(tmp_path / "r")]) == 2
     assert not (tmp_path / "r").exists()
 

@@ -40,8 +40,11 @@ def test_an_unknown_environment_to_retire_fails_before_the_policy_loads(
 
     monkeypatch.setattr("envsched_gnn.training.policy.load_policy", load_policy)
     out = tmp_path / "run"
+    model = tmp_path / "model"  # a model folder as far as the cheap checks look
+    model.mkdir()
+    (model / "config.json").write_text("{}")
     argv = [
-        "train", "grpo", *_inputs(tmp_path, POOL), "--model", str(tmp_path / "no-model"),
+        "train", "grpo", *_inputs(tmp_path, POOL), "--model", str(model),
         "--out", str(out), *SMALL_RUN, "--retire-env", "library", "--retire-env", "no_such_env",
     ]  # fmt: skip
 

@@ -15,6 +15,7 @@ from envsched_gnn.training.policy import (
     load_policy,
     save_agent_config,
 )
+from envsched_gnn.validation import PathError
 from tests.envs.handmade_pool import handmade_pool
 from tests.training.tiny_policy import TINY, untrained_policy_dir
 
@@ -68,8 +69,10 @@ def test_load_policy_dtype_and_device():
 
 
 def test_load_policy_names_a_missing_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(PathError, match="no config.json"):
         load_policy(tmp_path)
+    with pytest.raises(PathError, match="expected an existing folder"):
+        load_policy(tmp_path / "nope")
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags
+from envsched_gnn.validation import check_paths
 
 
 @dataclass
@@ -64,22 +64,19 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from envsched_gnn.envs.generator.tasks import GeneratorError, generate_pool, write_pool_files
+    from envsched_gnn.envs.generator.tasks import generate_pool, write_pool_files
 
+    check_paths(out_folders={"--out": args.out})
     started = time.perf_counter()
-    try:
-        pool = generate_pool(
-            n_envs=args.envs,
-            tasks_per_env=args.tasks_per_env,
-            seed=args.seed,
-            test_per_env=args.test_per_env,
-            holdout_envs=args.holdout_envs,
-            max_calls=args.max_calls,
-            operations=tuple(args.operations) if args.operations else None,
-        )
-    except GeneratorError as error:
-        print(f"envsched-gnn pool generate: {error}", file=sys.stderr)
-        return 2
+    pool = generate_pool(
+        n_envs=args.envs,
+        tasks_per_env=args.tasks_per_env,
+        seed=args.seed,
+        test_per_env=args.test_per_env,
+        holdout_envs=args.holdout_envs,
+        max_calls=args.max_calls,
+        operations=tuple(args.operations) if args.operations else None,
+    )
     directory = write_pool_files(pool, args.out)
     summary = {
         "out": str(directory),

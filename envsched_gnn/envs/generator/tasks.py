@@ -22,13 +22,14 @@ from envsched_gnn.envs.generator.operations import Operations, Step
 from envsched_gnn.envs.generator.world import World
 from envsched_gnn.envs.pool import Environment, Pool, Task
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.validation import UsageError
 
 CALL_BANDS = ((1, 2), (3, 4), (5, 6))
 MAX_CHECKS = 16
 MAX_OPERATIONS = 6
 
 
-class GeneratorError(ValueError):
+class GeneratorError(UsageError, ValueError):
     """Arguments the generator cannot satisfy."""
 
 
@@ -182,6 +183,8 @@ def generate_pool(
     """
     call_bands(max_calls)
     check_operations_allowed(operations)
+    if seed < 0:
+        raise GeneratorError(f"seed={seed}: must be at least 0")
     if not 1 <= n_envs <= len(DOMAINS):
         raise GeneratorError(
             f"envs={n_envs}: the generator has {len(DOMAINS)} distinct domains; "

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS, PREDICTOR_CONTROLS, control_graph
 from envsched_gnn.eval.simulator.config import SimulatorConfig
@@ -24,6 +23,7 @@ from envsched_gnn.scheduler.registry import is_scheduler_name, scheduler_names_e
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
+from envsched_gnn.validation import check_bounds, config_error
 
 ENVSCHED_VARIANTS = ("envsched", "within_only", "cross_only", "rho0", "rho1")
 TARGET_VARIANTS = ("envsched", "envsched_spread", "envsched_ops")
@@ -135,7 +135,18 @@ class PolicyLearnerConfig:
     """Worker processes of the environment runtime."""
 
     def __post_init__(self) -> None:
-        check_bounds(self, non_negative=("sft_steps",), at_least={"workers": 1})
+        check_bounds(
+            self,
+            non_negative=(
+                "sft_steps",
+                "sft_extra_tasks_per_env",
+                "eval_tasks",
+                "pool_eval_samples",
+                "pool_eval_tasks",
+                "eval_seed",
+            ),  # fmt: skip
+            at_least={"workers": 1, "eval_samples": 1},
+        )
         if self.sft_steps == 0 and self.model is None:
             raise config_error(
                 self,
@@ -192,7 +203,7 @@ class AblationConfig:
         if self.learner not in ("sim", "policy"):
             raise config_error(self, "learner", self.learner, "'sim' or 'policy'")
         names = ("seeds", "steps", "batch_size", "workers", "evaluations")
-        check_bounds(self, at_least=dict.fromkeys(names, 1))
+        check_bounds(self, at_least=dict.fromkeys(names, 1), non_negative=("control_seed",))
         budget = self.steps * self.batch_size * self.simulator.rollouts
         if any(not 1 <= r <= budget for r in self.eval_rollouts):
             raise config_error(

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from envsched_gnn.config_cli import non_default_fields
+from envsched_gnn.config_defaults import non_default_fields
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.pool_io import environment_to_dict, task_to_dict
 from envsched_gnn.eval.ablation.config import DEFAULT_K, AblationConfig, Job, grid_name
@@ -41,13 +41,14 @@ from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import canonical_sha256, write_json_atomically
 from envsched_gnn.scheduler.dynamic_sampling import SUFFIX
+from envsched_gnn.validation import UserError
 
 RUNS_DIR = "per_seed"
 SELECTION_FIELDS = ("seeds", "schedulers", "controls", "k_grid", "oracle_graph", "score_steps")
 """Config fields that choose which runs exist and what the table shows, not what a run does."""
 
 
-class RunMismatch(ValueError):
+class RunMismatch(UserError, ValueError):
     """A finished run on disk whose identity differs from the run planned in its place."""
 
 
@@ -87,7 +88,7 @@ def folder_fingerprint(folder: str | Path) -> str:
 
 def run_settings(config: AblationConfig) -> dict:
     """The config as it determines a run, as the fields that differ from their defaults
-    (:func:`~envsched_gnn.config_cli.non_default_fields`: an option added later at a default
+    (:func:`~envsched_gnn.config_defaults.non_default_fields`: an option added later at a default
     that keeps the old behaviour leaves finished runs reusable), with K always: less
     :data:`SELECTION_FIELDS`, the simulator's worker count, and the other learner's settings
     (the policy learner keeps K; its ``model`` path and process count give way to the

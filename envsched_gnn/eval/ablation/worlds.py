@@ -264,15 +264,22 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 
 def _worlds(args: argparse.Namespace) -> int:
-    from envsched_gnn.config_cli import fail
+    from envsched_gnn.validation import check_paths, fail
 
     if not args.world:
         return fail("--world NAME=FOLDER: give at least one world")
-    worlds = []
+    named = []
     for item in args.world:
         name, sep, folder = item.partition("=")
         if not sep or not name or not folder:
             return fail(f"--world {item!r}: expected NAME=FOLDER")
+        named.append((name, folder))
+    check_paths(
+        folders={"--world": [folder for _, folder in named]},
+        out_files={"--out": args.out, "--plot": args.plot},
+    )
+    worlds = []
+    for name, folder in named:
         try:
             worlds.append((name, read_world(folder)))
         except (ValueError, OSError) as error:

@@ -13,6 +13,7 @@ from envsched_gnn.envs.commands import RUNTIME_PREFIX, runtime_config
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.cold_start.measure import ColdStartConfig
 from envsched_gnn.eval.sources import measure_source, pool_graph
+from envsched_gnn.validation import ConfigError, check_bounds
 
 
 @dataclass
@@ -37,6 +38,9 @@ class ColdStartArgs:
     """Probability that the noisy expert leaves out each reference call (with --pool)."""
     out: str | None = None
     """Folder for cold_start.json / .md (and, with --pool, graph.json and history.jsonl)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, integers=("k",), at_least={"k": 2}, unit=("drop_calls",))
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -65,6 +69,11 @@ def _cold_start(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.cold_start.measure import cold_start
     from envsched_gnn.eval.cold_start.report import render, write
 
+    # every cheap input first (measure_source checks the source's paths): a wrong one is
+    # refused before a store opens or references run
+    config_from_args(ColdStartArgs, args)
+    config_from_args(ColdStartConfig, args)
+    runtime_config(args)
     command = "envsched-gnn " + shlex.join(sys.argv[1:]) if sys.argv[1:] else ""
     return measure_source(
         args,
@@ -88,7 +97,7 @@ def _reference_source(args: argparse.Namespace):
     pool = load_pool(args.pool)
     tasks = [task.task_id for task in pool.split(args.split)]
     if not tasks:
-        raise ValueError(f"the pool has no task in split {args.split!r}")
+        raise ConfigError(f"the pool has no task in split {args.split!r}")
     out = Path(args.out) if args.out else None
     graph = pool_graph(pool, args.graph, out, tasks)
     with EnvRuntime(pool, runtime_config(args)) as runtime:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.eval.controls import relabelled_graph
 from envsched_gnn.eval.graph_signal.measure import score_sample
 from envsched_gnn.eval.stats import env_bootstrap, percentile_ci
@@ -32,6 +31,7 @@ from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.observations import Observation, ObservationLog
+from envsched_gnn.validation import check_bounds
 
 ESTIMATES = ("q", "cross")
 """The graph's estimates, each also on the relabelled control."""
@@ -64,7 +64,10 @@ class ColdStartConfig:
 
     def __post_init__(self) -> None:
         check_bounds(
-            self, at_least={"folds": 2, "join_step": 1, "control_draws": 1, "bootstrap": 1}
+            self,
+            at_least={"folds": 2, "join_step": 1, "control_draws": 1, "bootstrap": 1},
+            integers=("seed",),
+            non_negative=("seed",),
         )
 
 

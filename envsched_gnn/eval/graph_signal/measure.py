@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.eval.stats import env_bootstrap, percentile_ci, permutation_p
 from envsched_gnn.graph.hetero import to_hetero_data
 from envsched_gnn.graph.task_graph import RELATIONS, TaskGraph
 from envsched_gnn.models.calibration import average_rank
 from envsched_gnn.models.config import PredictorConfig
 from envsched_gnn.observations import Observation, ObservationLog
+from envsched_gnn.validation import check_bounds
 
 GRAPH_ESTIMATES = (*RELATIONS, "prior")
 """The estimates the graph makes (the issue's 'within, cross and the 0.5/0.5 prior')."""
@@ -56,7 +56,13 @@ class GraphSignalConfig:
     """h_long, lambda_g and the relation weights of the prior (spec defaults)."""
 
     def __post_init__(self) -> None:
-        check_bounds(self, at_least={"permutations": 200, "bootstrap": 1}, open_unit=("alpha",))
+        check_bounds(
+            self,
+            at_least={"permutations": 200, "bootstrap": 1},
+            open_unit=("alpha",),
+            integers=("seed",),
+            non_negative=("seed",),
+        )
 
 
 @dataclass

@@ -8,6 +8,7 @@ import argparse
 from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.validation import check_bounds, check_paths
 
 
 @dataclass
@@ -39,6 +40,19 @@ class HeadroomArgs:
     threads: int = 1
     """torch threads on CPU (0: torch's default)."""
 
+    def __post_init__(self) -> None:
+        from envsched_gnn.training.policy_engine import check_device
+
+        check_bounds(
+            self,
+            integers=("k", "limit", "seed", "tasks_per_batch", "threads"),
+            at_least={"k": 1, "tasks_per_batch": 1},
+            non_negative=("limit", "seed", "threads"),
+            positive=("temperatures",),
+            optional=("temperatures",),
+        )
+        check_device(self.device, "--device")
+
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -65,10 +79,14 @@ def _headroom(args: argparse.Namespace) -> int:
     from envsched_gnn.eval.headroom.report import write_headroom
     from envsched_gnn.eval.stats import format_ci
     from envsched_gnn.training.held_out import split_subset
-    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy import check_policy_folder, load_agent_config
     from envsched_gnn.training.policy_engine import open_engine
 
+    # every cheap input first: a wrong one is refused before the policy loads
     options = config_from_args(HeadroomArgs, args)
+    runtime = config_from_args(RuntimeConfig, args)
+    check_paths(folders={"--pool": options.pool}, out_folders={"--out": options.out})
+    check_policy_folder(options.model, "--model")
     pool = load_pool(options.pool)
     tasks = [
         t
@@ -77,7 +95,6 @@ def _headroom(args: argparse.Namespace) -> int:
     ]
     own = load_agent_config(options.model, constrained=options.constrained)
     temperatures = options.temperatures or (own.temperature,)
-    runtime = config_from_args(RuntimeConfig, args)
     runs = []
     with open_engine(options.model, pool, own, runtime, options.device, options.threads) as opened:
         for temperature in temperatures:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envsched_gnn.config_cli import check_bounds, config_error
+from envsched_gnn.validation import check_bounds, config_error
 
 WORLDS = ("structure", "independent")
 
@@ -64,4 +64,15 @@ class SimulatorConfig:
     def __post_init__(self) -> None:
         if self.world not in WORLDS:
             raise config_error(self, "world", self.world, f"one of {WORLDS}")
-        check_bounds(self, unit=("kappa", "wrong_action"))
+        spreads = (
+            "sigma_difficulty", "sigma_task", "sigma_op_noise", "sigma_env", "sigma_op",
+            "sigma_roll", "alpha_env", "alpha_op", "alpha_task", "decay",
+        )  # fmt: skip
+        check_bounds(
+            self,
+            integers=("rollouts", "world_seed", "batch_size", "quadrature_nodes"),
+            finite=("difficulty_mean", *spreads),
+            non_negative=("world_seed", *spreads),
+            at_least={"rollouts": 2, "batch_size": 1, "quadrature_nodes": 1},
+            unit=("kappa", "wrong_action"),
+        )

@@ -22,7 +22,6 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.envs.episode import (
     EpisodeScore,
     RuntimeEpisode,
@@ -34,6 +33,7 @@ from envsched_gnn.envs.pool import Pool, ToolCall
 from envsched_gnn.envs.replay import RuntimeBase
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.validation import check_bounds
 
 
 class EnvWorker(EnvRuntime):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envsched_gnn.config_cli import check_bounds
 from envsched_gnn.observations import Observation
 from envsched_gnn.scheduler.base import BaseScheduler
+from envsched_gnn.validation import check_bounds
 
 THOMPSON = "thompson"
 

@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsched_gnn.config_cli import add_config_flags, config_from_args, fail
+from envsched_gnn.config_cli import add_config_flags, config_from_args
+from envsched_gnn.validation import check_bounds, check_paths, fail
 
 AGENT_FIELDS = ("temperature", "max_turns", "max_new_tokens")
 """The AgentConfig fields a run may override (default: the policy's agent_config.json)."""
@@ -34,6 +35,9 @@ class GRPOArgs:
     retire_envs: list[str] | None = None
     """Environments whose tasks are no longer selected (their observations stay evidence)."""
 
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"stop_after": 1}, optional=("stop_after",))
+
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
@@ -41,6 +45,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
     from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS
+    from envsched_gnn.training.policy_engine import ACCELERATORS
 
     p = groups["train"].add_parser(
         "grpo",
@@ -99,7 +104,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         p,
         LaunchConfig,
         fields=["checkpoint_every", "accelerator", "devices", "strategy", "progress_bar"],
-        choices={"accelerator": ("auto", "cpu", "gpu")},
+        choices={"accelerator": ACCELERATORS},
     )
     p.set_defaults(func=_train_grpo)
 
@@ -108,35 +113,45 @@ def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import read_graph
-    from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.graph_store.connect import check_store_spec, open_store
     from envsched_gnn.scheduler.commands import sampling_from_args
     from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
     from envsched_gnn.training.grpo.train import train_grpo
     from envsched_gnn.training.observation_sink import StoreWriter
-    from envsched_gnn.training.policy import load_agent_config
+    from envsched_gnn.training.policy import check_policy_folder, load_agent_config
 
+    # every cheap input first: a wrong one is refused before the pool, graph or policy loads
     run = config_from_args(GRPOArgs, args)
+    config = config_from_args(GRPOConfig, args, sampling=sampling_from_args(args))
+    runtime = config_from_args(RuntimeConfig, args)
+    launch = config_from_args(LaunchConfig, args)
+    if not run.graph and not run.store:
+        return fail("give --graph FILE or --store SPEC to read the task graph from")
+    check_paths(
+        folders={"--pool": run.pool},
+        files={"--graph": run.graph, "--resume": run.resume},
+        out_folders={"--out": run.out},
+    )
+    check_policy_folder(run.model, "--model")
+    check_store_spec(run.store)
+    agent = load_agent_config(run.model, **{name: getattr(args, name) for name in AGENT_FIELDS})
     pool = load_pool(run.pool)
     if run.graph:
         graph = read_graph(run.graph)
-    elif run.store:
+    else:
         with open_store(run.store) as store:
             graph = store.read_graph()
-    else:
-        return fail("give --graph FILE or --store SPEC to read the task graph from")
     writer = StoreWriter(run.store) if run.store else None
     try:
         result = train_grpo(
             pool,
             graph,
             run.model,
-            config_from_args(GRPOConfig, args, sampling=sampling_from_args(args)),
+            config,
             run.out,
-            agent_config=load_agent_config(
-                run.model, **{name: getattr(args, name) for name in AGENT_FIELDS}
-            ),
-            runtime_config=config_from_args(RuntimeConfig, args),
-            launch=config_from_args(LaunchConfig, args),
+            agent_config=agent,
+            runtime_config=runtime,
+            launch=launch,
             write_observations=writer,
             resume=run.resume,
             stop_after=run.stop_after,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from envsched_gnn.config_cli import check_bounds, config_error
 from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 from envsched_gnn.scheduler.registry import is_scheduler_name, scheduler_names_expected
 from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS
+from envsched_gnn.training.policy_engine import ACCELERATORS
+from envsched_gnn.validation import check_bounds, config_error
 
 
 @dataclass
@@ -94,6 +95,7 @@ class GRPOConfig:
         )  # fmt: skip
         check_bounds(
             self,
+            positive=("lr", "max_grad_norm"),
             non_negative=(
                 "kl_coef",
                 "eval_every",
@@ -101,6 +103,9 @@ class GRPOConfig:
                 "pool_eval_samples",
                 "pool_eval_tasks",
                 "lr_warmup_steps",
+                "weight_decay",
+                "seed",
+                "store_flush_timeout_s",
             ),  # fmt: skip
             at_least={**dict.fromkeys(at_least_one, 1), "group_size": 2},
             unit=("negative_advantage_scale",),
@@ -146,6 +151,22 @@ class LaunchConfig:
     """Show Lightning's progress bar (with the step's reward and reward variance)."""
     print_steps: bool = False
     """Print one line per step (reward, variance, environments, times) instead."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"devices": 1}, non_negative=("checkpoint_every",))
+        if self.accelerator not in ACCELERATORS:
+            raise config_error(self, "accelerator", self.accelerator, f"one of {ACCELERATORS}")
+        if self.strategy != "auto":
+            # Lightning is loaded only for another strategy: the CLI builds this config early
+            from lightning.pytorch.strategies import StrategyRegistry
+
+            if self.strategy not in StrategyRegistry.available_strategies():
+                raise config_error(
+                    self,
+                    "strategy",
+                    self.strategy,
+                    "auto or a name in Lightning's StrategyRegistry",
+                )
 
 
 def small_policy_recipe() -> GRPOConfig:

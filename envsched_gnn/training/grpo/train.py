@@ -1,14 +1,15 @@
 """One GRPO run: the policy, the scheduler on the train split's graph, the Lightning trainer.
 
 :func:`train_grpo` returns the :class:`GRPOResult` and leaves in ``out_dir``: ``checkpoints/``,
-``logs/``, ``policy/`` (the trained HF folder), ``grpo_result.json`` and ``history.jsonl``.
+``logs/`` (a resumed run's in ``logs/resumed-N/``), ``policy/`` (the trained HF folder),
+``grpo_result.json`` and ``history.jsonl``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,8 +24,9 @@ from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import Observation, observations_from_rewards, write_history
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
+from envsched_gnn.training.grpo.step_checkpoints import StepCheckpoints
 from envsched_gnn.training.held_out import heldout_evaluator, split_subset
-from envsched_gnn.training.lightning_trainer import lightning_trainer
+from envsched_gnn.training.lightning_trainer import lightning_trainer, quiet_lightning
 
 if TYPE_CHECKING:
     from lightning.pytorch.loggers import Logger
@@ -158,16 +160,9 @@ def _trainer(
     # rollout budget is spent; each step spends a group at least, so steps x B bounds them
     per_step = config.optimizer_steps_per_step
     most_steps = config.steps * config.batch_size
-    callbacks: list[Any] = [
-        L.pytorch.callbacks.ModelCheckpoint(
-            dirpath=out / "checkpoints",
-            filename="step{step}",
-            every_n_train_steps=launch.checkpoint_every * per_step or None,
-            save_top_k=-1 if launch.checkpoint_every else 0,
-            save_last=True,
-            auto_insert_metric_name=False,
-        )
-    ]
+    callbacks: list[Any] = []
+    if launch.checkpoint_every:
+        callbacks.append(StepCheckpoints(out / "checkpoints", launch.checkpoint_every * per_step))
     if launch.progress_bar:
         callbacks.append(L.pytorch.callbacks.TQDMProgressBar(refresh_rate=1))
     if launch.print_steps:
@@ -184,6 +179,7 @@ def _trainer(
         # a resumed run starts a new epoch of the stream, at the checkpoint's step
         max_steps=per_step * (most_steps if stop_after is None else min(stop_after, most_steps)),
         callbacks=callbacks,
+        enable_checkpointing=False,  # StepCheckpoints, and _fit's last.ckpt
         log_every_n_steps=1,
         enable_progress_bar=launch.progress_bar,
         num_sanity_val_steps=0,
@@ -233,9 +229,7 @@ def _module(
 def _fit(trainer: L.Trainer, module: GRPOModule, resume: str | Path | None, out: Path) -> float:
     """Trains (from ``resume`` when given) and saves ``last.ckpt``; returns the wall seconds."""
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*IterableDataset.*has `__len__`.*")
+    with quiet_lightning():
         trainer.fit(module, ckpt_path=str(resume) if resume is not None else None)
     # the whole state (optimiser, schedulers, loops): a resumed run continues exactly; said
     # explicitly, since Lightning logs "`weights_only` was not set" for a save without it
@@ -326,10 +320,19 @@ class StepPrinter(L.pytorch.callbacks.Callback):
 
 
 def _loggers(out: Path) -> list[Logger]:
-    """CSV logs in ``out/logs``, and TensorBoard's beside them when it is installed."""
+    """CSV logs in ``out/logs`` (a resumed run's in ``out/logs/resumed-N``: Lightning's CSV
+    logger would delete the metrics.csv it finds), and TensorBoard's beside them when it is
+    installed."""
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    loggers: list[Logger] = [CSVLogger(out, name="logs", version="", flush_logs_every_n_steps=1)]
+    logs, version = out / "logs", ""
+    if (logs / "metrics.csv").exists():
+        version = next(
+            f"resumed-{n}" for n in itertools.count(1) if not (logs / f"resumed-{n}").exists()
+        )
+    loggers: list[Logger] = [
+        CSVLogger(out, name="logs", version=version, flush_logs_every_n_steps=1)
+    ]
     with contextlib.suppress(ModuleNotFoundError):  # TensorBoard only when installed
         loggers.append(TensorBoardLogger(out, name="logs", version="tensorboard"))
     return loggers
