@@ -1,7 +1,8 @@
 """A scheduler built for a caller outside this package's own step loop (an adapter to another
 trainer, ``select``), with the same checks for every caller.
 
-Before anything is built, :func:`build_scheduler` checks that:
+Before anything is built (:func:`check_request`, which a command calls before it reads its
+files), :func:`build_scheduler` checks that:
 
 - the name is a registered scheduler or ``NAME+ds`` (:func:`~.registry.check_scheduler_name`);
 - a scheduler that over-samples (``NAME+ds``, ``dapo``) is one the caller can run; a caller that
@@ -62,6 +63,30 @@ def check_over_sampling(caller: Caller, name: str, over_sampling: bool) -> None:
         )
 
 
+def check_request(
+    caller: Caller,
+    name: str,
+    *,
+    has_operations: bool,
+    sampling: DynamicSamplingConfig | None = None,
+) -> None:
+    """The checks of the module docstring, before any file is read (``has_operations``: the
+    caller has the operation patterns or the pool)."""
+    check_scheduler_name(name)
+    check_over_sampling(caller, name, over_samples(name))
+    if sampling is not None and not name.endswith(SUFFIX):
+        raise SchedulerError(
+            f"{caller.name}: a dynamic-sampling config was given for scheduler {name!r}, which "
+            f"has none to set; it is for NAME{SUFFIX} schedulers ('dapo' is pinned to verl's "
+            f"DAPO recipe: use 'random{SUFFIX}' to change it)"
+        )
+    if needs_operations(name) and not has_operations:
+        raise SchedulerError(
+            f"{caller.name}: scheduler {name!r} spreads its coverage stage over the tasks' "
+            f"operation patterns and needs them: give {caller.operations_from}"
+        )
+
+
 def build_scheduler(
     caller: Caller,
     name: str,
@@ -74,21 +99,10 @@ def build_scheduler(
     sampling: DynamicSamplingConfig | None = None,
     **overrides,
 ) -> Scheduler:
-    """The scheduler ``name`` on ``graph`` for ``caller``, after the checks of the module
-    docstring; ``overrides`` replace fields of its config (see ``make_scheduler``)."""
-    check_scheduler_name(name)
-    check_over_sampling(caller, name, over_samples(name))
-    if sampling is not None and not name.endswith(SUFFIX):
-        raise SchedulerError(
-            f"{caller.name}: a dynamic-sampling config was given for scheduler {name!r}, which "
-            f"has none to set; it is for NAME{SUFFIX} schedulers ('dapo' is pinned to verl's "
-            f"DAPO recipe: use 'random{SUFFIX}' to change it)"
-        )
-    if needs_operations(name) and operations is None and pool is None:
-        raise SchedulerError(
-            f"{caller.name}: scheduler {name!r} spreads its coverage stage over the tasks' "
-            f"operation patterns and needs them: give {caller.operations_from}"
-        )
+    """The scheduler ``name`` on ``graph`` for ``caller``, after :func:`check_request`;
+    ``overrides`` replace fields of its config (see ``make_scheduler``)."""
+    has_operations = operations is not None or pool is not None
+    check_request(caller, name, has_operations=has_operations, sampling=sampling)
     if reads_operations(name) and operations is None and pool is not None:
         operations = operation_patterns(pool.tasks)
     return make_scheduler(
