@@ -213,6 +213,7 @@ class EnvironmentRollouts:
         self.batches.append(tasks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "scheduler, overrides",
     [("envsched_spread+ds", FILTER), ("envsched", ())],
