@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import write_graph
     from envsched_gnn.graph_build.builder import GraphConfig, build_graph
+    from envsched_gnn.integrations.schedulers import adapter_scheduler
     from envsched_gnn.integrations.trl import (
         EnvSchedGRPOTrainer,
         RoundRewards,
@@ -53,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
         pool_dataset,
     )
     from envsched_gnn.json_files import write_json_atomically
-    from envsched_gnn.scheduler.registry import make_scheduler
     from envsched_gnn.training.policy import PolicyConfig, build_default_policy, load_policy
 
     torch.set_num_threads(args.threads)
@@ -76,8 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer.chat_template = template.read_text()
 
     rewards = RoundRewards()
-    scheduler = make_scheduler(
-        args.scheduler, graph.subgraph(train_ids), batch_size=args.batch_size, seed=args.seed
+    scheduler = adapter_scheduler(
+        "trl",
+        args.scheduler,
+        graph.subgraph(train_ids),
+        batch_size=args.batch_size,
+        seed=args.seed,
+        pool=pool,
     )
     config = GRPOConfig(
         output_dir=str(out / "trl"),

@@ -30,7 +30,8 @@ BFCL = ROOT / "tests" / "envs" / "data" / "bfcl-eval-2026.3.23"
 SECONDS = 60.0
 """A hang guard only: a refusal takes milliseconds (a few stat calls and the configs' bounds).
 What makes it cheap is checked structurally, by the expensive loaders that fail the row when
-called (``nothing_expensive``); timing targets live in benchmarks, not in tests on a loaded machine."""
+called (``nothing_expensive``); timing targets live in benchmarks, not in tests on a loaded
+machine."""
 
 VALID = {
     "pool check": "{pool}",

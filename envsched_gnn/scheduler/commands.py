@@ -3,6 +3,11 @@
 Loads ``history.jsonl`` into a scheduler over ``graph.json`` (spec section 8; a task observed at
 step s was selected at s), builds the batch of step T and writes ``{"batch": [task_id, ...],
 "stage": {task_id: stage}, "relaxed": [quota, ...]}``; nothing is written when an input is invalid.
+
+The scheduler is built as the adapters build theirs (:mod:`~envsched_gnn.scheduler.building`):
+``envsched_ops`` reads the operation patterns of ``--pool``'s tasks; a scheduler behind dynamic
+sampling (``NAME+ds``, ``dapo``) is refused, since a history holds the groups rolled out but
+not those the composition keeps pending, nor what sized its last generation batch.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import ObservationConfig, add_small_groups_option
+from envsched_gnn.scheduler.building import Caller
 from envsched_gnn.scheduler.dynamic_sampling import (
     GENERATION_RULES,
     SURPLUS_RULES,
@@ -41,7 +47,10 @@ class SelectArgs:
     seed: int = 0
     """Seed of tie-breaking / sampling."""
     scheduler: str = "envsched"
-    """Scheduler: envsched, within_only, cross_only, rho0, rho1, random, dapo, ... (registered)."""
+    """Scheduler: envsched, within_only, cross_only, rho0, rho1, envsched_spread,
+    envsched_ops (with --pool), random, mopps, ... (registered; not NAME+ds or dapo)."""
+    pool: str | None = None
+    """Pool folder the graph was built from, whose operation patterns envsched_ops reads."""
 
     def __post_init__(self) -> None:
         from envsched_gnn.scheduler.registry import check_scheduler_name
@@ -50,11 +59,24 @@ class SelectArgs:
         check_scheduler_name(self.scheduler)
 
 
+SELECT = Caller(
+    "select",
+    "--pool DIR (the pool the graph was built from)",
+    over_sampling_refused=(
+        "a history holds the groups rolled out, not those dynamic sampling keeps pending for "
+        "its next update nor what sized its last generation batch, so one batch cannot be "
+        "chosen from it"
+    ),
+)
+"""What ``select`` can run (module docstring)."""
+
+
 def _select(args: argparse.Namespace) -> int:
+    from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.graph.task_graph import GraphError, read_graph
     from envsched_gnn.observations import ObservationError, read_history
     from envsched_gnn.scheduler.base import SchedulerError
-    from envsched_gnn.scheduler.registry import make_scheduler
+    from envsched_gnn.scheduler.building import build_scheduler, check_request
     from envsched_gnn.scheduler.selector import SelectionError
 
     config_from_args(SelectArgs, args)  # its bounds and names, before anything is read
@@ -62,9 +84,13 @@ def _select(args: argparse.Namespace) -> int:
         files={"--graph": args.graph, "--history": args.history}, out_files={"--out": args.out}
     )
     try:
+        check_request(SELECT, args.scheduler, has_operations=args.pool is not None)
         graph = read_graph(args.graph)
         observations = read_history(args.history) if args.history else []
-        scheduler = make_scheduler(args.scheduler, graph, batch_size=args.batch, seed=args.seed)
+        pool = load_pool(args.pool) if args.pool is not None else None
+        scheduler = build_scheduler(
+            SELECT, args.scheduler, graph, batch_size=args.batch, seed=args.seed, pool=pool
+        )
         scheduler.log.config = config_from_args(ObservationConfig, args)
         try:
             scheduler.load_history(observations)
@@ -130,7 +156,7 @@ def register(groups: dict) -> None:
     add_config_flags(
         p,
         SelectArgs,
-        fields=["step", "batch", "seed", "out", "scheduler"],
+        fields=["step", "batch", "seed", "out", "scheduler", "pool"],
         types={"step": _non_negative, "batch": _positive},
     )
     p.set_defaults(func=_select)

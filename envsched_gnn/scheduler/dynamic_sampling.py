@@ -282,6 +282,17 @@ class DynamicSampling:
         }
         return GroupSelection(update, refill.selection.pending, dict(self._step_counts))
 
+    def observe_generation(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None:
+        """Observe generation batch ``step``, every group back, where a trainer's own filter
+        settles the groups instead of :meth:`filter_groups` (verl's ``filter_groups``, prime-rl's
+        gates): the wrapped scheduler observes each group and the next generation size reads
+        this batch's zero-variance share; no refill rule runs and nothing is counted."""
+        for task_id, group in rewards.items():
+            validate_rewards(group, task_id=task_id, step=step)
+        self.inner.observe(step, rewards)
+        zero = sum(min(group) == max(group) for group in rewards.values())
+        self.last_zero_share = zero / len(rewards) if rewards else None
+
     def metrics(self) -> dict[str, float]:
         return {**self.inner.metrics(), **self._step_counts}
 

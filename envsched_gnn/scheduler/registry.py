@@ -33,7 +33,8 @@ SchedulerFactory = Callable[..., Scheduler]
 """``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``; the EnvSched
 family also takes ``predictor``, ``penalty_graph`` and ``operations`` (see
 ``EnvSchedScheduler``). A factory whose attribute ``reads_operations`` is true is given the
-caller's ``operations``; the others never see them. One whose ``over_samples`` is true builds
+caller's ``operations``; the others never see them. One whose ``needs_operations`` is true
+cannot start without them (``envsched_ops``). One whose ``over_samples`` is true builds
 a scheduler that over-samples already (it has no ``+ds`` form)."""
 
 SCHEDULERS: dict[str, SchedulerFactory] = {}
@@ -78,9 +79,17 @@ def check_scheduler_name(name: str) -> str:
 
 
 def reads_operations(name: str) -> bool:
-    """Whether the scheduler ``name`` needs the tasks' operation patterns (``operations``)."""
+    """Whether the scheduler ``name`` is given the tasks' operation patterns (``operations``)
+    when the caller has them (the EnvSched family)."""
     factory = SCHEDULERS[check_scheduler_name(name).removesuffix(SUFFIX)]
     return bool(getattr(factory, "reads_operations", False))
+
+
+def needs_operations(name: str) -> bool:
+    """Whether the scheduler ``name`` cannot start without the tasks' operation patterns
+    (``envsched_ops``, whose coverage stage spreads over them)."""
+    factory = SCHEDULERS[check_scheduler_name(name).removesuffix(SUFFIX)]
+    return bool(getattr(factory, "needs_operations", False))
 
 
 def make_scheduler(
@@ -158,6 +167,7 @@ def _envsched(
         )
 
     factory.reads_operations = True
+    factory.needs_operations = bool(defaults.get("operation_coverage", False))
     return factory
 
 

@@ -9,6 +9,8 @@ import verifiers.v1 as vf
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.prime_rl import EnvSchedTaskSampler
+from envsched_gnn.integrations.schedulers import adapter_scheduler
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 from envsched_gnn.scheduler.registry import make_scheduler
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
@@ -101,3 +103,31 @@ def test_state_round_trip_continues_identically(runtime):
         next(first).data.id for _ in range(B + 2)
     ]
     assert len(half) == 2 and restored.step == first.step == 3
+
+
+def test_generation_batches_are_handed_out_and_every_group_observed(runtime):
+    """Behind dynamic sampling prime-rl's gates filter: the sampler hands out the scheduler's
+    generation batches, sized by GRESO's rule from the share of the last batch all back, and
+    observes every group, the zero-variance ones too."""
+    greso = DynamicSamplingConfig(generation="greso", oversample=3)
+    options = {"batch_size": B, "pool": small_pool(), "sampling": greso}
+    scheduler = adapter_scheduler("prime_rl", "envsched_ops+ds", small_graph(), **options)
+    sampler = EnvSchedTaskSampler(scheduler, taskset(), task_id_of=lambda task: task.data.id)
+    replica = adapter_scheduler("prime_rl", "envsched_ops+ds", small_graph(), **options)
+    sizes = []
+    for step in range(3):
+        expected = replica.next_batch(step)
+        tasks = [next(sampler) for _ in expected]
+        assert [task.data.id for task in tasks] == expected
+        rewards = rollout_rewards(runtime, expected, step, K)
+        for task in reversed(tasks[1:]):  # groups finish in any order
+            sampler.observe(group_of(task, rewards[task.data.id]))
+        assert scheduler.last_zero_share == replica.last_zero_share  # one group still out
+        sampler.observe(group_of(tasks[0], rewards[tasks[0].data.id]))
+        replica.observe_generation(step, rewards)
+        assert scheduler.last_zero_share == replica.last_zero_share is not None
+        sizes.append(len(expected))
+    assert sizes[0] == 3 * B and len(set(sizes)) > 1, sizes  # the share sized the later ones
+    logged = {(o.task_id, o.step, o.rewards) for o in scheduler.log.observations()}
+    assert logged == {(o.task_id, o.step, o.rewards) for o in replica.log.observations()}
+    assert len(logged) == sum(sizes)

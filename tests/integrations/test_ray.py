@@ -1,8 +1,8 @@
 """Ray on a local instance (``ray.init(num_cpus=2)``, loopback only): the scheduler actor
-shared by two rollout processes, its idempotent observations and its restart from a
-checkpoint, and environment actors (their workers in the runtime's sandbox, which dies with
-them) replaced after a kill with their episodes replayed, warning about unscorable states as
-the local runtime does."""
+shared by two rollout processes (also behind dynamic sampling, filtering through the actor),
+its idempotent observations and its restart from a checkpoint, and environment actors (their
+workers in the runtime's sandbox, which dies with them) replaced after a kill with their
+episodes replayed, warning about unscorable states as the local runtime does."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import ray
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.integrations.ray import EnvSchedActor, RayEnvRuntime, RayRuntimeConfig
+from envsched_gnn.integrations.schedulers import adapter_scheduler
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 from envsched_gnn.scheduler.registry import make_scheduler
 from tests.envs.test_state_loading import REFUSED, refusal_pool
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
@@ -134,6 +136,87 @@ def test_scheduler_actor_grows_live_and_a_restart_comes_back_on_the_grown_graph(
     assert ray.get(actor.retire.remote([old_envs[0]])) == [old_envs[0]]
     retired = {t for t, e in zip(full.task_ids, full.env_ids, strict=True) if e == old_envs[0]}
     assert not retired & set(ray.get(actor.next_batch.remote(3)))
+
+
+KEEP = DynamicSamplingConfig(surplus="keep")
+OVER_SAMPLING = {"batch_size": B, "seed": 0, "pool": small_pool(), "sampling": KEEP}
+"""``envsched_ops+ds``: the coverage over operation patterns (from the pool) behind dynamic
+sampling, the surplus kept pending for the next update."""
+
+
+@ray.remote(num_cpus=1)
+def filtering_process(scheduler, part, parts, steps, k):
+    """One rollout process behind dynamic sampling: every generation batch, its share rolled
+    out and observed, the step's selection from the actor; it trains the groups it holds."""
+    held, trained, seen = {}, [], []
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        for step in range(steps):
+            batch = ray.get(scheduler.next_batch.remote(step))
+            rewards = rollout_rewards(runtime, batch[part::parts], step, k)
+            ray.get(scheduler.observe.remote(step, rewards))
+            held.update({(step, task): group for task, group in rewards.items()})
+            selection = ray.get(scheduler.filter_groups.remote(step, final=step == steps - 1))
+            trained.append({key for key in selection.update if key in held})
+            held = {key: held[key] for key in selection.pending if key in held}
+            seen.append((batch, groups_of(selection)))
+    return seen, trained
+
+
+def groups_of(selection):
+    """A selection's groups to train and groups pending (its metrics hold NaN)."""
+    return selection.update, selection.pending
+
+
+def test_two_processes_run_dynamic_sampling_through_the_actor_as_one_process_would(cluster):
+    single = adapter_scheduler("ray", "envsched_ops+ds", small_graph(), **OVER_SAMPLING)
+    expected = []
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        for step in range(STEPS):
+            batch = single.next_batch(step)
+            rewards = rollout_rewards(runtime, batch, step, K)
+            selection = single.filter_groups(step, rewards, final=step == STEPS - 1)
+            expected.append((batch, groups_of(selection)))
+    actor = EnvSchedActor.remote("envsched_ops+ds", small_graph(), **OVER_SAMPLING)
+    runs = ray.get([filtering_process.remote(actor, p, 2, STEPS, K) for p in range(2)])
+    (seen_0, trained_0), (seen_1, trained_1) = runs
+    assert seen_0 == seen_1 == expected
+    for step, (_, (update, _)) in enumerate(expected):
+        assert trained_0[step] | trained_1[step] == set(update)
+        assert not trained_0[step] & trained_1[step]
+    assert {len(batch) for batch, _ in expected} == {2 * B}  # generation batches of 2B
+    updates = [len(update) for _, (update, _) in expected]
+    assert sum(updates) < STEPS * 2 * B and any(pending for _, (_, pending) in expected)
+    # every group rolled out was observed, the zero-variance ones too
+    state = ray.get(actor.state_dict.remote())
+    rows = {
+        (o["task_id"], o["step"]) for o in state["scheduler"]["scheduler"]["log"]["observations"]
+    }
+    assert rows == {(t, step) for step, (batch, _) in enumerate(expected) for t in batch}
+    assert ray.get(actor.metrics.remote())["sampling/updates_total"] == sum(map(bool, updates))
+
+
+def test_an_unfiltered_step_holds_the_next_batch_and_a_restart_filters_it_the_same(
+    cluster, tmp_path
+):
+    options = {**OVER_SAMPLING, "checkpoint_path": str(tmp_path / "s.json")}
+    actor = EnvSchedActor.options(max_restarts=-1, max_task_retries=-1).remote(
+        "envsched_ops+ds", small_graph(), wait_timeout_s=1.0, **options
+    )
+    reference = adapter_scheduler("ray", "envsched_ops+ds", small_graph(), **OVER_SAMPLING)
+    with EnvRuntime(small_pool(), RuntimeConfig(workers=1)) as runtime:
+        batch = ray.get(actor.next_batch.remote(0))
+        rewards = rollout_rewards(runtime, batch, 0, K)
+        assert batch == reference.next_batch(0)
+    ray.get(actor.observe.remote(0, rewards))
+    with pytest.raises(ray.exceptions.RayTaskError, match=r"misses filter_groups\(0\)"):
+        ray.get(actor.next_batch.remote(1))
+    os.kill(ray.get(actor.pid.remote()), signal.SIGKILL)  # observed, not yet filtered
+    selection = groups_of(ray.get(actor.filter_groups.remote(0)))
+    assert selection == groups_of(reference.filter_groups(0, rewards))
+    assert groups_of(ray.get(actor.filter_groups.remote(0))) == selection  # a retried call
+    with pytest.raises(ray.exceptions.RayTaskError, match="was filtered with final=False"):
+        ray.get(actor.filter_groups.remote(0, final=True))
+    assert ray.get(actor.next_batch.remote(1)) == reference.next_batch(1)
 
 
 def sandboxed(pid: int) -> bool:

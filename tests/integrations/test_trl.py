@@ -4,6 +4,7 @@ graph, rewards from the environment runtime."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -13,6 +14,7 @@ from trl import GRPOConfig
 
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
+from envsched_gnn.integrations.schedulers import adapter_scheduler
 from envsched_gnn.integrations.trl import (
     EnvSchedGRPOTrainer,
     RoundRewards,
@@ -216,10 +218,21 @@ def test_mismatched_batch_size_is_refused(tmp_path, runtime):
         )
 
 
-def test_an_over_sampling_scheduler_is_refused():
-    """DAPO's refill needs generation batches larger than B and groups held back for a later
-    update; TRL generates B x K per round and trains on them, so the trainer refuses it
-    before TRL sets anything up."""
-    scheduler = make_scheduler("dapo", small_graph(), batch_size=B)
-    with pytest.raises(ValueError, match="over-samples"):
+@pytest.mark.parametrize(
+    "name, instead",
+    [
+        ("dapo", "Use a scheduler that does not over-sample ('random' for 'dapo')"),
+        ("envsched_spread+ds", "Use 'envsched_spread'"),
+    ],
+)
+def test_an_over_sampling_scheduler_is_refused_naming_what_to_use(name, instead):
+    """Dynamic sampling needs generation batches larger than B and groups held back for a
+    later update; TRL generates B x K per round and trains on them, so the trainer refuses it
+    before TRL sets anything up, and so does the builder."""
+    scheduler = make_scheduler(name, small_graph(), batch_size=B)
+    with pytest.raises(ValueError, match="over-samples") as refused:
         EnvSchedGRPOTrainer(scheduler=scheduler, rewards=RoundRewards())
+    message = str(refused.value)
+    assert "B x K" in message and instead in message and "train grpo" in message
+    with pytest.raises(ValueError, match=re.escape(instead)):
+        adapter_scheduler("trl", name, small_graph(), batch_size=B)

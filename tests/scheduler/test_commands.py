@@ -93,3 +93,42 @@ def test_select_errors_name_the_problem_and_write_nothing(tmp_path, capsys):
     assert main([*base, "--scheduler", "nope"]) == 2
     assert "unknown scheduler 'nope'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_select_refuses_a_scheduler_behind_dynamic_sampling_before_reading_anything(
+    tmp_path, capsys
+):
+    out = tmp_path / "batch.json"
+    base = ["select", "--graph", str(tmp_path / "missing.json"), "--step", "0", "--out", str(out)]
+    for name, instead in (("envsched_spread+ds", "'envsched_spread'"), ("dapo", "'random'")):
+        assert main([*base, "--scheduler", name]) == 2
+        err = capsys.readouterr().err
+        assert f"select cannot run scheduler {name!r}, which over-samples" in err
+        assert "pending" in err and instead in err and "missing.json" not in err
+    assert not out.exists()
+
+
+def test_select_gives_envsched_ops_the_pools_operation_patterns(tmp_path, capsys):
+    from envsched_gnn.envs.abstract import operation_patterns
+    from envsched_gnn.envs.generator import generate_pool
+    from envsched_gnn.envs.pool_io import save_pool
+    from envsched_gnn.graph_build.builder import GraphConfig, build_graph
+
+    pool = generate_pool(n_envs=3, tasks_per_env=6, seed=0, test_per_env=1, max_calls=2)
+    save_pool(pool, tmp_path / "pool")
+    write_graph(tmp_path / "graph.json", build_graph(pool, GraphConfig(show_progress=False)))
+    out = tmp_path / "batch.json"
+    base = ["select", "--graph", str(tmp_path / "graph.json"), "--step", "0", "--batch", "4"]
+    base += ["--out", str(out), "--scheduler", "envsched_ops"]
+    assert main(base) == 2
+    assert "needs them: give --pool DIR" in capsys.readouterr().err and not out.exists()
+    assert main([*base, "--pool", str(tmp_path / "pool")]) == 0
+    scheduler = make_scheduler(
+        "envsched_ops",
+        read_graph(tmp_path / "graph.json"),
+        batch_size=4,
+        operations=operation_patterns(pool.tasks),
+    )
+    assert json.loads(out.read_text())["batch"] == scheduler.next_batch(0)
+    assert main([*base, "--pool", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere: not a folder" in capsys.readouterr().err

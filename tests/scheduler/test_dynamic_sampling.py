@@ -180,6 +180,19 @@ def test_the_greso_rule_reads_a_predicted_spread_and_chooses_again_with_it():
     assert scheduler.metrics()["sampling/expected_zero_share"] == pytest.approx(0.2)
 
 
+def test_a_generation_batch_another_filter_settles_sizes_the_next_by_its_share():
+    config = DynamicSamplingConfig(generation="greso", oversample=2, headroom=1.25)
+    scheduler = DynamicSampling(InOrder(GRAPH, batch_size=4), config)
+    batch = scheduler.next_batch(0)  # no share yet: G = 2B = 8
+    scheduler.observe_generation(0, informative_unless_index_is_3_mod_4(batch))
+    # share 2/8 and nothing pending: G = ceil(1.25 * 4 / 0.75) = 7
+    assert scheduler.generation_size() == 7
+    assert {o.task_id for o in scheduler.log.observations()} == set(batch)
+    assert scheduler.refill.pending == {} and scheduler.totals["updates"] == 0
+    with pytest.raises(ValueError, match="t0"):
+        scheduler.observe_generation(1, {"t0": [2.0, 0.0]})
+
+
 def test_the_caller_caps_the_generation_batch():
     scheduler = make_scheduler("random+ds", GRAPH, batch_size=4, seed=0)
     assert len(scheduler.next_batch(0)) == 8

@@ -4,8 +4,10 @@ It overrides ``_get_train_sampler`` (:class:`ScheduledSlots`), ``_generate_and_s
 (step s's B tasks chosen when its round is generated, after ``observe(s - 1)``; slot b's rows
 become task ``batch[b]``'s, on every rank) and ``train`` (the scheduler restored from the
 checkpoint's ``envsched_state.json``); :class:`EnvSchedCallback` observes and checkpoints. One
-scheduler step is one round of ``generation_batch_size = B * K``. An over-sampling scheduler
-(``dapo``) is refused: TRL generates exactly B x K per round; DAPO runs in ``train grpo``.
+scheduler step is one round of ``generation_batch_size = B * K``. A scheduler that over-samples
+(``NAME+ds``, ``dapo``) is refused (``integrations.schedulers.check_adapter_scheduler``): TRL
+generates exactly B x K per round and trains on all of it; dynamic sampling runs in
+``train grpo``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOTrainer
 
 from envsched_gnn.integrations.rewards import RoundRewards
+from envsched_gnn.integrations.schedulers import check_adapter_scheduler
 from envsched_gnn.integrations.trl.callback import EnvSchedCallback
 from envsched_gnn.integrations.trl.sampler import ScheduledSlots
 from envsched_gnn.observations import Observation
@@ -30,8 +33,8 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
         *args, **kwargs: ``GRPOTrainer``'s (``model``, ``reward_funcs``, ``args``,
             ``train_dataset`` (rows with a ``task_id`` column, e.g. ``pool_dataset``),
             ``environment_factory``, ...).
-        scheduler: chooses B tasks per step (``make_scheduler(...)``); its task ids must be
-            rows of ``train_dataset``.
+        scheduler: chooses B tasks per step (``adapter_scheduler("trl", ...)``); its task ids
+            must be rows of ``train_dataset``.
         rewards: the :class:`RoundRewards` the reward functions / environments fill.
         write_observations: where each step's observations go (a store), optional.
         print_steps: print each step's scheduler metrics (default False).
@@ -46,11 +49,7 @@ class EnvSchedGRPOTrainer(GRPOTrainer):
         print_steps: bool = False,
         **kwargs: Any,
     ) -> None:
-        if scheduler.over_samples:
-            raise ValueError(
-                f"scheduler {scheduler.name!r} over-samples (DAPO-style): TRL generates a fixed "
-                "B x K per round, so use a scheduler that returns exactly B tasks"
-            )
+        check_adapter_scheduler("trl", scheduler)
         self.envsched = EnvSchedCallback(scheduler, rewards, write_observations, print_steps)
         kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), self.envsched]
         super().__init__(*args, **kwargs)

@@ -99,7 +99,9 @@ def with_targets(results: dict) -> dict:
 def test_compute_to_a_target_side_by_side_and_its_plot(tmp_path):
     results = with_targets(world((0.1, 0.3)))
     text = render_worlds([("wide", results)])
-    row = "| wide | envsched | 1.40 ± 0.10 | 640 (2/2) | 1.60 [1.20, 2.10] (2) | - | +0.0100 ± 0.0200"
+    row = (
+        "| wide | envsched | 1.40 ± 0.10 | 640 (2/2) | 1.60 [1.20, 2.10] (2) | - | +0.0100 ± 0.0200"
+    )
     assert row in text
     png = tmp_path / "worlds.png"
     assert plot_worlds([("wide", results), ("narrow", results)], png) == png
