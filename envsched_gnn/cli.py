@@ -138,13 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     _export_sandbox_options(args)
     from envsched_gnn.envs.sandbox import SandboxUnavailable
     from envsched_gnn.graph_store.errors import StoreError
+    from envsched_gnn.observations import ObservationError
     from envsched_gnn.scheduler.base import SchedulerError
 
     try:
         return int(func(args) or 0)
     # a scheduler refuses what the user asked (an unknown environment to retire, a checkpoint
-    # of tasks the graph lost): the message says what and why, a traceback adds nothing
-    except (SandboxUnavailable, StoreError, SchedulerError) as error:
+    # of tasks the graph lost, rewards of the other kind): the message says what and why, a
+    # traceback adds nothing
+    except (SandboxUnavailable, StoreError, SchedulerError, ObservationError) as error:
         return fail(error, RUN_ERROR)
 
 

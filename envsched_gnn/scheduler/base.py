@@ -103,18 +103,20 @@ class BaseScheduler:
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.retired: frozenset[str] = frozenset()
+        self.log = ObservationLog([])
         self._set_graph(graph)
         self.last_batch: BatchInfo | None = None
         self._last_rewards: dict[str, list[float]] = {}
         self._seen: set[tuple[str, int]] = set()
 
     def _set_graph(self, graph: TaskGraph) -> None:
-        """The graph and what is indexed by its nodes, with an empty log and history."""
+        """The graph and what is indexed by its nodes, with an empty log (its config kept) and
+        history."""
         self.graph = graph
         self.task_ids = list(graph.task_ids)
         self.env_names, self.env = graph.env_index()
         self.num_envs = len(self.env_names)
-        self.log = ObservationLog(self.task_ids)
+        self.log = ObservationLog(self.task_ids, self.log.config)
         self.history = SelectionHistory(self.env, self.num_envs)
         self.eligible = self._eligible_mask(self.retired)
 
@@ -141,9 +143,10 @@ class BaseScheduler:
         return batch
 
     def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None:
-        """Record the K rewards of each task rolled out at ``step``."""
+        """Record the K rewards of each task rolled out at ``step`` (of the reward its log's
+        config names, ``log.config.reward``)."""
         step = _check_step(step)
-        observations = observations_from_rewards(step, rewards)
+        observations = observations_from_rewards(step, rewards, self.log.config.reward)
         self._record(observations)
         if self.last_batch is not None and self.last_batch.step == step:
             self._last_rewards.update({t: list(r) for t, r in rewards.items()})
