@@ -169,6 +169,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices={"accelerator": ("auto", "cpu", "gpu")},
         dest_prefix=POLICY,
     )
+    add_config_flags(policy, RuntimeConfig, fields=["reward"], dest_prefix=RUNTIME_PREFIX)
     p.set_defaults(func=_ablate)
 
 
@@ -230,7 +231,13 @@ def _ablate(args: argparse.Namespace) -> int:
         k_grid=AblationConfig.k_grid if run_k_grid else (),
         controls=tuple(controls + (["shuffled"] if args.shuffle_graph else [])),
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
-        policy=config_from_args(PolicyLearnerConfig, args, dest_prefix=POLICY, recipe=recipe),
+        policy=config_from_args(
+            PolicyLearnerConfig,
+            args,
+            dest_prefix=POLICY,
+            recipe=recipe,
+            runtime=runtime_config(args),
+        ),
     )
     try:
         results = run_ablation(load_pool(args.pool), config, args.out)
@@ -261,7 +268,7 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
     add_config_flags(p, GraphSignalArgs, fields=["seed"])
     add_config_flags(p, RoundsConfig, fields=["limit"], dest_prefix="rounds_")
     add_config_flags(p, GraphSignalArgs, fields=["temperature", "device", "threads"])
-    add_config_flags(p, RuntimeConfig, fields=["workers"], dest_prefix=RUNTIME_PREFIX)
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"], dest_prefix=RUNTIME_PREFIX)
     add_config_flags(
         p, GraphSignalConfig, fields=["permutations", "bootstrap"], dest_prefix="signal_"
     )
@@ -303,7 +310,7 @@ def _rollout_source(args: argparse.Namespace):
     config = config_from_args(RoundsConfig, args, dest_prefix="rounds_", seed=args.seed)
     runtime = runtime_config(args)
     with open_engine(args.model, pool, agent, runtime, args.device, args.threads) as engine:
-        observations, summaries = rollout_rounds(engine, pool, config)
+        observations, summaries = rollout_rounds(engine, pool, config, runtime.reward)
     for summary in summaries:
         print(
             f"round {'AB'[summary['round']]} (seed {summary['seed']}): {summary['tasks']} tasks "

@@ -54,6 +54,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "model",
             "accelerator",
             "workers",
+            "reward",
         ],  # fmt: skip
         choices={"preset": sorted(PRESETS), "accelerator": ("auto", "cpu", "gpu")},
         defaults={"schedulers": ",".join(RunOptions().schedulers)},

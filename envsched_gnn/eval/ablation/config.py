@@ -103,7 +103,7 @@ class PolicyLearnerConfig:
     alike); None: the starting policy's own (its ``agent_config.json``; the defaults for an
     SFT from scratch)."""
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    """Worker processes of the environment runtime."""
+    """Worker processes of the environment runtime, and the reward it scores."""
 
     def __post_init__(self) -> None:
         check_bounds(self, non_negative=("sft_steps",), at_least={"workers": 1})
@@ -155,6 +155,13 @@ class AblationConfig:
     def __post_init__(self) -> None:
         if self.learner not in ("sim", "policy"):
             raise config_error(self, "learner", self.learner, "'sim' or 'policy'")
+        if self.learner == "sim" and self.policy.runtime.reward != "fraction":
+            raise config_error(
+                self,
+                "learner",
+                self.learner,
+                "'policy' under --reward success (the simulator has its own partial-credit reward)",
+            )
         names = ("seeds", "steps", "batch_size", "workers", "evaluations")
         check_bounds(self, at_least=dict.fromkeys(names, 1))
         if self.score_steps is None:

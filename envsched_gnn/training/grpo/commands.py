@@ -83,7 +83,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices={"advantage_estimator": tuple(ADVANTAGE_ESTIMATORS)},
     )
     add_config_flags(p, AgentConfig, fields=AGENT_FIELDS, defaults=dict.fromkeys(AGENT_FIELDS))
-    add_config_flags(p, RuntimeConfig, fields=["workers"])
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"])
     add_config_flags(p, GRPOConfig, fields=["seed"])
     add_config_flags(
         p,
@@ -106,20 +106,27 @@ def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.graph_store.connect import open_store
+    from envsched_gnn.observations import check_reward
     from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
     from envsched_gnn.training.grpo.train import train_grpo
     from envsched_gnn.training.observation_sink import StoreWriter
     from envsched_gnn.training.policy import load_agent_config
 
     run = config_from_args(GRPOArgs, args)
+    runtime, launch = config_from_args(RuntimeConfig, args), config_from_args(LaunchConfig, args)
     pool = load_pool(run.pool)
-    if run.graph:
-        graph = read_graph(run.graph)
-    elif run.store:
-        with open_store(run.store) as store:
-            graph = store.read_graph()
-    else:
+    if not run.graph and not run.store:
         return fail("give --graph FILE or --store SPEC to read the task graph from")
+    graph = read_graph(run.graph) if run.graph else None
+    if run.store and (graph is None or launch.devices == 1):
+        # the store's reward is checked before the policy loads (DDP ranks given --graph leave
+        # the store to rank 0's writer, whose every write checks it too)
+        with open_store(run.store) as store:
+            if graph is None:
+                graph = store.read_graph()
+            stored = store.observation_reward()
+        if stored is not None:
+            check_reward(stored, runtime.reward, f"the store {run.store}")
     writer = StoreWriter(run.store) if run.store else None
     try:
         result = train_grpo(
@@ -131,8 +138,8 @@ def _train_grpo(args: argparse.Namespace) -> int:
             agent_config=load_agent_config(
                 run.model, **{name: getattr(args, name) for name in AGENT_FIELDS}
             ),
-            runtime_config=config_from_args(RuntimeConfig, args),
-            launch=config_from_args(LaunchConfig, args),
+            runtime_config=runtime,
+            launch=launch,
             write_observations=writer,
             resume=run.resume,
             stop_after=run.stop_after,

@@ -12,6 +12,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 import lightning as L
@@ -56,7 +57,8 @@ class GRPOModule(L.LightningModule):
         scheduler: chooses the batches; its observation log holds this run's steps only.
         config: the run's :class:`GRPOConfig`.
         agent_config: turn and token limits and the sampling temperature of the rollouts.
-        runtime_config: worker processes of the environment runtime (started at fit start).
+        runtime_config: worker processes of the environment runtime (started at fit start) and
+            its reward, which the scheduler's log and the sink's observations are told of.
         sink: buffered writer of observations to the graph store (rank 0), or None.
         evaluator: ``evaluator(engine, step) -> {"mean_reward": ..., ...}`` on held-out tasks,
             run before the first step and every ``config.eval_every`` steps, or None.
@@ -81,6 +83,7 @@ class GRPOModule(L.LightningModule):
         self.tokenizer = tokenizer
         self.agent_config = agent_config or AgentConfig()
         self.runtime_config = runtime_config or RuntimeConfig()
+        scheduler.log.config = replace(scheduler.log.config, reward=self.runtime_config.reward)
         self.runtime: EnvRuntime | None = None
         self.engine: RolloutEngine | None = None
         self.pool = pool
@@ -183,7 +186,8 @@ class GRPOModule(L.LightningModule):
         if self.global_rank == 0:
             self.scheduler.observe(step, rewards)
             if self.sink is not None:
-                self.sink.put(observations_from_rewards(step, rewards))
+                reward = self.runtime_config.reward
+                self.sink.put(observations_from_rewards(step, rewards, reward))
         self.rewards.append(rewards)
         self.rollouts_total += len(records)
         self.local_rollouts_total += len(episodes)

@@ -269,12 +269,13 @@ def _write_run(
     module.tokenizer.save_pretrained(out / "policy")
     save_agent_config(out / "policy", agent_config)
     write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
+    reward = module.runtime_config.reward
     write_history(
         out / HISTORY_FILE,
         [
             o
             for s, groups in enumerate(result.rewards)
-            for o in observations_from_rewards(s, groups)
+            for o in observations_from_rewards(s, groups, reward)
         ],
     )
 
