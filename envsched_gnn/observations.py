@@ -7,7 +7,7 @@
 Rewards outside [0, 1] or not finite are errors naming task and step; groups of fewer than 2
 rewards are errors or, with ``small_groups="ignore"``, kept out of the evidence (§2).
 
-Every observation says which reward its rewards are (:data:`REWARDS`, spec section 9.5):
+Every observation says which reward its rewards are (:data:`REWARDS`, spec section 9.6):
 ``fraction``, the share of the task's checks that pass (the paper's), or ``success``, 1 when
 every check passes and 0 otherwise. A history, a log or a store holds one reward; meeting the
 other is an error (:func:`check_reward`), never a silent mix.
@@ -32,7 +32,7 @@ SMALL_GROUPS = ("reject", "ignore")
 Reward = Literal["fraction", "success"]
 REWARDS: tuple[str, ...] = get_args(Reward)
 """How an episode's checks become its reward: ``fraction`` = (checks passed) / (checks);
-``success`` = 1 when every check passes, else 0 (spec section 9.5)."""
+``success`` = 1 when every check passes, else 0 (spec section 9.6)."""
 DEFAULT_REWARD = "fraction"
 
 

@@ -2,7 +2,7 @@
 
 Reward (:func:`reward_of`, :meth:`ScoreRun.verdict`), as ``RuntimeConfig.reward`` names it:
 ``fraction``, ``r = (checks returning True) / (number of checks)``, or ``success``, ``r = 1``
-when every check returns True and 0 otherwise (docs/design.md §9.5). A state no check could
+when every check returns True and 0 otherwise (docs/design.md §9.6). A state no check could
 run on scores 0 and says why in :attr:`EpisodeScore.unscored`.
 """
 

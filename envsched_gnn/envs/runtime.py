@@ -14,7 +14,7 @@ proportion to its share of the live episodes; idle sandboxes stay bound to their
 up to ``max_sandboxes`` in all. Ops are batched: one request line per worker per method call.
 
 Reward: ``r = (checks returning True) / (number of checks)`` (docs/design.md §8), or under
-``RuntimeConfig.reward = "success"`` 1 when every check returns True, else 0 (§9.5). A state
+``RuntimeConfig.reward = "success"`` 1 when every check returns True, else 0 (§9.6). A state
 no check can run on scores 0 with ``EpisodeScore.unscored`` saying why, warned once per task
 and cause.
 """

@@ -16,6 +16,7 @@ from envsched_gnn.eval.simulator.config import WORLDS, SimulatorConfig
 from envsched_gnn.eval.sources import measure_source, pool_graph
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.models.config import LearnedConfig
+from envsched_gnn.scheduler.commands import add_sampling_flags, sampling_from_args
 from envsched_gnn.training.grpo.config import GRPOConfig
 from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS
 
@@ -80,12 +81,13 @@ class AblateArgs:
     environments), relabelled_predictor (the predictor alone on it; simulator), the
     secondary label-permuted graphs permuted, permuted_within, permuted_cross, permuted_all,
     permuted_predictor (simulator), shuffled (secondary), or all (space- or
-    comma-separated)."""
+    comma-separated); NAME+ds runs EnvSched behind dynamic sampling on that graph."""
     shuffle_graph: bool = False
     """Same as --controls shuffled: the secondary control, a graph rebuilt from shuffled
     environments and abstracts."""
     schedulers: list[str] | None = None
-    """Subset of schedulers to run (space- or comma-separated; default all)."""
+    """Subset of schedulers to run (space- or comma-separated; default all); NAME+ds runs
+    NAME behind dynamic sampling (--ds-* flags)."""
     k_grid: bool | None = None
     """Run the neighbour-size grid (default: yes with the simulator, no with the policy)."""
 
@@ -122,7 +124,15 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     add_config_flags(
         p,
         AblationConfig,
-        fields=["seeds", "steps", "batch_size", "learner", "evaluations", "workers"],
+        fields=[
+            "seeds",
+            "steps",
+            "batch_size",
+            "learner",
+            "evaluations",
+            "eval_rollouts",
+            "workers",
+        ],
         choices={"learner": ("sim", "policy")},
     )
     add_config_flags(p, SimulatorConfig, fields=["rollouts"], dest_prefix=SIMULATOR)
@@ -133,6 +143,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         metavars={"controls": "CONTROL"},
     )
     add_config_flags(p, AblationConfig, fields=["control_seed", "oracle_graph"])
+    add_sampling_flags(p)
     add_config_flags(
         p.add_argument_group("the learner simulator (--learner sim)"),
         SimulatorConfig,
@@ -231,6 +242,7 @@ def _ablate(args: argparse.Namespace) -> int:
         k_grid=AblationConfig.k_grid if run_k_grid else (),
         controls=tuple(controls + (["shuffled"] if args.shuffle_graph else [])),
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
+        sampling=sampling_from_args(args),
         policy=config_from_args(
             PolicyLearnerConfig,
             args,

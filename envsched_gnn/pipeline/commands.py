@@ -27,6 +27,7 @@ class DemoPolicyArgs:
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.pipeline.job import RunOptions
     from envsched_gnn.pipeline.presets import PRESETS
+    from envsched_gnn.scheduler.commands import add_sampling_flags
     from envsched_gnn.training.sft_config import SFTConfig
 
     p = groups[""].add_parser(
@@ -60,6 +61,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         defaults={"schedulers": ",".join(RunOptions().schedulers)},
         parsers={"schedulers": split_names},
     )
+    add_sampling_flags(p)
     p.set_defaults(func=_run)
 
     p = groups["train"].add_parser(
@@ -80,12 +82,13 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from envsched_gnn.pipeline.job import RunOptions, run_pipeline
-    from envsched_gnn.scheduler.registry import SCHEDULERS
+    from envsched_gnn.scheduler.commands import sampling_from_args
+    from envsched_gnn.scheduler.registry import is_scheduler_name, scheduler_names_expected
 
-    options = config_from_args(RunOptions, args)
-    unknown = [name for name in options.schedulers if name not in SCHEDULERS]
+    options = config_from_args(RunOptions, args, sampling=sampling_from_args(args))
+    unknown = [name for name in options.schedulers if not is_scheduler_name(name)]
     if unknown or not options.schedulers:
-        return fail(f"unknown scheduler(s) {unknown}; expected names of {sorted(SCHEDULERS)}")
+        return fail(f"unknown scheduler(s) {unknown}; expected {scheduler_names_expected()}")
     run_pipeline(options)
     return 0
 

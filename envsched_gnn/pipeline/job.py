@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from envsched_gnn.observations import DEFAULT_REWARD, Reward
 from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS, Preset
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 
 if TYPE_CHECKING:
     from envsched_gnn.envs.pool import Pool
@@ -53,8 +54,11 @@ class RunOptions:
     steps: int | None = None
     """GRPO steps per scheduler (default: the preset's)."""
     schedulers: list[str] = field(default_factory=lambda: ["envsched", "random"])
-    """Schedulers compared at equal rollouts (names of the scheduler registry; on the command
-    line comma-separated); the first one's observations go to the store."""
+    """Schedulers compared at equal rollouts (names of the scheduler registry, NAME+ds behind
+    dynamic sampling; on the command line comma-separated); the first one's observations go
+    to the store."""
+    sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    """Dynamic sampling of the NAME+ds schedulers (the --ds-* flags)."""
     model: str | None = None
     """A local HF causal LM folder to train instead of the built-in policy."""
     accelerator: str = "auto"
@@ -105,7 +109,10 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         graph, stats = _build_graph(store, options, pool, progress)
         policy = _warm_start(preset, options, base_pool, pool, out, progress)
         configs = {
-            name: preset.grpo_config(name, steps, options.seed, options.lr)
+            name: replace(
+                preset.grpo_config(name, steps, options.seed, options.lr),
+                sampling=options.sampling,
+            )
             for name in options.schedulers
         }
         start, initial = _evaluate_start(

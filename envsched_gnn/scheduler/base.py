@@ -21,7 +21,13 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
+from envsched_gnn.observations import (
+    DEFAULT_REWARD,
+    Observation,
+    ObservationLog,
+    check_reward,
+    observations_from_rewards,
+)
 from envsched_gnn.scheduler.groups import GroupSelection
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.selections import SelectionHistory
@@ -37,7 +43,7 @@ class SchedulerError(ValueError):
 @dataclass
 class BatchInfo:
     """The last batch: task ids, the stage that chose each, quotas relaxed, extras, and each
-    task's score at its pick (EnvSched: q; empty without per-task scores).
+    task's score at its pick (EnvSched: q; empty without per-task scores) and predicted spread.
     """
 
     step: int
@@ -47,9 +53,21 @@ class BatchInfo:
     seconds: float = 0.0
     extra: dict[str, float] = field(default_factory=dict)
     score: dict[str, float] = field(default_factory=dict)
+    spread: dict[str, float] = field(default_factory=dict)
+    """Each task's predicted P(v > 0) at its pick (the spread target's E_z; else empty)."""
 
     def to_json(self) -> dict:
         return {"batch": list(self.batch), "stage": dict(self.stage), "relaxed": list(self.relaxed)}
+
+    def picks(self, task_ids: Sequence[str]) -> dict[str, list]:
+        """``stage``, ``score`` and ``spread`` of each of ``task_ids`` at its pick (a list, or
+        None when the scheduler has no such per-task value); {} unless this is their batch."""
+        if list(self.batch) != list(task_ids):
+            return {}
+        out: dict[str, list] = {"stage": [self.stage.get(t) for t in task_ids]}
+        for name, values in (("score", self.score), ("spread", self.spread)):
+            out[name] = [values[t] for t in task_ids] if values else None
+        return out
 
 
 @runtime_checkable
@@ -63,7 +81,7 @@ class Scheduler(Protocol):
     over_samples: bool
     """True for over-sampling baselines (DAPO); their ``filter_groups`` keeps state."""
 
-    def next_batch(self, step: int) -> list[str]: ...
+    def next_batch(self, step: int, size: int | None = None) -> list[str]: ...
 
     def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None: ...
 
@@ -85,8 +103,8 @@ class Scheduler(Protocol):
 class BaseScheduler:
     """Graph, observation log, selection history, last batch; subclasses choose batches.
 
-    A subclass implements ``_select(step) -> (indices, stages, relaxed, extra)`` over
-    ``self.eligible`` tasks, and may extend ``_extra_state`` / ``_load_extra_state`` and
+    A subclass implements ``_select(step, size) -> (indices, stages, relaxed, extra)``, ``size``
+    distinct tasks of ``self.eligible``, and may extend ``_extra_state`` / ``_load_extra_state`` and
     ``_graph_changed`` (rebuilt by :meth:`grow`).
     """
 
@@ -117,19 +135,22 @@ class BaseScheduler:
         self.env_names, self.env = graph.env_index()
         self.num_envs = len(self.env_names)
         self.log = ObservationLog(self.task_ids, self.log.config)
-        self.history = SelectionHistory(self.env, self.num_envs)
+        self.selections = SelectionHistory(self.env, self.num_envs)
         self.eligible = self._eligible_mask(self.retired)
 
     # -- driving -------------------------------------------------------------------------
-    def next_batch(self, step: int) -> list[str]:
-        """The tasks to roll out at ``step`` (B distinct ids; more if ``over_samples``)."""
+    def next_batch(self, step: int, size: int | None = None) -> list[str]:
+        """The ``size`` distinct tasks to roll out at ``step`` (default B); choosing again at
+        the same step replaces the step's recorded selection."""
         step = _check_step(step)
+        size = self._check_size(size)
         start = time.perf_counter()
-        indices, stages, relaxed, extra = self._select(step)
+        indices, stages, relaxed, extra = self._select(step, size)
         seconds = time.perf_counter() - start
-        self.history.record(step, indices)
+        self.selections.record(step, indices)
         batch = [self.task_ids[i] for i in indices]
         scores = self._pick_scores(indices)
+        spread = self._pick_spread(indices)
         self.last_batch = BatchInfo(
             step,
             batch,
@@ -138,9 +159,23 @@ class BaseScheduler:
             seconds,
             extra,
             {} if scores is None else dict(zip(batch, map(float, scores), strict=True)),
+            {} if spread is None else dict(zip(batch, map(float, spread), strict=True)),
         )
         self._last_rewards = {}
         return batch
+
+    def _check_size(self, size: int | None) -> int:
+        """``size`` (B when None) checked against the selectable tasks."""
+        if size is None:
+            return self.batch_size
+        selectable = int(self.eligible.sum())
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise SchedulerError(f"batch size {size!r}, expected an integer >= 1")
+        if size > selectable:
+            raise SchedulerError(
+                f"batch size {size} exceeds the {selectable} selectable tasks of the pool"
+            )
+        return int(size)
 
     def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None:
         """Record the K rewards of each task rolled out at ``step`` (of the reward its log's
@@ -160,7 +195,7 @@ class BaseScheduler:
 
     def record_selection(self, step: int, task_ids: Iterable[str]) -> None:
         """Record that ``task_ids`` were selected at ``step`` (made by ``next_batch``)."""
-        self.history.record(_check_step(step), [self.log.index_of(t) for t in task_ids])
+        self.selections.record(_check_step(step), [self.log.index_of(t) for t in task_ids])
 
     def load_history(self, observations: Iterable[Observation]) -> None:
         """Replay past observations: each task observed at step s counts as selected at s."""
@@ -180,7 +215,7 @@ class BaseScheduler:
         a task this scheduler observed or selected raises :class:`SchedulerError`, changing nothing.
         """
         state = self.state_dict()
-        _check_covers(graph, state)
+        check_covers(graph, state)
         if graph.num_tasks < self.batch_size:
             raise SchedulerError(
                 f"the grown graph has {graph.num_tasks} tasks, fewer than the batch size "
@@ -247,7 +282,7 @@ class BaseScheduler:
             "num_tasks": len(self.task_ids),
             "retired": sorted(self.retired),
             "log": self.log.state_dict(),
-            "history": self.history.state_dict(self.task_ids),
+            "selections": self.selections.state_dict(self.task_ids),
             "extra": self._extra_state(),
         }
 
@@ -258,7 +293,7 @@ class BaseScheduler:
                 raise SchedulerError(
                     f"scheduler state has {key} = {state.get(key)!r}, this scheduler has {mine!r}"
                 )
-        _check_covers(self.graph, state)
+        check_covers(self.graph, state)
         self.retired = frozenset(state.get("retired", ()))
         self.eligible = self._eligible_mask(self.retired)
         self.seed = int(state["seed"])
@@ -266,7 +301,7 @@ class BaseScheduler:
         self._seen = set()
         self._reset_stats()
         self._record(sorted(self.log.observations(), key=lambda o: o.step), extend=False)
-        self.history.load_state_dict(state["history"], self.graph.index)
+        self.selections.load_state_dict(state["selections"], self.graph.index)
         self._load_extra_state(state.get("extra", {}))
         self.last_batch = None
         self._last_rewards = {}
@@ -285,6 +320,10 @@ class BaseScheduler:
 
     def _pick_scores(self, indices: np.ndarray) -> np.ndarray | None:
         """Hook: the per-task score the last selection ranked ``indices`` by; None: none."""
+        return None
+
+    def _pick_spread(self, indices: np.ndarray) -> np.ndarray | None:
+        """Hook: the predicted P(v > 0) of ``indices`` at the last selection; None: none."""
         return None
 
     def _graph_changed(self) -> None:
@@ -310,15 +349,20 @@ class BaseScheduler:
         """The generator of ``step``: seeded by (seed, step, salt), independent of call order."""
         return np.random.default_rng([self.seed, step, salt])
 
-    def _select(self, step: int) -> tuple[np.ndarray, list[str], list[str], dict[str, float]]:
+    def _select(
+        self, step: int, size: int
+    ) -> tuple[np.ndarray, list[str], list[str], dict[str, float]]:
         raise NotImplementedError
 
 
-def _check_covers(graph: TaskGraph, state: dict) -> None:
-    """Raise unless ``graph`` holds every task ``state`` observed or selected."""
+def check_covers(graph: TaskGraph, state: dict) -> None:
+    """Raise unless ``graph`` holds every task ``state`` (a scheduler's, or a composition's
+    holding one under ``"scheduler"``) observed or selected."""
+    while "scheduler" in state:
+        state = state["scheduler"]
     known = graph.index
     used = {row["task_id"] for row in state["log"]["observations"]}
-    used.update(t for batch in state["history"]["batches"].values() for t in batch)
+    used.update(t for batch in state["selections"]["batches"].values() for t in batch)
     missing = sorted(t for t in used if t not in known)
     if missing:
         shown = ", ".join(repr(t) for t in missing[:MISSING_SHOWN])
@@ -329,6 +373,17 @@ def _check_covers(graph: TaskGraph, state: dict) -> None:
             f"selected: {shown}{more}. A scheduler continues on the same task ids plus new ones "
             "(graph add-env); to stop selecting an environment, retire it. Nothing was changed"
         )
+
+
+def check_state_reward(state: dict, reward: str, where: str) -> None:
+    """Raise unless every observation of ``state`` (a scheduler's, or a composition's holding
+    one under ``"scheduler"``) is of ``reward`` (:func:`~envsched_gnn.observations.check_reward`;
+    ``where`` names the state's file)."""
+    while "scheduler" in state:
+        state = state["scheduler"]
+    for row in state["log"]["observations"]:
+        found = row.get("reward", DEFAULT_REWARD)
+        check_reward(found, reward, f"{where}: task {row['task_id']!r} step {row['step']}")
 
 
 def known_env_ids(graph: TaskGraph, env_ids: Iterable[str] | str) -> frozenset[str]:

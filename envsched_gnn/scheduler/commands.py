@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.json_files import write_json_atomically
 from envsched_gnn.observations import ObservationConfig, add_history_options
+from envsched_gnn.scheduler.dynamic_sampling import (
+    GENERATION_RULES,
+    SURPLUS_RULES,
+    DynamicSamplingConfig,
+)
+
+SAMPLING_PREFIX = "ds_"
+"""Namespace prefix of the dynamic-sampling flags (``--ds-*``)."""
 
 
 @dataclass
@@ -65,6 +73,27 @@ def _select(args: argparse.Namespace) -> int:
         return 2
     write_json_atomically(args.out, scheduler.last_batch.to_json())
     return 0
+
+
+def add_sampling_flags(parser: argparse.ArgumentParser) -> None:
+    """``--ds-generation``, ``--ds-oversample``, ``--ds-headroom``, ``--ds-surplus`` and
+    ``--ds-max-generation-batches``: the dynamic sampling of every ``NAME+ds`` scheduler, the
+    same flags on every command that trains."""
+    group = parser.add_argument_group("dynamic sampling (schedulers named NAME+ds)")
+    names = ("generation", "oversample", "headroom", "surplus", "max_generation_batches")
+    add_config_flags(
+        group,
+        DynamicSamplingConfig,
+        fields=names,
+        flags={name: "--ds-" + name.replace("_", "-") for name in names},
+        choices={"generation": GENERATION_RULES, "surplus": SURPLUS_RULES},
+        dest_prefix=SAMPLING_PREFIX,
+    )
+
+
+def sampling_from_args(args: argparse.Namespace) -> DynamicSamplingConfig:
+    """The :class:`DynamicSamplingConfig` of :func:`add_sampling_flags`' flags."""
+    return config_from_args(DynamicSamplingConfig, args, dest_prefix=SAMPLING_PREFIX)
 
 
 def _non_negative(text: str) -> int:

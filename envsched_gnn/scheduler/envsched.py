@@ -105,7 +105,7 @@ class EnvSchedScheduler(BaseScheduler):
             )
         super().grow(graph)
 
-    def _select(self, step: int):
+    def _select(self, step: int, size: int):
         cfg = self.config
         start = time.perf_counter()
         if hasattr(self.predictor, "update") and self._updated_step != step:
@@ -117,23 +117,28 @@ class EnvSchedScheduler(BaseScheduler):
         self.last_prediction = prediction
         selection = self.selector.select(
             q,
-            self.history.counts_before(step),
-            self.history.window_counts(step, cfg.window_steps),
-            self.history.consecutive_blocked(step, cfg.consecutive_cap),
-            self.batch_size,
+            self.selections.counts_before(step),
+            self.selections.window_counts(step, cfg.window_steps),
+            self.selections.consecutive_blocked(step, cfg.consecutive_cap),
+            size,
             self.rng(step).random(q.shape[0]),
             excluded=None if self.eligible.all() else ~self.eligible,
         )
         extra = {
             "scheduler/predict_seconds": predict_seconds,
             "scheduler/mean_q": float(q[selection.indices].mean()),
-            "scheduler/coverage_slots": float(coverage_slots(cfg.rho, self.batch_size)),
+            "scheduler/coverage_slots": float(coverage_slots(cfg.rho, size)),
         }
         return selection.indices, selection.stages, selection.relaxed, extra
 
     def _pick_scores(self, indices: np.ndarray) -> np.ndarray | None:
         """q of the picked tasks at the step they were picked."""
         return np.asarray(self.last_prediction.q, dtype=np.float64)[indices]
+
+    def _pick_spread(self, indices: np.ndarray) -> np.ndarray | None:
+        """E_z of the picked tasks under the spread target (spec 9.3); None under the others."""
+        e_z = getattr(self.last_prediction, "E_z", None)
+        return None if e_z is None else np.asarray(e_z, dtype=np.float64)[indices]
 
     def _extra_state(self) -> dict:
         state: dict = {"updated_step": self._updated_step}

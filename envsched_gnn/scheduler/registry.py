@@ -2,8 +2,10 @@
 
 ``envsched``, ``within_only``, ``cross_only``, ``rho0``, ``rho1``, ``envsched_spread``
 (docs/design.md §9.3), ``envsched_ops`` (§9.4), ``learned`` (:mod:`~envsched_gnn.models.learned`),
-``random``, ``dapo``, ``mopps``, ``greso``, ``dps``, ``dump``; add more with
-:func:`register_scheduler`.
+``random``, ``mopps``, ``greso``, ``dps``, ``dump``; add more with :func:`register_scheduler`.
+``NAME+ds`` is any of them behind dynamic sampling
+(:mod:`~envsched_gnn.scheduler.dynamic_sampling`), and ``dapo`` is ``random+ds`` pinned to
+verl's DAPO recipe.
 """
 
 from __future__ import annotations
@@ -13,19 +15,25 @@ from dataclasses import fields, replace
 
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.scheduler.base import BaseScheduler, Scheduler
-from envsched_gnn.scheduler.baselines.dapo import DapoConfig, DapoScheduler
 from envsched_gnn.scheduler.baselines.dps import DpsConfig, DpsScheduler
 from envsched_gnn.scheduler.baselines.dump import DumpConfig, DumpScheduler
 from envsched_gnn.scheduler.baselines.greso import GresoConfig, GresoScheduler
 from envsched_gnn.scheduler.baselines.mopps import MoppsConfig, MoppsScheduler
 from envsched_gnn.scheduler.baselines.uniform import UniformScheduler
 from envsched_gnn.scheduler.config import SelectorConfig
+from envsched_gnn.scheduler.dynamic_sampling import (
+    DAPO_RECIPE,
+    SUFFIX,
+    DynamicSampling,
+    DynamicSamplingConfig,
+)
 
 SchedulerFactory = Callable[..., Scheduler]
 """``factory(graph, *, batch_size, seed, config, **overrides) -> Scheduler``; the EnvSched
 family also takes ``predictor``, ``penalty_graph`` and ``operations`` (see
 ``EnvSchedScheduler``). A factory whose attribute ``reads_operations`` is true is given the
-caller's ``operations``; the others never see them."""
+caller's ``operations``; the others never see them. One whose ``over_samples`` is true builds
+a scheduler that over-samples already (it has no ``+ds`` form)."""
 
 SCHEDULERS: dict[str, SchedulerFactory] = {}
 
@@ -37,6 +45,42 @@ def register_scheduler(name: str, factory: SchedulerFactory) -> None:
     SCHEDULERS[name] = factory
 
 
+def is_scheduler_name(name: str) -> bool:
+    """Whether ``name`` names a scheduler: a registered one, or ``NAME+ds`` for a registered
+    ``NAME`` that does not over-sample already."""
+    base = name.removesuffix(SUFFIX)
+    factory = SCHEDULERS.get(base)
+    return factory is not None and (base == name or not getattr(factory, "over_samples", False))
+
+
+def scheduler_names_expected() -> str:
+    """What a scheduler name may be, in words (for errors)."""
+    over = sorted(n for n, f in SCHEDULERS.items() if getattr(f, "over_samples", False))
+    return (
+        f"one of {sorted(SCHEDULERS)}, or NAME{SUFFIX} for one of them behind dynamic "
+        f"sampling (but not {over}, which over-sample already)"
+    )
+
+
+def over_samples(name: str) -> bool:
+    """Whether the scheduler ``name`` over-samples (``NAME+ds``, ``dapo``)."""
+    factory = SCHEDULERS[check_scheduler_name(name).removesuffix(SUFFIX)]
+    return name.endswith(SUFFIX) or bool(getattr(factory, "over_samples", False))
+
+
+def check_scheduler_name(name: str) -> str:
+    """``name`` when :func:`is_scheduler_name`; a ``ValueError`` saying what exists otherwise."""
+    if not is_scheduler_name(name):
+        raise ValueError(f"unknown scheduler {name!r}, expected {scheduler_names_expected()}")
+    return name
+
+
+def reads_operations(name: str) -> bool:
+    """Whether the scheduler ``name`` needs the tasks' operation patterns (``operations``)."""
+    factory = SCHEDULERS[check_scheduler_name(name).removesuffix(SUFFIX)]
+    return bool(getattr(factory, "reads_operations", False))
+
+
 def make_scheduler(
     name: str,
     graph: TaskGraph,
@@ -45,20 +89,19 @@ def make_scheduler(
     seed: int = 0,
     config=None,
     operations: Mapping[str, str] | None = None,
+    sampling: DynamicSamplingConfig | None = None,
     **overrides,
 ) -> Scheduler:
-    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass, and
-    ``operations`` reaches the schedulers that read it.
+    """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass,
+    ``operations`` reaches the schedulers that read it, and ``sampling`` sets the dynamic
+    sampling of a ``NAME+ds`` (default: verl's DAPO recipe).
     """
-    try:
-        factory = SCHEDULERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown scheduler {name!r}, expected one of {sorted(SCHEDULERS)}"
-        ) from None
+    base = check_scheduler_name(name).removesuffix(SUFFIX)
+    factory = SCHEDULERS[base]
     if operations is not None and getattr(factory, "reads_operations", False):
         overrides["operations"] = operations
-    return factory(graph, batch_size=batch_size, seed=seed, config=config, **overrides)
+    scheduler = factory(graph, batch_size=batch_size, seed=seed, config=config, **overrides)
+    return DynamicSampling(scheduler, sampling) if base != name else scheduler
 
 
 def _with_overrides(config, default, overrides: dict, name: str):
@@ -138,6 +181,15 @@ def _baseline(cls: type[BaseScheduler], default_config):
     return factory
 
 
+def _dapo(graph, *, batch_size=64, seed=0, config=None, **overrides):
+    """``random+ds`` with verl's DAPO recipe; ``overrides`` replace its sampling fields."""
+    sampling = _with_overrides(config, DAPO_RECIPE, overrides, "dapo")
+    uniform = UniformScheduler(graph, batch_size=batch_size, seed=seed)
+    return DynamicSampling(uniform, sampling, name="dapo")
+
+
+_dapo.over_samples = True
+
 BOTH = ("within", "cross")
 register_scheduler("envsched", _envsched("envsched", BOTH, None))
 register_scheduler(
@@ -150,7 +202,7 @@ register_scheduler("envsched_spread", _envsched("envsched_spread", BOTH, None, t
 register_scheduler("envsched_ops", _envsched("envsched_ops", BOTH, None, operation_coverage=True))
 register_scheduler("learned", _learned)
 register_scheduler("random", _baseline(UniformScheduler, None))
-register_scheduler("dapo", _baseline(DapoScheduler, DapoConfig()))
+register_scheduler("dapo", _dapo)
 register_scheduler("mopps", _baseline(MoppsScheduler, MoppsConfig()))
 register_scheduler("greso", _baseline(GresoScheduler, GresoConfig()))
 register_scheduler("dps", _baseline(DpsScheduler, DpsConfig()))

@@ -46,16 +46,23 @@ def test_main_job_writes_a_report_of_its_own_numbers(tmp_path, store_server, mon
     monkeypatch.setenv("NEO4J_PASSWORD", store_server.auth[1])
     monkeypatch.setenv("NEO4J_DATABASE", store_server.database)
     monkeypatch.chdir(tmp_path)
-    options = RunOptions(out=str(tmp_path / "report"), store=store_server.uri, reset_store=True)
+    options = RunOptions(
+        out=str(tmp_path / "report"),
+        store=store_server.uri,
+        reset_store=True,
+        schedulers=["envsched", "random", "random+ds"],
+    )
 
     results = run_pipeline(options, TOY)
 
     out = tmp_path / "report"
     on_disk = json.loads((out / "results.json").read_text())
-    assert on_disk["schedulers"].keys() == {"envsched", "random"}
+    assert on_disk["schedulers"].keys() == {"envsched", "random", "random+ds"}
     for name, result in on_disk["schedulers"].items():
-        assert [e["step"] for e in result["eval"]] == [0, 2], name
-        assert len(result["steps"]) == 2 and result["rollouts"] == 2 * 4 * 2
+        # equal rollouts: random behind dynamic sampling spends them in one batch of 2B
+        steps = 1 if name == "random+ds" else 2
+        assert [e["step"] for e in result["eval"]] == [0, steps], name
+        assert len(result["steps"]) == steps and result["rollouts"] == 2 * 4 * 2
         assert {"batch/mean_reward_variance", "batch/envs_covered"} <= set(result["steps"][0])
     # both start from the same start, made from the SFT policy on imperfect demonstrations,
     # evaluated once: held-out and 4 train tasks x 2, whose headroom the report shows

@@ -38,7 +38,7 @@ def test_random_is_uniform_and_seeded(pool):
 def test_dapo_refills_and_counts_every_rollout_including_the_wasted(pool):
     """Updated for DAPO's refill (issue 37; before it, each step trained at once on at most B
     of its own groups with spread): groups with spread wait until B have accumulated over
-    generation batches, the surplus is trimmed, the last step trains what is pending, and
+    generation batches, the surplus is dropped, the last step trains what is pending, and
     every rollout counts, the dropped, trimmed and pending ones included."""
     graph, kind = pool
     dapo = make_scheduler("dapo", graph, batch_size=32, seed=0)
@@ -50,22 +50,21 @@ def test_dapo_refills_and_counts_every_rollout_including_the_wasted(pool):
         spread.append([(step, t) for t in batch if kind[t] == 2])
         selections.append(dapo.filter_groups(step, rewards, final=step == 2))
         m = dapo.metrics()
-        assert m["dapo/rollouts_spent"] == 512
-        assert m["dapo/groups_zero_variance"] == 64 - len(spread[-1])
-        accounted = sum(
-            m[f"dapo/rollouts_{part}"] for part in ("trained_total", "wasted_total", "pending")
-        )
-        assert m["dapo/rollouts_spent_total"] == 512 * (step + 1) == accounted
+        assert m["sampling/rollouts_spent"] == 512
+        assert m["sampling/groups_zero_variance"] == 64 - len(spread[-1])
+        accounted = m["sampling/rollouts_trained_total"] + m["sampling/rollouts_wasted_total"]
+        accounted += 8 * m["sampling/groups_pending"]
+        assert m["sampling/rollouts_spent_total"] == 512 * (step + 1) == accounted
     # about a third of the pool has spread: one batch is short of B, two are not
     assert len(spread[0]) < 32 <= len(spread[0]) + len(spread[1]) and len(spread[2]) < 32
     first, second, last = selections
     assert first.update == () and first.pending == tuple(spread[0])
     assert second.update == tuple((spread[0] + spread[1])[:32]) and second.pending == ()
-    assert second.metrics["dapo/groups_trimmed"] == len(spread[0]) + len(spread[1]) - 32
+    assert second.metrics["sampling/groups_dropped"] == len(spread[0]) + len(spread[1]) - 32
     assert last.update == tuple(spread[2]) and last.pending == ()  # the run's end
-    assert dapo.rollouts_spent == 3 * 512
-    assert dapo.rollouts_trained == 8 * (32 + len(spread[2]))
-    assert dapo.rollouts_wasted == 3 * 512 - dapo.rollouts_trained
+    assert dapo.totals["rollouts_spent"] == 3 * 512
+    assert dapo.totals["rollouts_trained"] == 8 * (32 + len(spread[2]))
+    assert dapo.totals["rollouts_wasted"] == 3 * 512 - dapo.totals["rollouts_trained"]
     assert len(dapo.log) == 3 * 64  # every group rolled out is observed
 
 

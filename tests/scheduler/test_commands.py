@@ -52,7 +52,7 @@ def test_select_writes_the_batch_the_library_selects(tmp_path):
     scheduler.load_history(read_history(history_path))
     assert scheduler.next_batch(3) == data["batch"]
     # the history's selections count: c_i of the tasks observed at steps 0..2
-    assert scheduler.history.counts_before(3).sum() == 3 * 64
+    assert scheduler.selections.counts_before(3).sum() == 3 * 64
 
 
 def test_select_with_a_baseline(tmp_path):

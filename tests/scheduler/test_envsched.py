@@ -45,7 +45,7 @@ def test_every_constraint_holds_over_a_long_run(pool):
     check_batches(batches, relaxed, env_of, 64)
     assert all(not r for r in relaxed.values())
     assert min(covered) >= 32
-    counts = scheduler.history.counts_before(60)
+    counts = scheduler.selections.counts_before(60)
     assert counts.sum() == 60 * 64
 
 

@@ -48,20 +48,28 @@ def observed(scheduler) -> set:
     return {(o.task_id, o.step, o.rewards) for o in scheduler.log.observations()}
 
 
-@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+WITH_DS = [*sorted(SCHEDULERS), "random+ds", "envsched_spread+ds"]
+
+
+def base_state(state: dict) -> dict:
+    """A scheduler's own state, also inside a dynamic-sampling composition's."""
+    return state.get("scheduler", state)
+
+
+@pytest.mark.parametrize("name", WITH_DS)
 def test_every_registered_scheduler_grows_mid_run_and_keeps_its_history(graphs, name):
     old, full, rates = graphs
     scheduler = make_scheduler(name, old, batch_size=B, seed=1, operations=operations(full))
     before = drive(scheduler, range(3), rates, full.index)
-    kept, history = observed(scheduler), scheduler.state_dict()["history"]
+    kept, history = observed(scheduler), base_state(scheduler.state_dict())["selections"]
     assert len(kept) >= 3 * B
 
     scheduler.grow(full)
 
     assert scheduler.task_ids == full.task_ids
     assert observed(scheduler) == kept  # every observation, none invented
-    assert scheduler.state_dict()["history"] == history  # and the selection history
-    counts = scheduler.history.counts_before(3)
+    assert base_state(scheduler.state_dict())["selections"] == history  # and the selections
+    counts = scheduler.selections.counts_before(3)
     new = [full.index[t] for t in full.task_ids if t not in old.index]
     assert counts[new].sum() == 0 and counts.sum() == sum(len(set(b)) for b in before)
     # a scheduler built on the grown graph and loaded with the old run's state (a resumed
@@ -157,7 +165,7 @@ def test_dropping_tasks_no_state_mentions_loses_nothing_and_is_accepted(graphs):
     assert observed(scheduler) == kept and scheduler.task_ids == old.task_ids
 
 
-@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+@pytest.mark.parametrize("name", WITH_DS)
 def test_retired_environments_are_not_selected_and_their_observations_stay(graphs, name):
     _, full, rates = graphs
     scheduler = make_scheduler(name, full, batch_size=B, seed=2, operations=operations(full))
@@ -171,7 +179,7 @@ def test_retired_environments_are_not_selected_and_their_observations_stay(graph
     assert not retired_tasks & {t for batch in after for t in batch}
     assert kept <= observed(scheduler)  # the evidence stays
     state = json.loads(json.dumps(scheduler.state_dict()))
-    assert state["retired"] == ["e0"]
+    assert base_state(state)["retired"] == ["e0"]
     resumed = make_scheduler(name, full, batch_size=B, seed=2, operations=operations(full))
     resumed.load_state_dict(state)
     assert resumed.retired == {"e0"}

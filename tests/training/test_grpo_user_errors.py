@@ -53,7 +53,9 @@ def test_an_unknown_environment_to_retire_fails_before_the_policy_loads(
 
 
 @pytest.mark.slow
-def test_resume_on_a_graph_that_lost_an_observed_task_is_a_one_line_error(tmp_path, capsys):
+def test_resume_on_a_graph_that_lost_an_observed_task_is_a_one_line_error_before_the_policy_loads(
+    tmp_path, capsys, monkeypatch
+):
     torch.set_num_threads(1)
     out = tmp_path / "run"
     train = ["train", "grpo", "--model", str(untrained_policy_dir()), "--out", str(out)]
@@ -61,6 +63,11 @@ def test_resume_on_a_graph_that_lost_an_observed_task_is_a_one_line_error(tmp_pa
     lost = json.loads((out / RESULT_FILE).read_text())["batches"][0][0]
     smaller = Pool(envs=POOL.envs, tasks=[t for t in POOL.tasks if t.task_id != lost])
     capsys.readouterr()
+
+    def load_policy(*args, **kwargs):
+        raise AssertionError("the policy was loaded before the lost task was found")
+
+    monkeypatch.setattr("envsched_gnn.training.policy.load_policy", load_policy)
 
     resume = ["--resume", str(out / "checkpoints" / "last.ckpt")]
     assert main([*train, *_inputs(tmp_path / "after", smaller), *SMALL_RUN, *resume]) == 1

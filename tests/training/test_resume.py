@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 from envsched_gnn.training.grpo.module import CHECKPOINT_KEY
 from envsched_gnn.training.policy import load_policy
 from tests.training.grpo_setup import grpo_policy_dir, run, small_config
@@ -54,26 +55,37 @@ def test_resume_refuses_a_checkpoint_of_another_seed(tmp_path):
         )
 
 
-def test_resume_mid_accumulation_gives_the_uninterrupted_run(tmp_path):
-    """DAPO's refill (B = 3 of the 4 train tasks, so a generation batch is all 4): step 0
-    leaves groups with spread pending and makes no update; the checkpoint after it carries
-    them (records and episodes), and the resumed run makes the uninterrupted run's updates:
-    the same batches, rewards, groups trained and bit-identical weights. With weight decay
-    on, the step without an update leaves the policy exactly as it started."""
-    config = small_config(scheduler="dapo", batch_size=3, steps=4, weight_decay=0.1)
+@pytest.mark.parametrize(
+    "scheduler, sampling",
+    [
+        ("dapo", DynamicSamplingConfig()),
+        ("envsched_spread+ds", DynamicSamplingConfig(generation="greso", surplus="keep")),
+    ],
+)
+def test_resume_mid_accumulation_gives_the_uninterrupted_run(tmp_path, scheduler, sampling):
+    """Dynamic sampling's refill (B = 3 of the 4 train tasks, so a generation batch is all 4),
+    for random with verl's recipe and for EnvSched's spread target sizing its own batches and
+    keeping the surplus: step 0 leaves groups with spread pending and makes no update; the
+    checkpoint after it carries them (records and episodes), and the resumed run makes the
+    uninterrupted run's updates: the same batches, rewards, groups trained and bit-identical
+    weights. With weight decay on, the step without an update leaves the policy exactly as it
+    started."""
+    config = small_config(
+        scheduler=scheduler, sampling=sampling, batch_size=3, steps=4, weight_decay=0.1
+    )
     whole = run(config, tmp_path / "whole")
     opening = whole.steps[0]
-    assert opening["batch/kept_groups"] == 0 and opening["dapo/groups_pending"] > 0
+    assert opening["batch/kept_groups"] == 0 and opening["sampling/groups_pending"] > 0
     assert math.isnan(opening["train/loss"])
     assert set(opening) == set(whole.steps[1])  # the same names, with or without an update
     run(config, tmp_path / "part", stop_after=1)
     checkpoint = tmp_path / "part" / "checkpoints" / "last.ckpt"
     state = torch.load(checkpoint, weights_only=True)[CHECKPOINT_KEY]
     pending = [(row["step"], row["task_id"]) for row in state["pending"]]
-    sampling = state["scheduler"]["extra"]["sampling"]["pending"]
+    refill = state["scheduler"]["refill"]["pending"]
     assert (
-        pending == [(s, t) for s, t, _ in sampling]
-        and len(pending) == opening["dapo/groups_pending"]
+        pending == [(s, t) for s, t, _ in refill]
+        and len(pending) == opening["sampling/groups_pending"]
     )
     assert all(len(row["records"]) == len(row["episodes"]) == 4 for row in state["pending"])
     start, _ = load_policy(grpo_policy_dir())
@@ -86,8 +98,8 @@ def test_resume_mid_accumulation_gives_the_uninterrupted_run(tmp_path):
     resumed = run(config, tmp_path / "resumed", resume=checkpoint)
 
     assert resumed.batches == whole.batches and resumed.rewards == whole.rewards
-    assert resumed.rollouts == whole.rollouts == 4 * 4 * 4
-    names = ["batch/kept_groups", "train/loss", *(n for n in opening if n.startswith("dapo/"))]
+    assert resumed.rollouts == whole.rollouts == 4 * 3 * 4  # the budget S B K
+    names = ["batch/kept_groups", "train/loss", *(n for n in opening if n.startswith("sampling/"))]
 
     def trained(steps):  # NaN (no update) as None, so that equal runs compare equal
         return [[None if math.isnan(m[n]) else m[n] for n in names] for m in steps]

@@ -1,7 +1,7 @@
 """The success reward end to end on the hand-made pool: ``train grpo --reward success`` scores
 every rollout 0 or 1, its history and the store say so, and what was written under one reward
-is refused under the other with one line (a resume, the store, a history read into a
-scheduler) while nothing of it changes."""
+is refused under the other with one line (a resume and the store before the policy loads, a
+history read into a scheduler) while nothing of it changes."""
 
 from __future__ import annotations
 
@@ -60,16 +60,18 @@ def test_a_success_run_is_refused_under_partial_credit(
         assert opened.read_observations() == history
     capsys.readouterr()
 
-    # resumed under partial credit: refused when the checkpoint's history is restored
-    assert train(out, "--resume", str(out / "checkpoints" / "last.ckpt")) == 1
-    assert MIXED in _last_error(capsys)
+    monkeypatch.setattr(
+        "envsched_gnn.training.policy.load_policy",
+        lambda *args, **kwargs: pytest.fail("the policy loaded before the reward was checked"),
+    )
+    # resumed under partial credit: refused before the policy loads
+    checkpoint = out / "checkpoints" / "last.ckpt"
+    assert train(out, "--resume", str(checkpoint)) == 1
+    last = _last_error(capsys)
+    assert last.startswith(f"error: {checkpoint}: task ") and MIXED in last
     assert read_history(out / HISTORY_FILE) == history
 
     # a partial-credit run into the success store: refused before the policy loads
-    monkeypatch.setattr(
-        "envsched_gnn.training.policy.load_policy",
-        lambda *args, **kwargs: pytest.fail("the policy loaded before the store was checked"),
-    )
     assert train(tmp_path / "other", "--store", store_server.uri) == 1
     assert _last_error(capsys).startswith(f"error: the store {store_server.uri} {MIXED}")
     assert not (tmp_path / "other").exists()

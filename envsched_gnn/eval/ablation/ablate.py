@@ -1,14 +1,14 @@
 """The ablation harness (``eval ablate``): EnvSched, its ablations and the baselines at one budget.
 
 Every scheduler gets the same rollout budget, steps x B x K rollouts, every rollout counted;
-an over-sampling baseline (DAPO) spends more per step and so makes fewer updates, and the
-groups of an update may come from several steps' batches
-(:class:`~envsched_gnn.scheduler.groups.PendingGroups`). Two learners share the harness:
+one behind dynamic sampling (``NAME+ds``, ``dapo``) spends more per step and so makes fewer
+updates, and the groups of an update may come from several steps' batches. Both learners run
+the one step loop (:class:`~envsched_gnn.scheduler.steps.StepLoop`). Two learners share the harness:
 ``--learner sim`` (:mod:`envsched_gnn.eval.simulator.simulate`; run seed s drives both the
 simulator and the scheduler, common random numbers) and ``--learner policy`` (a real GRPO run
 per scheduler and seed, :mod:`envsched_gnn.eval.ablation.policy_learner`). Score columns:
 :func:`~envsched_gnn.eval.ablation.config.score_steps_for`; the score at budget step T is the
-score after the last update that fits in T x B x K rollouts.
+score curve through the evaluations (piecewise linear) at T x B x K rollouts.
 
 Per step: the batch metrics of spec section 6 (tools used = distinct (environment, tool)
 pairs of the reference solutions), the score after the update, ``trained_groups`` and, for
@@ -41,7 +41,9 @@ from envsched_gnn.eval.ablation.config import (
     ORACLE,
     AblationConfig,
     Job,
+    control_graph_name,
     control_name,
+    control_scheduler,
     grid_name,
     job_graph,
 )
@@ -55,9 +57,9 @@ from envsched_gnn.eval.simulator.simulate import LearnerSimulator, Rollouts, bui
 from envsched_gnn.eval.simulator.world import SimulatorWorld
 from envsched_gnn.eval.stats import spearman
 from envsched_gnn.graph.task_graph import RelationEdges, TaskGraph, read_graph, write_graph
-from envsched_gnn.scheduler.groups import PendingGroups
 from envsched_gnn.scheduler.metrics import batch_metrics
-from envsched_gnn.scheduler.registry import make_scheduler
+from envsched_gnn.scheduler.registry import make_scheduler, over_samples
+from envsched_gnn.scheduler.steps import StepLoop
 from envsched_gnn.workers import map_in_workers
 
 # -- graphs --------------------------------------------------------------------------------
@@ -146,6 +148,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         batch_size=cfg.batch_size,
         seed=job.seed,
         operations=operation_patterns(ctx.pool.tasks),
+        sampling=cfg.sampling,
         **options,
     )
     env_of = {t.task_id: t.env_id for t in ctx.pool.tasks}
@@ -153,35 +156,31 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         t.task_id: {(t.env_id, call.name) for call in (t.reference_solution or [])}
         for t in ctx.pool.tasks
     }
-    budget = cfg.steps * cfg.batch_size * k
-    spent, step = 0, 0
     on_graph = sim.indices(graph.task_ids)
     predicts = hasattr(scheduler, "last_prediction")
     records = [{"step": -1, "budget_step": 0.0, "score": sim.score()}]
     observed = np.zeros(graph.num_tasks, bool)
     start = time.perf_counter()
     schedule_seconds = 0.0
-    pending: PendingGroups[Rollouts] = PendingGroups()
-    while spent < budget:
-        t0 = time.perf_counter()
-        batch = scheduler.next_batch(step)
-        schedule_seconds += time.perf_counter() - t0
-        batch = batch[: (budget - spent) // k]
+    loop: StepLoop[Rollouts] = StepLoop(scheduler, k, cfg.steps * cfg.batch_size * k)
+    step = 0
+    while not loop.done:
+        batch = loop.choose(step)
+        schedule_seconds += batch.schedule_s
         truth = sim.expected_group_variance(on_graph) if predicts else None
-        rollouts = sim.rollout(batch)
+        rollouts = sim.rollout(list(batch.task_ids))
         rewards = rollouts.as_mapping(sim.world.task_ids)
-        spent += len(batch) * k
-        selection = scheduler.filter_groups(step, rewards, final=spent >= budget)
         groups = {task_id: rollouts.subset(np.array([row])) for row, task_id in enumerate(rewards)}
-        trained = pending.settle(step, groups, selection)
+        trained, selection = loop.settle(step, rewards, groups)
         if trained:
             sim.update(Rollouts.concat(trained))
-        scheduler.observe(step, rewards)
-        tools = len(set().union(*(tools_of[t] for t in batch)))
-        record = {"step": step, "budget_step": spent / (cfg.batch_size * k), "score": sim.score()}
+        tools = len(set().union(*(tools_of[t] for t in batch.task_ids)))
+        budget_step = loop.spent / (cfg.batch_size * k)
+        record = {"step": step, "budget_step": budget_step, "score": sim.score()}
         record.update(batch_metrics(rewards, env_of, tools))
         record.update(prediction_quality(scheduler, graph, rewards, truth, observed))
         observed[[graph.index[t] for t in rewards]] = True
+        record["groups"] = len(batch.task_ids)
         record["trained_groups"] = len(selection.update)
         record.update(selection.metrics)
         records.append(record)
@@ -192,7 +191,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         "records": records,
         "wall_s": time.perf_counter() - start,
         "schedule_s": schedule_seconds,
-        "rollouts": spent,
+        "rollouts": loop.spent,
     }
 
 
@@ -238,14 +237,14 @@ def plan_jobs(config: AblationConfig) -> list[Job]:
         (grid_name(*k), "envsched", grid_name(*k), None) for k in config.k_grid if k != DEFAULT_K
     ]
     for c in config.controls:
-        if c in PREDICTOR_CONTROLS:
-            named.append((control_name(c), "envsched", PREDICTOR_CONTROLS[c], default))
+        graph, scheduler = control_graph_name(c), control_scheduler(c)
+        if graph in PREDICTOR_CONTROLS:
+            named.append((control_name(c), scheduler, PREDICTOR_CONTROLS[graph], default))
         else:
-            named.append((control_name(c), "envsched", c, None))
+            named.append((control_name(c), scheduler, graph, None))
     if config.oracle_graph:
         named.append((ORACLE, "envsched", "oracle", None))
-    cost = {"learned": 0, "dapo": 2}
-    named.sort(key=lambda item: cost.get(item[1], 1))
+    named.sort(key=lambda item: 0 if item[1] == "learned" else 2 if over_samples(item[1]) else 1)
     return [
         Job(name, sched, graph, seed, penalty)
         for name, sched, graph, penalty in named
@@ -317,7 +316,7 @@ def prepare_graphs(
         from envsched_gnn.eval.ablation.oracle import oracle_graph
 
         graphs["oracle"] = oracle_graph(train, *DEFAULT_K)
-    if SHUFFLED_CONTROL in config.controls:
+    if SHUFFLED_CONTROL in map(control_graph_name, config.controls):
         graphs[SHUFFLED_CONTROL], timings["shuffled_graph_build_s"] = cached_graph(
             graphs_dir / f"graph_shuffled{config.control_seed}_{grid_name(*DEFAULT_K)}.json",
             lambda: build_pool_graph(shuffled_pool(train, config.control_seed), *DEFAULT_K),

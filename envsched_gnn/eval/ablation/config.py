@@ -18,8 +18,9 @@ from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS, PREDICTOR_CONTROLS, control_graph
 from envsched_gnn.eval.simulator.config import SimulatorConfig
 from envsched_gnn.graph.task_graph import TaskGraph
+from envsched_gnn.scheduler.dynamic_sampling import SUFFIX, DynamicSamplingConfig
 from envsched_gnn.scheduler.metrics import BATCH_METRICS
-from envsched_gnn.scheduler.registry import SCHEDULERS
+from envsched_gnn.scheduler.registry import is_scheduler_name, scheduler_names_expected
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig, small_policy_recipe
 from envsched_gnn.training.sft_config import SFTConfig
@@ -51,8 +52,36 @@ def grid_name(k_in: int, k_cross: int) -> str:
 
 
 def control_name(control: str) -> str:
-    """The result name of EnvSched on a control graph: ``envsched_<control>``."""
+    """The result name of EnvSched on a control graph: ``envsched_<control>`` (and
+    ``envsched_<control>+ds`` behind dynamic sampling)."""
     return f"envsched_{control}"
+
+
+def target_variants(config: AblationConfig) -> list[str]:
+    """The target variants the run holds, plain and behind dynamic sampling, each compared
+    with the controls of its own kind (plain with plain, ``+ds`` with ``+ds``)."""
+    return [
+        name
+        for base in TARGET_VARIANTS
+        for name in (base, base + SUFFIX)
+        if name in config.schedulers
+    ]
+
+
+def same_kind_controls(target: str, config: AblationConfig) -> list[str]:
+    """The result names of the controls sampled as ``target`` is (both plain or both ``+ds``)."""
+    ds = target.endswith(SUFFIX)
+    return [control_name(c) for c in config.controls if c.endswith(SUFFIX) == ds]
+
+
+def control_graph_name(control: str) -> str:
+    """The control graph of ``control`` (``relabelled+ds`` runs on ``relabelled``)."""
+    return control.removesuffix(SUFFIX)
+
+
+def control_scheduler(control: str) -> str:
+    """The scheduler a control runs: EnvSched, behind dynamic sampling for ``NAME+ds``."""
+    return "envsched" + (SUFFIX if control.endswith(SUFFIX) else "")
 
 
 def eval_every_for(steps: int, evaluations: int = 5) -> int:
@@ -129,7 +158,8 @@ class AblationConfig:
     learner: str = "sim"
     """``sim`` (the learner simulator) or ``policy`` (real GRPO runs of the policy)."""
     controls: tuple[str, ...] = ()
-    """Control graphs to run EnvSched on (spec section 7): names of ``controls.CONTROLS``."""
+    """Control graphs to run EnvSched on (spec section 7): names of ``controls.CONTROLS``;
+    ``NAME+ds`` runs EnvSched behind dynamic sampling on that control graph."""
     schedulers: tuple[str, ...] = ENVSCHED_VARIANTS + BASELINES
     """Registered scheduler names to run on the default graph."""
     k_grid: tuple[tuple[int, int], ...] = K_GRID
@@ -140,6 +170,12 @@ class AblationConfig:
     """Policy learner: held-out evaluations per run after step 0, every e = ceil(S /
     evaluations) steps (each costs about as much as 10 GRPO steps of 8 x 8 on the demo
     pool)."""
+    eval_rollouts: tuple[int, ...] = ()
+    """Policy learner: evaluate after the first step to reach each of these rollout counts
+    (and after the last) instead of every e steps: a grid in rollouts, where a scheduler
+    behind dynamic sampling, whose steps spend more, is evaluated at the same points."""
+    sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    """Dynamic sampling of every ``NAME+ds`` scheduler of the run (``dapo`` keeps its own)."""
     workers: int = 2
     """Worker processes of the simulator's runs (the policy learner's: --policy-workers)."""
     control_seed: int = 0
@@ -164,15 +200,25 @@ class AblationConfig:
             )
         names = ("seeds", "steps", "batch_size", "workers", "evaluations")
         check_bounds(self, at_least=dict.fromkeys(names, 1))
+        budget = self.steps * self.batch_size * self.simulator.rollouts
+        if any(not 1 <= r <= budget for r in self.eval_rollouts):
+            raise config_error(
+                self, "eval_rollouts", self.eval_rollouts, f"counts in [1, {budget}] (the budget)"
+            )
         if self.score_steps is None:
             self.score_steps = score_steps_for(self.steps, self.evaluations)
-        unknown_controls = [c for c in self.controls if c not in CONTROLS]
+        unknown_controls = [c for c in self.controls if control_graph_name(c) not in CONTROLS]
         if unknown_controls:
             raise config_error(
-                self, "controls", self.controls, f"names of {CONTROLS}, not {unknown_controls}"
+                self,
+                "controls",
+                self.controls,
+                f"names of {CONTROLS} (or NAME{SUFFIX}), not {unknown_controls}",
             )
-        self.controls = tuple(c for c in CONTROLS if c in self.controls)
-        predictor_only = [c for c in self.controls if c in PREDICTOR_CONTROLS]
+        self.controls = tuple(
+            c for base in CONTROLS for c in (base, base + SUFFIX) if c in self.controls
+        )
+        predictor_only = [c for c in self.controls if control_graph_name(c) in PREDICTOR_CONTROLS]
         if self.learner == "policy" and predictor_only:
             raise config_error(
                 self,
@@ -181,10 +227,13 @@ class AblationConfig:
                 f"none of {predictor_only} with learner 'policy' (GRPO training reads one "
                 "graph for the predictor and the penalty): they need learner 'sim'",
             )
-        unknown = [name for name in self.schedulers if name not in SCHEDULERS]
+        unknown = [name for name in self.schedulers if not is_scheduler_name(name)]
         if unknown or not self.schedulers:
             raise config_error(
-                self, "schedulers", self.schedulers, f"names of {sorted(SCHEDULERS)}, not {unknown}"
+                self,
+                "schedulers",
+                self.schedulers,
+                f"names of schedulers, {scheduler_names_expected()}; not {unknown}",
             )
 
 
@@ -220,8 +269,13 @@ def run_names(config: AblationConfig) -> list[str]:
 
 
 def curve_steps(config: AblationConfig) -> np.ndarray:
-    """Budget steps of the score curve: every step (simulator), the evaluations (policy)."""
+    """Budget steps of the score curve: every step (simulator), the evaluations (policy: the
+    rollout grid when given, else every e steps)."""
     if config.learner == "sim":
         return np.arange(config.steps + 1, dtype=np.float64)
+    if config.eval_rollouts:
+        per_step = config.batch_size * config.simulator.rollouts
+        points = {0.0, float(config.steps), *(r / per_step for r in config.eval_rollouts)}
+        return np.array(sorted(points), dtype=np.float64)
     e = eval_every_for(config.steps, config.evaluations)
     return np.array(sorted({*range(0, config.steps, e), config.steps}), dtype=np.float64)

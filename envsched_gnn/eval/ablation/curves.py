@@ -3,8 +3,9 @@
 A run's evaluations are (budget step b_j, reward y_j) with y ``score`` or ``pool_score`` and
 rollouts = b B K; every scheduler of one seed shares the seed, so comparisons pair by seed.
 
-- :func:`paired_curve`: at each grid step, the last evaluation within it (:func:`scores_at`),
-  scheduler minus reference per seed, mean and Student-t 95 % interval over seeds.
+- :func:`paired_curve`: at each grid step, the curve through the evaluations
+  (:func:`scores_at`), scheduler minus reference per seed, mean and Student-t 95 % interval
+  over seeds.
 - :func:`rollouts_to_match`: per seed, the first point where the piecewise-linear curve reaches
   the reference's final reward,
   b* = b_{j-1} + (target - y_{j-1}) / (y_j - y_{j-1}) (b_j - b_{j-1}) for the first j with
@@ -37,14 +38,13 @@ def evaluations(records: Sequence[dict], key: str = "score") -> tuple[np.ndarray
 def scores_at(
     records: Sequence[dict], budget_steps: Sequence[float], key: str = "score"
 ) -> np.ndarray:
-    """Score (``key``) after the last scored update within each budget step (records in budget
-    order; records without it, updates the policy learner did not evaluate after, are
-    skipped)."""
+    """Score (``key``) at each budget step, piecewise-linear between the evaluations and the
+    last one beyond them (records in budget order; records without it, updates the policy
+    learner did not evaluate after, are skipped). Runs whose evaluations fall at other
+    rollouts (a scheduler behind dynamic sampling spends more a step) are compared at the
+    same points."""
     spent, score = evaluations(records, key)
-    idx = (
-        np.searchsorted(spent, np.asarray(budget_steps, dtype=np.float64) + 1e-9, side="right") - 1
-    )
-    return score[np.clip(idx, 0, len(score) - 1)]
+    return np.interp(np.asarray(budget_steps, dtype=np.float64), spent, score)
 
 
 def paired_curve(

@@ -62,7 +62,7 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
         rows = [(name, [_point(e[curve_key], i) for i in shown]) for name, e in entries]
         lines += [
             f"{title} against rollouts spent (columns: rollouts = budget step x B x K; the "
-            "last evaluation within each); mean ± 95 % CI over seeds.",
+            "curve through each run's evaluations there); mean ± 95 % CI over seeds.",
             "",
             *markdown_table(head, rows),
             "",

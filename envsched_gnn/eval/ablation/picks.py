@@ -1,13 +1,17 @@
 """The picks diagnosed: what each scheduler's batches held, from the runs' own groups.
 
-From the policy learner's ``extra.groups`` (per step: tasks, K rewards, stage and score at the
-pick), per scheduler and seed: picks by reference-call count and by abstract operation, with
-the zero-variance share of each call count (a group is *informative* when v > 0); the
-zero-variance share of first and repeat visits; the wasted share of rollouts,
-wasted = 1 - min(U, T) / G with U informative groups rolled out, T trained
-(``trained_groups``) and G in all, paired by seed against random's; and at first visits the
-AUC of the pick score for informative vs zero-variance (ties one half, NaN with one class)
-and the informative share minus random's. Per-seed values are reported as mean ± 95 % CI.
+From the policy learner's ``extra.groups`` (per step: tasks, K rewards, stage, score and
+predicted spread at the pick), per scheduler and seed: picks by reference-call count and by
+abstract operation, with the zero-variance share of each call count (a group is
+*informative* when v > 0); the zero-variance share of first and repeat visits; the wasted
+share of rollouts, wasted = 1 - min(U, T) / G with U informative groups rolled out, T trained
+(``trained_groups``) and G in all, paired by seed against random's, and G / T; at first
+visits and at repeats the AUC of the pick score for informative vs zero-variance (ties one
+half, NaN with one class), and at first visits the informative share minus random's; and the
+predictor as a call before rollout: precision and recall of "zero-variance" called from the
+task's previous group (GRESO's signal) and from the spread target's P(v > 0) < 1/2, and the
+revival rate, the share of repeats after a zero-variance group that are informative. Per-seed
+values are reported as mean ± 95 % CI.
 """
 
 from __future__ import annotations
@@ -46,36 +50,61 @@ class Pick:
     first_visit: bool
     score: float | None
     stage: str | None
+    zero_before: bool | None = None
+    """Whether the task's previous group was zero-variance (None at a first visit)."""
+    spread: float | None = None
+    """The predicted P(v > 0) at the pick (the spread target's E_z; None without one)."""
 
 
 def run_picks(groups: Sequence[Mapping], pool: Pool) -> list[Pick]:
     """The picks of one run, from its ``extra.groups`` (steps in order)."""
     tasks = {t.task_id: t for t in pool.tasks}
-    seen: set[str] = set()
+    last_zero: dict[str, bool] = {}
     picks = []
     for group in sorted(groups, key=lambda g: g["step"]):
-        scores = group.get("score") or [None] * len(group["task_ids"])
-        stages = group.get("stage") or [None] * len(group["task_ids"])
-        for task_id, rewards, score, stage in zip(
-            group["task_ids"], group["rewards"], scores, stages, strict=True
+        n = len(group["task_ids"])
+        scores = group.get("score") or [None] * n
+        stages = group.get("stage") or [None] * n
+        spreads = group.get("spread") or [None] * n
+        for task_id, rewards, score, stage, spread in zip(
+            group["task_ids"], group["rewards"], scores, stages, spreads, strict=True
         ):
             task = tasks.get(task_id)
             if task is None:
                 raise ValueError(f"pick diagnosis: task {task_id!r} of a run is not in the pool")
+            informative = min(rewards) != max(rewards)
             picks.append(
                 Pick(
                     int(group["step"]),
                     task_id,
                     len(task.reference_solution or []),
                     task.abstract or "(no abstract)",
-                    min(rewards) != max(rewards),
-                    task_id not in seen,
+                    informative,
+                    task_id not in last_zero,
                     None if score is None else float(score),
                     stage,
+                    last_zero.get(task_id),
+                    None if spread is None else float(spread),
                 )
             )
-            seen.add(task_id)
+            last_zero[task_id] = not informative
     return picks
+
+
+def zero_calls(called: Sequence[bool], zero: Sequence[bool]) -> dict | None:
+    """Precision and recall of calls "this group will be zero-variance" against what the
+    groups were; None without a call or without a zero-variance group."""
+    called, zero = np.asarray(called, bool), np.asarray(zero, bool)
+    hits = int((called & zero).sum())
+    if not called.any() or not zero.any():
+        return None
+    return {
+        "precision": hits / int(called.sum()),
+        "recall": hits / int(zero.sum()),
+        "called": int(called.sum()),
+        "zero": int(zero.sum()),
+        "groups": int(called.size),
+    }
 
 
 def auc(scores: Sequence[float], positive: Sequence[bool]) -> float:
@@ -104,8 +133,15 @@ def seed_summary(picks: Sequence[Pick], trained: int | None = None) -> dict:
     top = sum(n for _, n in abstracts.most_common(TOP_ABSTRACTS))
     informative = sum(p.informative for p in picks)
     used = informative if trained is None else min(informative, trained)
+    scored_repeats = [p for p in repeat if p.score is not None]
+    with_spread = {
+        visit: [p for p in chosen if p.spread is not None]
+        for visit, chosen in (("first", first), ("repeat", repeat))
+    }
+    was_zero = [p for p in repeat if p.zero_before]
     return {
         "groups": len(picks),
+        "groups_per_trained": len(picks) / trained if trained else None,
         "zero_share": _zero_share(picks),
         "wasted_share": 1.0 - used / len(picks),
         "calls_share": {str(c): n / len(picks) for c, n in sorted(calls.items())},
@@ -120,6 +156,22 @@ def seed_summary(picks: Sequence[Pick], trained: int | None = None) -> dict:
         "auc_first": auc([p.score for p in scored], [p.informative for p in scored])
         if scored
         else None,
+        "auc_repeat": auc(
+            [p.score for p in scored_repeats], [p.informative for p in scored_repeats]
+        )
+        if scored_repeats
+        else None,
+        # GRESO's call: zero-variance again where it was at the last visit
+        "history_call": zero_calls(
+            [bool(p.zero_before) for p in repeat], [not p.informative for p in repeat]
+        ),
+        "revival": sum(p.informative for p in was_zero) / len(was_zero) if was_zero else None,
+        # the spread target's call: zero-variance where the predicted P(v > 0) < 1/2
+        "spread_call": {
+            visit: zero_calls([p.spread < 0.5 for p in chosen], [not p.informative for p in chosen])
+            for visit, chosen in with_spread.items()
+            if chosen
+        },
         "abstracts_per_batch": float(np.mean([len(a) for a in by_step.values()])),
         "top_abstracts_share": top / len(picks),
         "abstract_counts": dict(abstracts.most_common()),
@@ -167,11 +219,22 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
         "zero_share_repeat",
         "informative_share_first",
         "auc_first",
+        "auc_repeat",
+        "revival",
+        "groups_per_trained",
         "abstracts_per_batch",
         "top_abstracts_share",
     ):
         values = [r[key] for r in rows if r[key] is not None and not math.isnan(r[key])]
         summary[key] = mean_ci(values) if values else None
+    calls = {"history_call": [r["history_call"] for r in rows]}
+    for visit in ("first", "repeat"):
+        calls[f"spread_call_{visit}"] = [r["spread_call"].get(visit) for r in rows]
+    for name, per_seed in calls.items():
+        made = [c for c in per_seed if c is not None]
+        summary[name] = (
+            {m: mean_ci([c[m] for c in made]) for m in ("precision", "recall")} if made else None
+        )
     for key in ("calls_share", "zero_share_by_calls"):
         counts = sorted({c for r in rows for c in r[key]}, key=int)
         summary[key] = {}
@@ -250,5 +313,47 @@ def render_picks(diagnosis: Mapping[str, dict]) -> str:
             ],
             first,
         ),
+        "",
+        *_render_calls(diagnosis),
     ]
     return "\n".join(lines)
+
+
+def _render_calls(diagnosis: Mapping[str, dict]) -> list[str]:
+    """The predictor as a call before rollout: the scores' AUC at repeats, the history's and
+    the spread target's calls "zero-variance", and the revival rate."""
+
+    def call(stat: Mapping | None) -> list[str]:
+        if stat is None:
+            return ["-", "-"]
+        return [format_ci(stat["precision"], 3), format_ci(stat["recall"], 3)]
+
+    rows = [
+        (
+            name,
+            [
+                format_ci(e.get("groups_per_trained"), 2),
+                format_ci(e.get("auc_repeat"), 3),
+                *call(e.get("history_call")),
+                format_ci(e.get("revival"), 3),
+                *call(e.get("spread_call_first")),
+                *call(e.get("spread_call_repeat")),
+            ],
+        )
+        for name, e in diagnosis.items()
+    ]
+    head = ["scheduler", "groups rolled / trained", "AUC of the score at repeats"]
+    head += ["history call: precision", "recall", "revival rate"]
+    head += ["spread call, first: precision", "recall", "spread call, repeat: precision"]
+    head += ["recall"]
+    return [
+        "The predictor as a call before rollout (mean ± 95 % CI over seeds). The history "
+        "call, GRESO's signal, says a repeat visit will be zero-variance when the task's "
+        "previous group was; the revival rate is the share of those that were informative "
+        "after all (GRESO reports about 20 %). The spread call says zero-variance when the "
+        "spread target's predicted P(v > 0) at the pick is below 1/2. Precision: the share "
+        "of the calls that were zero-variance; recall: the share of the zero-variance groups "
+        "called.",
+        "",
+        *markdown_table(head, rows),
+    ]

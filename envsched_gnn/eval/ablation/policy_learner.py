@@ -4,11 +4,14 @@ Every run starts from the same policy (the SFT warm start of ``model`` or the bu
 :mod:`~envsched_gnn.training.warm_start`; ``model`` as is when ``sft_steps`` = 0) and trains
 with :func:`~envsched_gnn.training.grpo.train.train_grpo` on the ablation's train-split graph
 (a control's: its draw for seed s), ``workers`` runs at a time. Budget: S x B x K rollouts per
-run; a scheduler with G > B tasks per batch (DAPO) runs floor(S B / G) steps.
+run, every rollout counted (a scheduler behind dynamic sampling spends more a step and makes
+fewer steps).
 
 Score: the held-out mean reward (1/N) sum_i m_i on one fixed seeded subset of N test tasks,
-every e = ceil(S / 5) steps and after the last
-(:func:`~envsched_gnn.eval.ablation.config.eval_every_for`); the step-0 evaluation is shared.
+every e = ceil(S / evaluations) steps
+(:func:`~envsched_gnn.eval.ablation.config.eval_every_for`), or at the first step to reach
+each count of the rollout grid ``eval_rollouts``, and after the last; the step-0 evaluation
+is shared.
 Finished runs, the SFT start (``policy/start.json``) and the step-0 evaluation
 (``policy/heldout_step0.json``) are kept with the fingerprints they depend on, so a rerun
 trains only what is missing. Records have the simulator path's layout (``ablate.run_job``),
@@ -19,12 +22,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from envsched_gnn.envs.abstract import operation_patterns
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.eval.ablation.config import (
     STEP_METRICS,
@@ -37,7 +39,6 @@ from envsched_gnn.eval.ablation.config import (
 from envsched_gnn.eval.ablation.runs import FinishedRuns, folder_fingerprint
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import canonical_sha256, write_json_atomically
-from envsched_gnn.scheduler.registry import make_scheduler
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.sft_config import SFTConfig
 
@@ -89,21 +90,6 @@ def starting_policy(
     return path
 
 
-def steps_within_budget(
-    scheduler: str,
-    graph: TaskGraph,
-    config: AblationConfig,
-    operations: Mapping[str, str] | None = None,
-) -> int:
-    """floor(S B / G): the GRPO steps whose batches of G tasks fit the budget of S B groups
-    (``operations``: the tasks' operation patterns, for the schedulers that read them)."""
-    probe = make_scheduler(
-        scheduler, graph, batch_size=config.batch_size, seed=0, operations=operations
-    )
-    per_step = len(probe.next_batch(0))
-    return max(1, config.steps * config.batch_size // per_step)
-
-
 def run_policy_jobs(
     pool: Pool,
     graphs: dict[str, TaskGraph],
@@ -145,18 +131,21 @@ def run_policy_jobs(
         start, recipe, learner, record, start_id, finished.pool, log
     )
     grpo_runs = []
-    operations = operation_patterns(pool.tasks)
     for job in todo:
-        graph = job_graph(job.graph, job.seed, graphs, config)
         grpo = replace(
             recipe,
             scheduler=job.scheduler,
             batch_size=config.batch_size,
             group_size=config.simulator.rollouts,
-            steps=steps_within_budget(job.scheduler, graph, config, operations),
-            eval_every=eval_every_for(config.steps, config.evaluations),
+            steps=config.steps,
+            sampling=config.sampling,
+            eval_every=0
+            if config.eval_rollouts
+            else eval_every_for(config.steps, config.evaluations),
+            eval_rollouts=config.eval_rollouts,
             seed=job.seed,
         )
+        graph = job_graph(job.graph, job.seed, graphs, config)
         grpo_runs.append(GRPORun(grpo, out / "runs" / job.name / f"seed{job.seed}", graph))
     runs: list[dict] = list(done.values())
     started = time.perf_counter()
@@ -186,6 +175,7 @@ def run_policy_jobs(
             "samples": learner.eval_samples,
             "seed": learner.eval_seed,
             "every_steps": eval_every_for(config.steps, config.evaluations),
+            "rollouts": list(config.eval_rollouts),
             "step0": initial,
         },
     }
@@ -260,7 +250,10 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
         if pool:
             record["pool_score"] = pool.get(step + 1)
         record.update({name: float(metrics[name]) for name in STEP_METRICS})
+        record["groups"] = int(metrics["batch/rollouts"]) // config.simulator.rollouts
         record["trained_groups"] = int(metrics["batch/kept_groups"])
+        record["rollout_s"] = float(metrics["time/rollout_s"])
+        record.update({k: float(v) for k, v in metrics.items() if k.startswith("sampling/")})
         records.append(record)
     return {
         "name": job.name,

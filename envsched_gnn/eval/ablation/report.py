@@ -14,15 +14,18 @@ import numpy as np
 from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
-    TARGET_VARIANTS,
     AblationConfig,
+    control_graph_name,
     control_name,
+    target_variants,
 )
 from envsched_gnn.eval.ablation.curves_report import plot_reward_curves, render_reward_curves
 from envsched_gnn.eval.ablation.picks import render_picks
+from envsched_gnn.eval.ablation.targets_report import render_targets
 from envsched_gnn.eval.plots import pyplot, save_figure
 from envsched_gnn.eval.stats import format_ci
 from envsched_gnn.json_files import write_json_atomically
+from envsched_gnn.scheduler.dynamic_sampling import SUFFIX
 
 CONTROL_LABELS = {
     "relabelled": "the relabelled graph (primary control)",
@@ -42,6 +45,19 @@ TARGET_LABELS = {
     "envsched_spread": "EnvSched with the spread target P(v > 0)",
     "envsched_ops": "EnvSched with coverage over operation patterns",
 }
+BEHIND_DS = " behind dynamic sampling"
+
+
+def target_label(name: str) -> str:
+    """The words for a target variant, ``+ds`` included."""
+    return TARGET_LABELS[name.removesuffix(SUFFIX)] + (BEHIND_DS if name.endswith(SUFFIX) else "")
+
+
+def control_label(control: str) -> str:
+    """The words for a control (its graph), ``+ds`` included."""
+    label = CONTROL_LABELS[control_graph_name(control)]
+    return label + (BEHIND_DS if control.endswith(SUFFIX) else "")
+
 
 SHORT = {
     "batch/mean_reward_variance": "mean var",
@@ -111,19 +127,19 @@ def _margin_parts(margin: dict, config: AblationConfig) -> str:
 def render_margins(results: dict, config: AblationConfig) -> str:
     """EnvSched and each control minus random, and EnvSched minus each control, paired."""
     lines = []
-    labelled = [(name, TARGET_LABELS[name]) for name in TARGET_VARIANTS]
-    labelled += [(control_name(c), f"EnvSched on {CONTROL_LABELS[c]}") for c in config.controls]
+    labelled = [(name, target_label(name)) for name in target_variants(config)]
+    labelled += [(control_name(c), f"EnvSched on {control_label(c)}") for c in config.controls]
     for name, label in labelled:
         margin = results.get(name, {}).get("margin_over_random")
         if margin:
             lines.append(
                 f"- {label} minus random (paired by seed): {_margin_parts(margin, config)}"
             )
-    for target in TARGET_VARIANTS:
+    for target in target_variants(config):
         for name, margin in results.get(target, {}).get("margin_over_controls", {}).items():
-            label = CONTROL_LABELS[name.removeprefix("envsched_")]
+            label = control_label(name.removeprefix("envsched_"))
             lines.append(
-                f"- {TARGET_LABELS[target]} minus EnvSched on {label} (paired by seed): "
+                f"- {target_label(target)} minus EnvSched on {label} (paired by seed): "
                 f"{_margin_parts(margin, config)}"
             )
     return "\n".join(lines)
@@ -153,11 +169,11 @@ def render_pool(results: dict, config: AblationConfig) -> str:
             for s in config.score_steps
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    for target in TARGET_VARIANTS:
+    for target in target_variants(config):
         margins = results.get(target, {}).get("pool_margin_over_controls", {})
         for name, margin in margins.items():
-            label = CONTROL_LABELS[name.removeprefix("envsched_")]
-            lines += ["", f"- Pool: {TARGET_LABELS[target]} minus EnvSched on {label} (paired "
+            label = control_label(name.removeprefix("envsched_"))
+            lines += ["", f"- Pool: {target_label(target)} minus EnvSched on {label} (paired "
                       f"by seed): {_margin_parts(margin, config)}"]  # fmt: skip
     return "\n".join(lines)
 
@@ -186,6 +202,8 @@ def write_ablation_report(results: dict, run_info: dict, config: AblationConfig,
         render_pool(results, config),
         "",
         render_reward_curves(results, config),
+        "",
+        render_targets(results, config.steps * config.batch_size * config.simulator.rollouts),
         "",
         render_prediction(results),
         "",
@@ -247,9 +265,20 @@ def _learner_lines(run_info: dict, config: AblationConfig) -> list[str]:
         "The downstream "
         f"score is the held-out mean reward of the policy on {heldout['tasks']} test tasks x "
         f"{heldout['samples']} samples (evaluation seed {heldout['seed']}, the same set for "
-        f"every run), measured at step 0 and every {heldout['every_steps']} steps; "
-        f"score@T is the last evaluation within T x B x K rollouts."
+        f"every run), measured at step 0 and {_when(heldout)}; score@T is the curve through "
+        "the evaluations (piecewise linear) at T x B x K rollouts."
     ]
+
+
+def _when(heldout: dict) -> str:
+    """When a run was evaluated, in words."""
+    if heldout.get("rollouts"):
+        return (
+            "after the first step to reach each of "
+            + ", ".join(f"{r:,}" for r in heldout["rollouts"])
+            + " rollouts, and after the last"
+        )
+    return f"every {heldout['every_steps']} steps"
 
 
 def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path]:
@@ -269,16 +298,23 @@ def plot_ablation(results: dict, out: Path, config: AblationConfig) -> list[Path
         ),
         strict=True,
     ):
+        grid = np.arange(1, config.steps + 1, dtype=np.float64)
         for name, entry in results.items():
-            first = entry["runs"][0]["records"][1:]
-            steps = np.array([r["budget_step"] for r in first])
+            # runs behind dynamic sampling step at other budget steps: read each at the grid
             values = np.mean(
-                [[r[metric] for r in run["records"][1 : len(first) + 1]] for run in entry["runs"]],
+                [
+                    np.interp(
+                        grid,
+                        [r["budget_step"] for r in run["records"][1:]],
+                        [r[metric] for r in run["records"][1:]],
+                    )
+                    for run in entry["runs"]
+                ],
                 axis=0,
             )
-            ax.plot(steps, values, linewidth=1.0, label=name)
+            ax.plot(grid, values, linewidth=1.0, label=name)
         ax.set_title(f"{metric} (learner: {label})")
-        ax.set_xlabel("budget step")
+        ax.set_xlabel("budget step (B x K rollouts)")
     axes.flat[0].legend(fontsize=6, ncol=2)
     paths.append(save_figure(fig, out / "batch_metrics.png"))
     if any("prediction" in entry for entry in results.values()):

@@ -7,7 +7,8 @@ determines the run:
 
 - the job: name, registered scheduler, graph key, penalty graph key, seed;
 - the config, less :data:`SELECTION_FIELDS` (which runs exist, how many run at once, which
-  score columns the table shows) and less the other learner's settings;
+  score columns the table shows) and less the other learner's settings; the dynamic sampling
+  settings only for the runs of ``NAME+ds`` (which read them);
 - the SHA-256 of the pool (every environment and task as its pool files hold them);
 - the SHA-256 of each graph the run reads (for a control drawn per seed: the default graph it
   is drawn from; the draw is fixed by the control seed and the run seed, both in the
@@ -39,6 +40,7 @@ from envsched_gnn.eval.ablation.config import DEFAULT_K, AblationConfig, Job, gr
 from envsched_gnn.eval.controls import CONTROLS, DRAWN_CONTROLS
 from envsched_gnn.graph.task_graph import TaskGraph
 from envsched_gnn.json_files import canonical_sha256, write_json_atomically
+from envsched_gnn.scheduler.dynamic_sampling import SUFFIX
 
 RUNS_DIR = "per_seed"
 SELECTION_FIELDS = ("seeds", "schedulers", "controls", "k_grid", "oracle_graph", "score_steps")
@@ -92,6 +94,7 @@ def run_settings(config: AblationConfig) -> dict:
     starting policy's fingerprint)."""
     settings = {k: v for k, v in non_default_fields(config).items() if k not in SELECTION_FIELDS}
     settings.pop("workers", None)
+    settings.pop("sampling", None)  # a run's own when it samples dynamically (identity)
     if config.learner == "sim":
         settings.pop("policy", None)
         settings.pop("evaluations", None)
@@ -134,7 +137,7 @@ class FinishedRuns:
                 return None
             return self.graphs[grid_name(*DEFAULT_K) if key in DRAWN_CONTROLS else key]
 
-        return {
+        identity = {
             "job": asdict(job),
             "settings": self.settings,
             "pool": self.pool,
@@ -142,6 +145,9 @@ class FinishedRuns:
             "penalty_graph": graph(job.penalty_graph),
             "start": start,
         }
+        if job.scheduler.endswith(SUFFIX):
+            identity["sampling"] = non_default_fields(self.config.sampling)
+        return identity
 
     def split(
         self, jobs: Sequence[Job], start: str | None = None
@@ -185,7 +191,7 @@ class FinishedRuns:
             "scheduler": job.scheduler,
             "seed": job.seed,
             "graph": job.graph,
-            "control": control if control in CONTROLS else None,
+            "control": control if control.removesuffix(SUFFIX) in CONTROLS else None,
             "learner": self.config.learner,
             **{k: v for k, v in run.items() if k not in ("name", "seed")},
             "key": canonical_sha256(identity),

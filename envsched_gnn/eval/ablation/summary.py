@@ -23,11 +23,12 @@ from envsched_gnn.eval.ablation.config import (
     LEARNER_LABELS,
     PREDICTION_METRICS,
     STEP_METRICS,
-    TARGET_VARIANTS,
     AblationConfig,
     control_name,
     curve_steps,
     run_names,
+    same_kind_controls,
+    target_variants,
 )
 from envsched_gnn.eval.ablation.curves import (
     REWARD_KEYS,
@@ -35,6 +36,7 @@ from envsched_gnn.eval.ablation.curves import (
     rollouts_to_match,
     scores_at,
 )
+from envsched_gnn.eval.ablation.targets import summarise_targets
 
 MARGINS = {"score": "", "pool_score": "pool_"}
 """The rewards paired against random and the controls, and the prefix of their margins' keys."""
@@ -99,13 +101,17 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                     entry[f"{prefix}margin_over_random"] = margin
     for entry in results.values():
         entry.update(against_references(entry, results, grid, config))
-    for target in TARGET_VARIANTS:
-        envsched = results.get(target, {})
+    per_budget_step = config.batch_size * config.simulator.rollouts
+    compute = summarise_targets(results, per_budget_step, float(config.steps))
+    for name, entry in compute.get("runs", {}).items():
+        results[name]["compute_to_target"] = {"targets": compute["targets"], **entry}
+    for target in target_variants(config):
+        envsched = results[target]
         for key, prefix in MARGINS.items():
             if key in envsched:
                 envsched[f"{prefix}margin_over_controls"] = {
                     name: paired_margin(envsched, results[name], config, key)
-                    for name in map(control_name, config.controls)
+                    for name in same_kind_controls(target, config)
                     if key in results[name]
                 }
     return results
@@ -175,7 +181,8 @@ def prediction_summary(group: Sequence[dict]) -> dict:
     summary = {}
     for metric in PREDICTION_METRICS:
         per_step = [[rec.get(metric, math.nan) for rec in r["records"][1:]] for r in group]
-        values = np.array(per_step, dtype=np.float64)
+        steps = max(len(row) for row in per_step)  # seeds differ behind dynamic sampling
+        values = np.array([row + [math.nan] * (steps - len(row)) for row in per_step])
         if not np.isfinite(values).any():
             continue
         defined = np.isfinite(values)

@@ -5,7 +5,10 @@ evaluation: random's held-out lift over the shared step-0 evaluation, over seeds
 by held-out task, (1/S) sum_s (y_final(t, s) - y_0(t)) per task t; random's wasted share; and
 for every other scheduler the held-out reward minus random's and minus the relabelled
 control's, the pool reward minus random's (paired by seed), its wasted share and that minus
-random's, and the rollouts to random's final. Intervals containing 0 are marked.
+random's, and the rollouts to random's final; where the comparison measured compute to a target
+(:mod:`~envsched_gnn.eval.ablation.targets`), the groups rolled per group trained and the
+rollouts to 75 % of random's lift against random and random behind dynamic sampling. Intervals
+containing 0 are marked. ``--plot``: every world's held-out curve with its band.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from envsched_gnn.eval.ablation.curves_report import markdown_table
-from envsched_gnn.eval.stats import format_ci, mean_ci, task_means
+from envsched_gnn.eval.stats import NOISE_MARK, format_ci, mean_ci, task_means
 
 REFERENCE = "random"
 CONTROL = "envsched_relabelled"
+TARGET = "0.75"
+"""The share of the reference's lift whose rollouts the worlds compare."""
 
 
 def read_world(folder: str | Path) -> dict:
@@ -102,13 +107,49 @@ def world_rows(name: str, results: Mapping) -> tuple[list[str], list[tuple[str, 
     return world, rows
 
 
+def target_rows(name: str, results: Mapping) -> list[tuple[str, list[str]]]:
+    """Per scheduler of a world: groups rolled per group trained, rollouts to 75 % of random's
+    lift, and how many times fewer than random and than random behind dynamic sampling."""
+    rows = []
+    for scheduler, entry in results.items():
+        compute = entry.get("compute_to_target")
+        if compute is None:
+            continue
+        reach = compute["rollouts_to"][TARGET]
+        median = "-" if reach["median"] is None else f"{reach['median']:.0f}"
+        cells = [
+            scheduler,
+            format_ci(compute["groups_per_trained"], 2),
+            f"{median} ({reach['reached']}/{reach['seeds']})",
+            *(
+                fewer_times(compute["versus"].get(ref, {}).get("rollouts_to", {}).get(TARGET))
+                for ref in (REFERENCE, REFERENCE + "+ds")
+            ),
+            format_ci(compute["versus"].get(REFERENCE, {}).get("area"), 4, sign=True, noise=True),
+        ]
+        rows.append((name, cells))
+    return rows
+
+
+def fewer_times(entry: Mapping | None) -> str:
+    """A reference's rollouts to a target over the run's, with its interval and pairs."""
+    if entry is None or entry["ratio"] is None:
+        return "-" if entry is None else f"- ({entry['pairs']} pairs)"
+    ratio, interval = entry["ratio"], entry["ratio"]["interval"]
+    if interval is None:
+        return f"{ratio['mean']:.2f} ({entry['pairs']} pairs)"
+    noise = NOISE_MARK if interval[0] <= 1.0 <= interval[1] else ""
+    return f"{ratio['mean']:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]{noise} ({entry['pairs']})"
+
+
 def render_worlds(worlds: Sequence[tuple[str, Mapping]]) -> str:
-    """The two tables of the module docstring, in Markdown."""
-    firsts, seconds = [], []
+    """The tables of the module docstring, in Markdown."""
+    firsts, seconds, thirds = [], [], []
     for name, results in worlds:
         world, rows = world_rows(name, results)
         firsts.append((name, world))
         seconds += rows
+        thirds += target_rows(name, results)
     lines = [
         f"Each world at its last evaluation; {REFERENCE}'s lift over the starting policy, over "
         "seeds and paired by held-out task (mean ± 95 % CI):",
@@ -143,7 +184,52 @@ def render_worlds(worlds: Sequence[tuple[str, Mapping]]) -> str:
             seconds,
         ),
     ]
+    if thirds:
+        lines += [
+            "",
+            f"Compute to a target: the rollouts to {float(TARGET):.0%} of {REFERENCE}'s final "
+            "lift (median over seeds, seeds reached), and how many times fewer than "
+            f"{REFERENCE} and {REFERENCE}+ds needed (geometric mean over the seeds where both "
+            "reached, 95 % interval); the area: the mean held-out reward over the budget, "
+            f"minus {REFERENCE}'s, paired by seed:",
+            "",
+            *markdown_table(
+                [
+                    "world",
+                    "scheduler",
+                    "groups rolled / trained",
+                    "rollouts to target",
+                    f"fewer x than {REFERENCE}",
+                    f"fewer x than {REFERENCE}+ds",
+                    f"area - {REFERENCE}",
+                ],
+                thirds,
+            ),
+        ]
     return "\n".join(lines) + "\n"
+
+
+def plot_worlds(worlds: Sequence[tuple[str, Mapping]], path: str | Path) -> Path:
+    """One panel per world: every scheduler's held-out reward against rollouts, the mean and
+    its 95 % band over seeds."""
+    from envsched_gnn.eval.plots import pyplot, save_figure
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(worlds), figsize=(7 * len(worlds), 5), squeeze=False)
+    for ax, (name, results) in zip(axes[0], worlds, strict=True):
+        per_step = results[REFERENCE]["rollouts"] / max(results[REFERENCE]["curve"]["budget_step"])
+        for i, (scheduler, entry) in enumerate(results.items()):
+            curve = entry["curve"]
+            x = np.asarray(curve["budget_step"]) * per_step
+            y = np.asarray(curve["score_mean"])
+            ci = np.asarray([np.nan if c is None else c for c in curve["score_ci95"]])
+            ax.plot(x, y, marker="o", markersize=3, color=f"C{i % 10}", label=scheduler)
+            ax.fill_between(x, y - ci, y + ci, color=f"C{i % 10}", alpha=0.12)
+        ax.set_title(f"{name}: held-out reward, 95 % bands over seeds")
+        ax.set_xlabel("rollouts spent")
+        ax.set_ylabel("held-out mean reward")
+        ax.legend(fontsize=7)
+    return save_figure(fig, Path(path))
 
 
 @dataclass
@@ -154,6 +240,8 @@ class WorldsArgs:
     """A world's name and its eval ablate output folder, NAME=FOLDER (repeat per world)."""
     out: str | None = None
     """Also write the tables to this Markdown file."""
+    plot: str | None = None
+    """Also draw every world's held-out reward against rollouts, with 95 % bands, to this PNG."""
 
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
@@ -167,7 +255,10 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         "random and minus the relabelled control, with 95 % CIs.",
     )
     add_config_flags(
-        p, WorldsArgs, repeatable=["world"], metavars={"world": "NAME=FOLDER", "out": "FILE"}
+        p,
+        WorldsArgs,
+        repeatable=["world"],
+        metavars={"world": "NAME=FOLDER", "out": "FILE", "plot": "PNG"},
     )
     p.set_defaults(func=_worlds)
 
@@ -191,4 +282,6 @@ def _worlds(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(text)
         print(f"wrote {args.out}")
+    if args.plot:
+        print(f"wrote {plot_worlds(worlds, args.plot)}")
     return 0

@@ -87,12 +87,12 @@ class DpsScheduler(BaseScheduler):
         out[seen] = (kappa * prior[last, PARTIAL] + own[:, PARTIAL]) / (kappa + own.sum(axis=1))
         return out
 
-    def _select(self, step: int):
+    def _select(self, step: int, size: int):
         rng = self.rng(step)
         score = np.where(self.eligible, self.predicted_partial(), -np.inf)
         tie = rng.random(score.shape[0])
         order = np.lexsort((tie, -score))
-        indices = order[: self.batch_size]
+        indices = order[:size]
         seen = self.last_state >= 0
         stages = [PREDICTED if seen[i] else UNSEEN for i in indices]
         extra = {"dps/mean_predicted_partial": float(score[indices].mean())}

@@ -105,14 +105,14 @@ class DumpScheduler(BaseScheduler):
         weights = np.exp(logits - logits.max())
         return weights / weights.sum()
 
-    def _select(self, step: int):
+    def _select(self, step: int, size: int):
         rng = self.rng(step)
         p = self.env_probabilities()
         members = [m[self.eligible[m]] for m in self.members]  # retired environments: none
         left = np.array([len(m) for m in members], np.int64)
         order: dict[int, np.ndarray] = {}
         indices = []
-        for _ in range(self.batch_size):
+        for _ in range(size):
             open_p = np.where(left > 0, p, 0.0)
             if open_p.sum() <= 0.0:  # the softmax underflowed on every open environment
                 open_p = (left > 0).astype(np.float64)
@@ -126,4 +126,4 @@ class DumpScheduler(BaseScheduler):
             "dump/max_env_probability": float(p.max()),
             "dump/mean_learnability": float(self.learnability()[self.env[chosen]].mean()),
         }
-        return chosen, [BANDIT] * self.batch_size, [], extra
+        return chosen, [BANDIT] * size, [], extra

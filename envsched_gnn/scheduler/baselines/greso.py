@@ -83,7 +83,7 @@ class GresoScheduler(BaseScheduler):
                 p_hard = min(1.0, max(c.p_min, p_hard))
         return p_easy, p_hard
 
-    def _select(self, step: int):
+    def _select(self, step: int, size: int):
         rng = self.rng(step)
         p_easy, p_hard = self.exploration_probabilities(step)
         p = np.where(self.last_easy, p_easy, p_hard)
@@ -92,7 +92,7 @@ class GresoScheduler(BaseScheduler):
         order = rng.permutation(len(self.task_ids))
         order = order[self.eligible[order]]
         ranked = np.concatenate([order[admitted[order]], order[~admitted[order]]])
-        indices = ranked[: self.batch_size]
+        indices = ranked[:size]
         stages = [ADMITTED if admitted[i] else READMITTED for i in indices]
         extra = {
             "greso/p_easy": p_easy,

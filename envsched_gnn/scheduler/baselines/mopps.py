@@ -67,11 +67,11 @@ class MoppsScheduler(BaseScheduler):
         """E[p_i] = alpha_i / (alpha_i + beta_i), (N,)."""
         return self.alpha / (self.alpha + self.beta)
 
-    def _select(self, step: int):
+    def _select(self, step: int, size: int):
         rng = self.rng(step)
         sample = rng.beta(self.alpha, self.beta)
         distance = np.where(self.eligible, np.abs(sample - self.config.target), np.inf)
         order = np.lexsort((np.arange(distance.shape[0]), distance))
-        indices = order[: self.batch_size]
+        indices = order[:size]
         extra = {"mopps/mean_sampled_rate": float(sample[indices].mean())}
-        return indices, [THOMPSON] * self.batch_size, [], extra
+        return indices, [THOMPSON] * size, [], extra

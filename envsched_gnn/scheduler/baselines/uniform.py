@@ -19,7 +19,7 @@ class UniformScheduler(BaseScheduler):
     def __init__(self, graph, *, batch_size: int = 64, seed: int = 0, config: None = None) -> None:
         super().__init__(graph, batch_size=batch_size, seed=seed)
 
-    def _select(self, step: int):
+    def _select(self, step: int, size: int):
         eligible = np.flatnonzero(self.eligible)
-        indices = self.rng(step).choice(eligible, self.batch_size, replace=False)
-        return indices, [RANDOM] * self.batch_size, [], {}
+        indices = self.rng(step).choice(eligible, size, replace=False)
+        return indices, [RANDOM] * size, [], {}

@@ -37,6 +37,7 @@ class GRPOArgs:
 
 def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
+    from envsched_gnn.scheduler.commands import add_sampling_flags
     from envsched_gnn.training.agent_format import AgentConfig
     from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
     from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS
@@ -74,6 +75,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "micro_batch_size",
             "micro_batch_tokens",
             "eval_every",
+            "eval_rollouts",
             "eval_tasks",
             "eval_samples",
             "pool_eval_samples",
@@ -82,6 +84,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         flags={"advantage_estimator": "--advantage"},
         choices={"advantage_estimator": tuple(ADVANTAGE_ESTIMATORS)},
     )
+    add_sampling_flags(p)
     add_config_flags(p, AgentConfig, fields=AGENT_FIELDS, defaults=dict.fromkeys(AGENT_FIELDS))
     add_config_flags(p, RuntimeConfig, fields=["workers", "reward"])
     add_config_flags(p, GRPOConfig, fields=["seed"])
@@ -107,6 +110,7 @@ def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.observations import check_reward
+    from envsched_gnn.scheduler.commands import sampling_from_args
     from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
     from envsched_gnn.training.grpo.train import train_grpo
     from envsched_gnn.training.observation_sink import StoreWriter
@@ -133,7 +137,7 @@ def _train_grpo(args: argparse.Namespace) -> int:
             pool,
             graph,
             run.model,
-            config_from_args(GRPOConfig, args),
+            config_from_args(GRPOConfig, args, sampling=sampling_from_args(args)),
             run.out,
             agent_config=load_agent_config(
                 run.model, **{name: getattr(args, name) for name in AGENT_FIELDS}

@@ -3,9 +3,11 @@ and where its Lightning trainer runs (kept apart from the trainer so the CLI loa
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from envsched_gnn.config_cli import check_bounds, config_error
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
+from envsched_gnn.scheduler.registry import is_scheduler_name, scheduler_names_expected
 from envsched_gnn.training.grpo.objective import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS
 
 
@@ -14,13 +16,18 @@ class GRPOConfig:
     """GRPO with EnvSched choosing every batch; defaults are the paper's (spec section 1)."""
 
     scheduler: str = "envsched"
-    """Scheduler name in ``envsched_gnn.scheduler.registry`` (EnvSched, ablations, baselines)."""
+    """Scheduler name in ``envsched_gnn.scheduler.registry`` (EnvSched, ablations, baselines;
+    ``NAME+ds``: behind dynamic sampling)."""
     batch_size: int = 64
-    """B: tasks per step (the paper's 64)."""
+    """B: tasks per step, the groups of an update (the paper's 64)."""
     group_size: int = 8
     """K: rollouts per task (the paper's 8)."""
     steps: int = 200
-    """Training steps (the paper's 200)."""
+    """The rollout budget in steps of B x K rollouts (the paper's 200): a plain scheduler
+    makes this many steps; one behind dynamic sampling rolls out more groups a step and
+    so makes fewer updates with the same rollouts."""
+    sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    """Dynamic sampling of a ``NAME+ds`` scheduler: generation rule and surplus."""
     advantage_estimator: str = "grpo"
     """``grpo`` divides by the group std; ``dr_grpo`` (Dr. GRPO) does not."""
     negative_advantage_scale: float = 1.0
@@ -50,7 +57,10 @@ class GRPOConfig:
     micro_batch_tokens: int = 16384
     """Most padded tokens (episodes x longest) per forward/backward pass: sizes it to memory."""
     eval_every: int = 10
-    """Held-out evaluation every this many steps (and before the first step); 0 turns it off."""
+    """Held-out evaluation every this many steps (and before the first step and after the
+    last); 0: only at ``eval_rollouts``."""
+    eval_rollouts: tuple[int, ...] = ()
+    """Also evaluate after the first step whose rollouts reach each of these counts."""
     eval_tasks: int = 0
     """Held-out tasks evaluated (a fixed, seeded subset of the test split); 0 means all."""
     eval_samples: int = 8
@@ -65,6 +75,8 @@ class GRPOConfig:
     """At the end of training, wait this long for the store to take unwritten observations."""
 
     def __post_init__(self) -> None:
+        if not is_scheduler_name(self.scheduler):
+            raise config_error(self, "scheduler", self.scheduler, scheduler_names_expected())
         if self.advantage_estimator not in ADVANTAGE_ESTIMATORS:
             raise config_error(
                 self,
@@ -94,6 +106,8 @@ class GRPOConfig:
             unit=("negative_advantage_scale",),
             open_unit=("clip",),
         )
+        if any(r < 1 for r in self.eval_rollouts):
+            raise config_error(self, "eval_rollouts", self.eval_rollouts, "counts >= 1")
         if self.mini_batches > self.batch_size:
             raise config_error(
                 self,
@@ -101,6 +115,11 @@ class GRPOConfig:
                 self.mini_batches,
                 f"<= batch_size (= {self.batch_size}): a mini-batch holds at least one group",
             )
+
+    @property
+    def rollout_budget(self) -> int:
+        """R = steps x B x K, the rollouts the run spends."""
+        return self.steps * self.batch_size * self.group_size
 
     @property
     def optimizer_steps_per_step(self) -> int:

@@ -1,16 +1,18 @@
 """GRPO as a LightningModule with manual optimisation, a scheduler choosing every batch.
 
-One step: rank 0's scheduler picks B tasks, their B x K episodes are rolled out (groups dealt
-round-robin to ranks), ``filter_groups`` picks the groups :mod:`.update` trains, and
-``scheduler.observe`` records the rewards. Checkpoints carry everything a resumed run needs
-to continue exactly (scheduler, sink, RNG, step, metrics, pending groups).
+One step of the step loop (:class:`~envsched_gnn.scheduler.steps.StepLoop`): rank 0's
+scheduler picks the step's tasks, their K episodes each are rolled out (groups dealt
+round-robin to ranks), the loop settles them (the groups :mod:`.update` trains, those kept
+pending, every group observed), and the update runs. The run ends when its budget of
+``steps`` x B x K rollouts is spent. Checkpoints carry everything a resumed run needs to
+continue exactly (scheduler, sink, RNG, step, rollouts, metrics, pending groups).
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
@@ -22,10 +24,10 @@ from torch.utils.data import DataLoader
 from envsched_gnn.envs.pool import Pool
 from envsched_gnn.envs.runtime import EnvRuntime
 from envsched_gnn.envs.runtime_config import RuntimeConfig
-from envsched_gnn.observations import observations_from_rewards
+from envsched_gnn.observations import Observation, observations_from_rewards
 from envsched_gnn.scheduler.base import Scheduler
-from envsched_gnn.scheduler.groups import GroupSelection, PendingGroups
 from envsched_gnn.scheduler.metrics import batch_metrics
+from envsched_gnn.scheduler.steps import ScheduledBatch, StepLoop
 from envsched_gnn.training.agent_format import AgentConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
 from envsched_gnn.training.grpo.episodes import (
@@ -37,7 +39,7 @@ from envsched_gnn.training.grpo.episodes import (
     merge_held_states,
     numbered,
 )
-from envsched_gnn.training.grpo.scheduled_batches import ScheduledBatch, ScheduledBatches
+from envsched_gnn.training.grpo.scheduled_batches import ScheduledBatches
 from envsched_gnn.training.grpo.update import GRPOUpdate, UpdateHooks
 from envsched_gnn.training.observation_sink import ObservationSink
 from envsched_gnn.training.rng import capture_rng_state, restore_rng_state, step_seed
@@ -61,7 +63,8 @@ class GRPOModule(L.LightningModule):
             its reward, which the scheduler's log and the sink's observations are told of.
         sink: buffered writer of observations to the graph store (rank 0), or None.
         evaluator: ``evaluator(engine, step) -> {"mean_reward": ..., ...}`` on held-out tasks,
-            run before the first step and every ``config.eval_every`` steps, or None.
+            run before the first step, every ``config.eval_every`` steps, after the first step
+            to reach each of ``config.eval_rollouts`` and after the last, or None.
     """
 
     def __init__(
@@ -102,14 +105,25 @@ class GRPOModule(L.LightningModule):
         self.env_of = {task.task_id: task.env_id for task in pool.tasks}
         self.tools_of = {env_id: set(env.tool_names) for env_id, env in pool.envs.items()}
         self.next_step = 0
-        self.rollouts_total = 0
+        self.updates_total = 0
         self.local_rollouts_total = 0
         self.step_metrics: list[dict[str, float]] = []
         self.eval_results: list[dict[str, float]] = []
         self.batches: list[list[str]] = []
         self.rewards: list[dict[str, list[float]]] = []
         self.picks: list[dict[str, Any]] = []
-        self.pending: PendingGroups[HeldGroup] = PendingGroups()
+        self.loop: StepLoop[HeldGroup] = StepLoop(
+            scheduler,
+            config.group_size,
+            config.rollout_budget,
+            broadcast=lambda obj: self.trainer.strategy.broadcast(obj, src=0),
+            is_chooser=lambda: self.global_rank == 0,
+        )
+
+    @property
+    def rollouts_total(self) -> int:
+        """Rollouts spent so far, every rank's."""
+        return self.loop.spent
 
     # ----------------------------------------------------------------- Lightning wiring
     def configure_optimizers(self) -> dict[str, Any]:
@@ -128,13 +142,7 @@ class GRPOModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     def train_dataloader(self) -> DataLoader:
-        stream = ScheduledBatches(
-            self.scheduler,
-            self.config.steps,
-            first_step=lambda: self.next_step,
-            broadcast=lambda obj: self.trainer.strategy.broadcast(obj, src=0),
-            is_chooser=lambda: self.global_rank == 0,
-        )
+        stream = ScheduledBatches(self.loop, first_step=lambda: self.next_step)
         return DataLoader(stream, batch_size=None, num_workers=0)
 
     def on_fit_start(self) -> None:
@@ -171,9 +179,9 @@ class GRPOModule(L.LightningModule):
         rewards = {task_id: [] for task_id in batch.task_ids}
         for record in records:
             rewards[record.task_id].append(record.reward)
-        selection = self._selection(step, rewards)
+        spent_before = self.loop.spent
         groups = held_groups(batch.task_ids, episodes, records)
-        trained = self.pending.settle(step, groups, selection)
+        trained, selection = self.loop.settle(step, rewards, groups)
 
         start = time.perf_counter()
         if trained:
@@ -183,13 +191,11 @@ class GRPOModule(L.LightningModule):
             update = self.grpo_update.idle(self._update_hooks())
         update_s = time.perf_counter() - start
 
-        if self.global_rank == 0:
-            self.scheduler.observe(step, rewards)
-            if self.sink is not None:
-                reward = self.runtime_config.reward
-                self.sink.put(observations_from_rewards(step, rewards, reward))
+        if self.global_rank == 0 and self.sink is not None:
+            reward = self.runtime_config.reward
+            self.sink.put(observations_from_rewards(step, rewards, reward))
         self.rewards.append(rewards)
-        self.rollouts_total += len(records)
+        self.updates_total += int(bool(trained))
         self.local_rollouts_total += len(episodes)
         self.next_step = step + 1
 
@@ -209,6 +215,7 @@ class GRPOModule(L.LightningModule):
                 "batch/kept_groups": float(len(trained)),
                 **selection.metrics,
                 "train/rollouts_total": float(self.rollouts_total),
+                "train/updates_total": float(self.updates_total),
                 "time/rollout_s": rollout_s,
                 "time/schedule_s": batch.schedule_s,
                 "time/update_s": update_s,
@@ -226,10 +233,21 @@ class GRPOModule(L.LightningModule):
                 on_epoch=False,
                 batch_size=len(records),
             )
-        if config.eval_every and (
-            self.next_step % config.eval_every == 0 or self.next_step == config.steps
-        ):
+        if self._evaluates_after(spent_before):
             self._evaluate(self.next_step)
+        if self.loop.done:
+            self.trainer.should_stop = True
+
+    def _evaluates_after(self, spent_before: int) -> bool:
+        """Whether the step that just spent rollouts ``spent_before .. loop.spent`` is followed
+        by an evaluation: every ``eval_every`` steps, at the first step to reach a point of
+        ``eval_rollouts``, and after the last step."""
+        config = self.config
+        if self.evaluator is None:
+            return False
+        every = config.eval_every and self.next_step % config.eval_every == 0
+        crossed = any(spent_before < r <= self.loop.spent for r in config.eval_rollouts)
+        return bool(every or crossed or self.loop.done)
 
     def _rollout(self, batch: ScheduledBatch) -> list[tuple[int, Episode]]:
         """This rank's share of the B x K episodes, as (global index, episode): whole groups dealt
@@ -273,18 +291,6 @@ class GRPOModule(L.LightningModule):
         known = self.tools_of[env_id]
         return frozenset((env_id, call.name) for call in episode.tool_calls if call.name in known)
 
-    def _selection(self, step: int, rewards: Mapping[str, list[float]]) -> GroupSelection:
-        """The groups step ``step``'s update trains and those it keeps pending: all of the step's,
-        or an over-sampling scheduler's choice (rank 0, broadcast; ``final`` at the last step).
-        """
-        if not self.scheduler.over_samples:
-            return GroupSelection.every_group(step, rewards)
-        final = step == self.config.steps - 1
-        chosen = None
-        if self.global_rank == 0:
-            chosen = self.scheduler.filter_groups(step, rewards, final=final)
-        return self.trainer.strategy.broadcast(chosen, src=0)
-
     def _update_hooks(self) -> UpdateHooks:
         """What the update runs through: this module's optimiser, schedule and backward, and the
         trainer's strategy."""
@@ -311,6 +317,7 @@ class GRPOModule(L.LightningModule):
             result = {
                 "step": step,
                 "rollouts": self.rollouts_total,
+                "updates": self.updates_total,
                 **self.evaluator(self.engine, step),
             }
             self.policy.train(was_training)
@@ -324,6 +331,7 @@ class GRPOModule(L.LightningModule):
         checkpoint[CHECKPOINT_KEY] = {
             "next_step": self.next_step,
             "rollouts_total": self.rollouts_total,
+            "updates_total": self.updates_total,
             "local_rollouts_total": self.local_rollouts_total,
             "scheduler": self.scheduler.state_dict(),
             "sink": self.sink.state_dict() if self.sink is not None else None,
@@ -338,7 +346,7 @@ class GRPOModule(L.LightningModule):
     def _pending_state(self) -> list[dict[str, Any]]:
         """The pending groups with every rank's episodes of them: ``on_save_checkpoint`` runs
         on every rank, rank 0 writes the file."""
-        local = held_state(self.pending.groups, self.global_rank)
+        local = held_state(self.loop.pending.groups, self.global_rank)
         parts = [local]
         if self.trainer.world_size > 1:
             parts = [None] * self.trainer.world_size
@@ -353,7 +361,8 @@ class GRPOModule(L.LightningModule):
                 f"this run has seed {self.config.seed}: resuming would not continue that run"
             )
         self.next_step = int(state["next_step"])
-        self.rollouts_total = int(state["rollouts_total"])
+        self.loop.spent = int(state["rollouts_total"])
+        self.updates_total = int(state["updates_total"])
         self.local_rollouts_total = int(state["local_rollouts_total"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.sink is not None and state["sink"] is not None:
@@ -361,21 +370,21 @@ class GRPOModule(L.LightningModule):
         self.step_metrics = list(state["step_metrics"])
         self.eval_results = list(state["eval_results"])
         self.picks = list(state.get("picks", []))  # absent from checkpoints of older versions
-        self.pending.groups = held_from_state(
+        self.loop.pending.groups = held_from_state(
             state.get("pending", []), self.global_rank, self.trainer.world_size
         )
-        self.batches, self.rewards = _run_history(state["scheduler"], self.next_step)
+        self.batches, self.rewards = _run_history(self.scheduler.log.observations(), self.next_step)
         restore_rng_state(state["rng"])
 
 
 def _run_history(
-    scheduler_state: Mapping[str, Any], steps: int
+    observations: Iterable[Observation], steps: int
 ) -> tuple[list[list[str]], list[dict[str, list[float]]]]:
-    """The batches and rewards of steps ``0 .. steps - 1``, from a scheduler state's log."""
+    """The batches and rewards of steps ``0 .. steps - 1``, from the scheduler's observations."""
     rewards: list[dict[str, list[float]]] = [{} for _ in range(steps)]
-    for row in scheduler_state["log"]["observations"]:
-        if row["step"] < steps:
-            rewards[row["step"]][row["task_id"]] = [float(r) for r in row["rewards"]]
+    for o in observations:
+        if o.step < steps:
+            rewards[o.step][o.task_id] = [float(r) for r in o.rewards]
     return [list(step) for step in rewards], rewards
 
 

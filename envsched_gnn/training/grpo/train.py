@@ -85,10 +85,14 @@ def train_grpo(
     ``eval_seed`` seeds the held-out evaluation instead of ``config.seed``; ``retire_envs`` are
     no longer selected from this call's first step.
     """
-    from envsched_gnn.scheduler.base import known_env_ids
+    from envsched_gnn.scheduler.base import check_covers, check_state_reward, known_env_ids
 
     train_graph = graph.subgraph([task.task_id for task in pool.split("train")])
     known_env_ids(train_graph, retire_envs)  # a wrong name fails before anything loads
+    if resume is not None:  # and a graph that lost a task the run used, or another reward
+        state = checkpoint_state(resume)["scheduler"]
+        check_covers(train_graph, state)
+        check_state_reward(state, (runtime_config or RuntimeConfig()).reward, str(resume))
     launch = launch or LaunchConfig()
     agent_config = agent_config or AgentConfig()
     out = Path(out_dir)
@@ -102,7 +106,9 @@ def train_grpo(
         agent_config,
         runtime_config,
         write_observations,
-        policy_evaluator(pool, config, eval_seed) if config.eval_every else None,
+        policy_evaluator(pool, config, eval_seed)
+        if config.eval_every or config.eval_rollouts
+        else None,
     )
     if initial_eval is not None:
         module.eval_results.append({"step": 0, "rollouts": 0, **initial_eval})
@@ -114,6 +120,16 @@ def train_grpo(
     if trainer.is_global_zero:
         _write_run(out, module, agent_config, result, unwritten)
     return result
+
+
+def checkpoint_state(path: str | Path) -> dict[str, Any]:
+    """The run state a checkpoint holds (the module's ``on_save_checkpoint``), read without
+    loading its tensors into memory."""
+    import torch
+
+    from envsched_gnn.training.grpo.module import CHECKPOINT_KEY
+
+    return torch.load(path, map_location="cpu", mmap=True, weights_only=False)[CHECKPOINT_KEY]
 
 
 def policy_evaluator(
@@ -141,8 +157,10 @@ def _trainer(
 ) -> L.Trainer:
     """The seeded Lightning trainer of the run, with its checkpoints, step lines and retirements."""
     # Lightning counts optimiser steps; a GRPO step takes ppo_epochs x mini_batches of them
-    # (a step without an update too: GRPOUpdate.idle)
+    # (a step without an update too: GRPOUpdate.idle). The module stops the run when its
+    # rollout budget is spent; each step spends a group at least, so steps x B bounds them
     per_step = config.optimizer_steps_per_step
+    most_steps = config.steps * config.batch_size
     callbacks: list[Any] = [
         L.pytorch.callbacks.ModelCheckpoint(
             dirpath=out / "checkpoints",
@@ -166,10 +184,8 @@ def _trainer(
         _loggers(out),
         devices=launch.devices,
         strategy=launch.strategy,
-        # one optimiser step per GRPO step: the step count ends the run (a resumed run starts a
-        # new epoch of the stream, at the checkpoint's step)
-        max_steps=per_step
-        * (min(stop_after, config.steps) if stop_after is not None else config.steps),
+        # a resumed run starts a new epoch of the stream, at the checkpoint's step
+        max_steps=per_step * (most_steps if stop_after is None else min(stop_after, most_steps)),
         callbacks=callbacks,
         log_every_n_steps=1,
         enable_progress_bar=launch.progress_bar,
@@ -202,6 +218,7 @@ def _module(
         batch_size=config.batch_size,
         seed=config.seed,
         operations=operation_patterns(pool.tasks),
+        sampling=config.sampling,
     )
     return GRPOModule(
         model,

@@ -200,7 +200,7 @@ def test_the_operation_coverage_scheduler_runs_on_the_pools_patterns():
 
 @pytest.mark.slow  # simulated training runs
 def test_dapo_at_equal_rollouts_counts_dropped_groups_and_stops_at_the_budget():
-    """Issue 37: every rollout DAPO generates (zero-variance, trimmed or pending) counts
+    """Issue 37: every rollout DAPO generates (zero-variance, dropped or pending) counts
     against the budget S x B x K, its run stops there as random's does, a generation batch
     short of B groups with spread makes no update (the simulated learner stays put), and the
     last batch the budget allows trains what is pending. K = 2 makes zero-variance groups
@@ -223,17 +223,19 @@ def test_dapo_at_equal_rollouts_counts_dropped_groups_and_stops_at_the_budget():
         assert dapo["rollouts"] == random["rollouts"] == budget
         records = dapo["records"][1:]
         # generation batches of 2 B; the third is cut to the budget's last B tasks
-        assert [r["dapo/groups_generated"] for r in records] == [16, 16, 8]
+        assert [r["sampling/groups_generated"] for r in records] == [16, 16, 8]
         assert [r["budget_step"] for r in records] == [2, 4, 5]
         last = records[-1]
-        assert last["dapo/rollouts_spent_total"] == budget
-        assert last["dapo/rollouts_pending"] == 0  # the last batch trained what was pending
-        dropped = sum(r["dapo/groups_zero_variance"] + r["dapo/groups_trimmed"] for r in records)
-        assert dropped > 0 and last["dapo/rollouts_wasted_total"] == 2 * dropped
+        assert last["sampling/rollouts_spent_total"] == budget
+        assert last["sampling/groups_pending"] == 0  # the last batch trained what was pending
+        dropped = sum(
+            r["sampling/groups_zero_variance"] + r["sampling/groups_dropped"] for r in records
+        )
+        assert dropped > 0 and last["sampling/rollouts_wasted_total"] == 2 * dropped
         trained = sum(r["trained_groups"] for r in records)
-        assert last["dapo/rollouts_trained_total"] == 2 * trained == budget - 2 * dropped
+        assert last["sampling/rollouts_trained_total"] == 2 * trained == budget - 2 * dropped
         for before, record in zip(dapo["records"], records, strict=False):
             if record["trained_groups"] == 0:
                 refills += 1
-                assert record["dapo/groups_pending"] > 0 and record["score"] == before["score"]
+                assert record["sampling/groups_pending"] > 0 and record["score"] == before["score"]
     assert refills > 0

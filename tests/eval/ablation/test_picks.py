@@ -103,3 +103,30 @@ def test_a_run_that_trains_fewer_groups_than_it_rolls_out_wastes_the_rest():
     records = [{"step": -1}, {"step": 0, "trained_groups": 2}, {"step": 1, "trained_groups": 0}]
     runs = {"dapo": [{"seed": 0, "groups": ENVSCHED, "records": records}]}
     assert diagnose_picks(runs, POOL)["dapo"]["per_seed"][0]["wasted_share"] == pytest.approx(4 / 6)
+
+
+def test_the_calls_before_rollout_by_hand():
+    """Repeats of ENVSCHED: a at step 1 (zero before, informative now: a revival) and b at
+    step 2 (informative before, zero now: missed by the history call). With the spread target's
+    P(v > 0) at each pick, calls where it is below 1/2."""
+    spread = [[0.3, 0.8], [0.6, 0.4], [0.2, 0.9]]
+    groups = [{**group, "spread": p} for group, p in zip(ENVSCHED, spread, strict=True)]
+    picks = run_picks(groups, POOL)
+    assert [p.zero_before for p in picks] == [None, None, None, True, None, False]
+    summary = seed_summary(picks, trained=3)
+    assert summary["groups_per_trained"] == 2.0
+    # one repeat called (a), informative: precision 0; one zero repeat (b), not called
+    assert summary["history_call"] == {
+        "precision": 0.0, "recall": 0.0, "called": 1, "zero": 1, "groups": 2
+    }  # fmt: skip
+    assert summary["revival"] == 1.0
+    # first visits a b c d: called a (0.3, zero) and d (0.2, zero); zero: a and d
+    assert summary["spread_call"]["first"] == {
+        "precision": 1.0, "recall": 1.0, "called": 2, "zero": 2, "groups": 4
+    }  # fmt: skip
+    # repeats a (0.4: called, informative) and b (0.9, zero): precision 0, recall 0
+    assert summary["spread_call"]["repeat"]["precision"] == 0.0
+    # the score at repeats: a 0.7 (informative) above b 0.5 (zero)
+    assert summary["auc_repeat"] == 1.0
+    no_calls = seed_summary(run_picks(ENVSCHED, POOL))
+    assert no_calls["spread_call"] == {} and no_calls["groups_per_trained"] is None

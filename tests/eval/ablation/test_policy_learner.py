@@ -5,57 +5,42 @@ import math
 
 import pytest
 
-from envsched_gnn.envs.abstract import operation_patterns
 from envsched_gnn.eval.ablation.ablate import run_ablation
 from envsched_gnn.eval.ablation.config import STEP_METRICS, AblationConfig, PolicyLearnerConfig
-from envsched_gnn.eval.ablation.policy_learner import steps_within_budget
 from envsched_gnn.eval.simulator.config import SimulatorConfig
 from envsched_gnn.training.grpo.config import GRPOConfig
 from tests.training import grpo_setup
-from tests.training.grpo_setup import AGENT, POOL, RUNTIME, handmade_graph
+from tests.training.grpo_setup import AGENT, POOL, RUNTIME
 from tests.training.tiny_policy import trained_policy_dir
-
-
-def test_an_over_sampling_scheduler_gets_fewer_steps_of_the_same_budget():
-    config = AblationConfig(steps=6, batch_size=2)
-    graph = handmade_graph()  # 4 train tasks: DAPO's generation batch is min(4, 2 B) = 4
-    train = [t.task_id for t in POOL.split("train")]
-    graph = graph.subgraph(train)
-    assert steps_within_budget("random", graph, config) == 6
-    assert steps_within_budget("dapo", graph, config) == 3
-    # a scheduler that reads operation patterns is probed with them
-    patterns = operation_patterns(POOL.tasks)
-    assert steps_within_budget("envsched_ops", graph, config, patterns) == 6
 
 
 @pytest.mark.slow  # real GRPO runs
 def test_dapo_at_equal_rollouts_counts_dropped_groups_and_stops_at_the_budget(tmp_path):
     """Issue 37, the real learner: DAPO with B = 3 of the 4 train tasks (generation batches of
-    all 4) gets floor(S B / G) = 3 steps of the budget S = 4; every rollout it generates
-    (zero-variance, trimmed or pending) counts, its run stops at S B K rollouts as random's
+    all 4) makes 3 steps of the budget S = 4 (S B K = 48 rollouts); every rollout it generates
+    (zero-variance, dropped or pending) counts, its run stops at S B K rollouts as random's
     does, a step short of B groups with spread makes no update, and the last step trains
     what is pending."""
-    config = AblationConfig(steps=4, batch_size=3)
-    graph = handmade_graph().subgraph([t.task_id for t in POOL.split("train")])
     budget = 4 * 3 * 4
     runs = {}
     for name in ("random", "dapo"):
-        steps = steps_within_budget(name, graph, config)
-        grpo = grpo_setup.small_config(scheduler=name, batch_size=3, steps=steps)
+        grpo = grpo_setup.small_config(scheduler=name, batch_size=3, steps=4)
         runs[name] = grpo_setup.run(grpo, tmp_path / name)
     dapo = runs["dapo"]
     assert len(dapo.steps) == 3 and len(runs["random"].steps) == 4
     assert dapo.rollouts == runs["random"].rollouts == budget
     assert [m["batch/rollouts"] for m in dapo.steps] == [16, 16, 16]
     last = dapo.steps[-1]
-    assert last["train/rollouts_total"] == last["dapo/rollouts_spent_total"] == budget
-    assert last["dapo/rollouts_pending"] == 0 and last["batch/kept_groups"] > 0
-    dropped = sum(m["dapo/groups_zero_variance"] + m["dapo/groups_trimmed"] for m in dapo.steps)
+    assert last["train/rollouts_total"] == last["sampling/rollouts_spent_total"] == budget
+    assert last["sampling/groups_pending"] == 0 and last["batch/kept_groups"] > 0
+    dropped = sum(
+        m["sampling/groups_zero_variance"] + m["sampling/groups_dropped"] for m in dapo.steps
+    )
     trained = sum(m["batch/kept_groups"] for m in dapo.steps)
-    assert dropped > 0 and last["dapo/rollouts_wasted_total"] == 4 * dropped
-    assert last["dapo/rollouts_trained_total"] == 4 * trained == budget - 4 * dropped
+    assert dropped > 0 and last["sampling/rollouts_wasted_total"] == 4 * dropped
+    assert last["sampling/rollouts_trained_total"] == 4 * trained == budget - 4 * dropped
     idle = [m for m in dapo.steps if m["batch/kept_groups"] == 0]
-    assert idle and all(m["dapo/groups_pending"] > 0 for m in idle)
+    assert idle and all(m["sampling/groups_pending"] > 0 for m in idle)
     assert all(math.isnan(m["train/loss"]) for m in idle)  # nothing trained, nothing measured
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from envsched_gnn.cli import main
-from envsched_gnn.eval.ablation.worlds import reference_lift, render_worlds
+from envsched_gnn.eval.ablation.worlds import plot_worlds, reference_lift, render_worlds
 
 
 def _margin(mean: float, half: float | None) -> dict:
@@ -76,3 +76,31 @@ def test_the_command_reads_output_folders_and_refuses_what_is_not_one(tmp_path, 
     assert "expected NAME=FOLDER" in capsys.readouterr().err
     assert main(["eval", "worlds"]) == 2
     assert "give at least one world" in capsys.readouterr().err
+
+
+def with_targets(results: dict) -> dict:
+    """A world whose comparison measured compute to a target: EnvSched behind dynamic sampling
+    needs 1.6 [1.2, 2.1] times fewer rollouts than random to 75 % of its lift; its curve and
+    random's have bands."""
+    reach = {"reached": 2, "seeds": 2, "median": 640.0, "mean_reached": _margin(640.0, 80.0)}
+    ratio = {"pairs": 2, "ratio": {"mean": 1.6, "interval": [1.2, 2.1], "n": 2}}
+    results["envsched"]["compute_to_target"] = {
+        "targets": {"start": 0.5, "lift": 0.2, "targets": {"0.75": 0.65}},
+        "groups_per_trained": _margin(1.4, 0.1),
+        "rollouts_to": {"0.75": reach},
+        "versus": {"random": {"rollouts_to": {"0.75": ratio}, "area": _margin(0.01, 0.02)}},
+    }
+    for entry in results.values():
+        entry["curve"] = {"budget_step": [0, 1, 2], "score_mean": [0.5, 0.6, 0.7],
+                          "score_ci95": [None, 0.02, 0.03]}  # fmt: skip
+    return results
+
+
+def test_compute_to_a_target_side_by_side_and_its_plot(tmp_path):
+    results = with_targets(world((0.1, 0.3)))
+    text = render_worlds([("wide", results)])
+    row = "| wide | envsched | 1.40 ± 0.10 | 640 (2/2) | 1.60 [1.20, 2.10] (2) | - | +0.0100 ± 0.0200 ("
+    assert row in text
+    png = tmp_path / "worlds.png"
+    assert plot_worlds([("wide", results), ("narrow", results)], png) == png
+    assert png.stat().st_size > 0
