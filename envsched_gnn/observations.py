@@ -6,6 +6,11 @@
 
 Rewards outside [0, 1] or not finite are errors naming task and step; groups of fewer than 2
 rewards are errors or, with ``small_groups="ignore"``, kept out of the evidence (§2).
+
+Every observation says which reward its rewards are (:data:`REWARDS`, spec section 9.6):
+``fraction``, the share of the task's checks that pass (the paper's), or ``success``, 1 when
+every check passes and 0 otherwise. A history, a log or a store holds one reward; meeting the
+other is an error (:func:`check_reward`), never a silent mix.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO, get_args
 
 import numpy as np
 
@@ -25,6 +30,11 @@ from envsched_gnn.validation import UserError, check_bounds, config_error
 
 DISPERSION_FLOOR = 0.01
 SMALL_GROUPS = ("reject", "ignore")
+Reward = Literal["fraction", "success"]
+REWARDS: tuple[str, ...] = get_args(Reward)
+"""How an episode's checks become its reward: ``fraction`` = (checks passed) / (checks);
+``success`` = 1 when every check passes, else 0 (spec section 9.6)."""
+DEFAULT_REWARD = "fraction"
 
 
 class ObservationError(UserError, ValueError):
@@ -38,13 +48,22 @@ class Observation:
     task_id: str
     step: int
     rewards: tuple[float, ...]
+    reward: str = DEFAULT_REWARD
+    """Which reward ``rewards`` are (:data:`REWARDS`); under ``success`` each is 0 or 1."""
 
     def __post_init__(self) -> None:
-        validate_rewards(self.rewards, task_id=self.task_id, step=self.step)
+        validate_rewards(self.rewards, task_id=self.task_id, step=self.step, reward=self.reward)
         if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 0:
             raise ObservationError(
                 f"task {self.task_id!r}: step must be a non-negative integer, got {self.step!r}"
             )
+
+    @classmethod
+    def from_json(cls, row: Mapping) -> Observation:
+        """The observation of a :meth:`to_json` row (``reward`` absent: ``fraction``)."""
+        return cls(
+            row["task_id"], row["step"], tuple(row["rewards"]), row.get("reward", DEFAULT_REWARD)
+        )
 
     @property
     def mean(self) -> float:
@@ -59,23 +78,40 @@ class Observation:
         return reward_stats(self.rewards)[2]
 
     def to_json(self) -> dict:
-        return {"task_id": self.task_id, "step": self.step, "rewards": list(self.rewards)}
+        """``{"task_id", "step", "rewards"}``, with ``"reward"`` when it is not ``fraction``
+        (so a history of partial-credit rewards reads as it did before the option)."""
+        row = {"task_id": self.task_id, "step": self.step, "rewards": list(self.rewards)}
+        if self.reward != DEFAULT_REWARD:
+            row["reward"] = self.reward
+        return row
 
 
-def validate_rewards(rewards: Sequence[float], *, task_id: str, step: int) -> None:
-    """Raise :class:`ObservationError` unless ``rewards`` are finite numbers in [0, 1]."""
+def validate_rewards(
+    rewards: Sequence[float], *, task_id: str, step: int, reward: str = DEFAULT_REWARD
+) -> None:
+    """Raise :class:`ObservationError` unless ``reward`` is one of :data:`REWARDS` and
+    ``rewards`` are finite numbers in [0, 1] (0 or 1 under ``success``)."""
+    if reward not in REWARDS:
+        raise ObservationError(
+            f"task {task_id!r} step {step}: reward {reward!r}, expected one of {REWARDS}"
+        )
     if len(rewards) == 0:
         raise ObservationError(f"task {task_id!r} step {step}: rewards must not be empty")
-    for k, reward in enumerate(rewards):
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+    for k, value in enumerate(rewards):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ObservationError(
-                f"task {task_id!r} step {step}: reward {k} is {reward!r}, "
+                f"task {task_id!r} step {step}: reward {k} is {value!r}, "
                 "expected a number in [0, 1]"
             )
-        if not math.isfinite(reward) or reward < 0.0 or reward > 1.0:
+        if not math.isfinite(value) or value < 0.0 or value > 1.0:
             raise ObservationError(
-                f"task {task_id!r} step {step}: reward {k} is {reward!r}, "
+                f"task {task_id!r} step {step}: reward {k} is {value!r}, "
                 "expected a finite number in [0, 1]"
+            )
+        if reward == "success" and value not in (0.0, 1.0):
+            raise ObservationError(
+                f"task {task_id!r} step {step}: reward {k} is {value!r}, expected 0 or 1 "
+                "(a success reward)"
             )
 
 
@@ -98,25 +134,55 @@ def group_stats(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def observations_from_rewards(
-    step: int, rewards: Mapping[str, Sequence[float]]
+    step: int, rewards: Mapping[str, Sequence[float]], reward: str = DEFAULT_REWARD
 ) -> list[Observation]:
-    """Turn ``{task_id: [r_1..r_K]}`` of one step into validated observations."""
+    """Turn ``{task_id: [r_1..r_K]}`` of one step, scored under ``reward``, into validated
+    observations."""
     return [
-        Observation(task_id, step, tuple(float(r) for r in group))
+        Observation(task_id, step, tuple(float(r) for r in group), reward)
         for task_id, group in rewards.items()
     ]
 
 
-def add_small_groups_option(parser) -> None:
-    """``--small-groups``: the :attr:`ObservationConfig.small_groups` of a command's history
-    (build the config back with ``config_from_args(ObservationConfig, args)``)."""
+def check_reward(found: str, expected: str, where: str) -> None:
+    """The one refusal of mixed rewards: raises :class:`ObservationError` when ``where`` (an
+    observation, a history, a store) holds rewards of ``found`` where ``expected`` ones go."""
+    if found != expected:
+        raise ObservationError(
+            f"{where} holds {found!r} rewards, not {expected!r} ones: the two rewards do not "
+            f"mix; pass --reward {found} to use these, or keep the other reward apart (another "
+            "history, store or run folder)"
+        )
+
+
+def history_reward(observations: Iterable[Observation], where: str) -> str | None:
+    """The one reward of ``observations`` (None when there are none); raises
+    :class:`ObservationError` naming ``where`` when they mix rewards."""
+    found = None
+    for observation in observations:
+        found = found or observation.reward
+        check_reward(
+            observation.reward,
+            found,
+            f"{where}: task {observation.task_id!r} step {observation.step}",
+        )
+    return found
+
+
+def add_history_options(parser) -> None:
+    """``--small-groups`` and ``--reward``: the :class:`ObservationConfig` of a command's
+    history (build the config back with ``config_from_args(ObservationConfig, args)``)."""
     add_config_flags(
-        parser, ObservationConfig, fields=["small_groups"], choices={"small_groups": SMALL_GROUPS}
+        parser,
+        ObservationConfig,
+        fields=["small_groups", "reward"],
+        choices={"small_groups": SMALL_GROUPS},
     )
 
 
 def read_history(path: str | Path) -> list[Observation]:
-    """Read ``history.jsonl``: one ``{"task_id", "step", "rewards"}`` object per line."""
+    """Read ``history.jsonl``: one ``{"task_id", "step", "rewards"[, "reward"]}`` object per
+    line; a file that mixes rewards is refused (:func:`history_reward`)."""
     path = Path(path)
     observations = []
     with path.open(encoding="utf-8") as handle:
@@ -124,6 +190,7 @@ def read_history(path: str | Path) -> list[Observation]:
             if not line.strip():
                 continue
             observations.append(_parse_history_line(line, path, line_no))
+    history_reward(observations, str(path))
     return observations
 
 
@@ -142,8 +209,10 @@ def _parse_history_line(line: str, path: Path, line_no: int) -> Observation:
             raise ObservationError(
                 f"{where}: field {field!r} has value {row[field]!r} of the wrong type"
             )
+    if not isinstance(row.get("reward", DEFAULT_REWARD), str):
+        raise ObservationError(f"{where}: field 'reward' has value {row['reward']!r}, not a name")
     try:
-        return Observation(str(row["task_id"]), row["step"], tuple(row["rewards"]))
+        return Observation.from_json(row | {"task_id": str(row["task_id"])})
     except ObservationError as error:
         raise ObservationError(f"{where}: {error}") from error
 
@@ -161,7 +230,8 @@ def write_history(path: str | Path, observations: Iterable[Observation]) -> None
 
 @dataclass(frozen=True)
 class ObservationConfig:
-    """Which groups of rewards are evidence (see the module docstring's decision)."""
+    """Which groups of rewards are evidence (see the module docstring's decision), and which
+    reward they are."""
 
     min_rewards: int = 2
     """Fewest rewards a group needs to count: variance needs at least 2 (spec section 2)."""
@@ -170,10 +240,15 @@ class ObservationConfig:
     ``"reject"`` it (an :class:`ObservationError` naming task, step and K) or ``"ignore"`` it
     (recorded, kept in the log's state, but left out of :meth:`ObservationLog.arrays`, the
     statistics every predictor and scheduler reads: no evidence at all)."""
+    reward: Reward = DEFAULT_REWARD
+    """Which reward the history holds: fraction (the share of a task's checks that pass) or
+    success (1 when every check passes, else 0); observations of the other are refused."""
 
     def __post_init__(self) -> None:
         if self.small_groups not in SMALL_GROUPS:
             raise config_error(self, "small_groups", self.small_groups, f"one of {SMALL_GROUPS}")
+        if self.reward not in REWARDS:
+            raise config_error(self, "reward", self.reward, f"one of {REWARDS}")
         check_bounds(self, integers=("min_rewards",), at_least={"min_rewards": 2})
 
 
@@ -181,7 +256,8 @@ class ObservationLog:
     """Append-only, columnar log of observations: the compute view of the history.
 
     Columns ``task`` (node index), ``step`` int64 and ``m``, ``v``, ``d`` float64. Unknown tasks
-    are rejected; a (task, step) seen again is ignored with identical rewards, else rejected.
+    are rejected, and so is an observation of another reward than ``config.reward``; a (task,
+    step) seen again is ignored with identical rewards, else rejected.
     """
 
     def __init__(self, task_ids: Sequence[str], config: ObservationConfig | None = None) -> None:
@@ -210,6 +286,11 @@ class ObservationLog:
         seen: dict[tuple[int, int], tuple[float, ...]] = {}
         for observation in observations:
             key = (self.index_of(observation.task_id), observation.step)
+            check_reward(
+                observation.reward,
+                self.config.reward,
+                f"task {observation.task_id!r} step {observation.step}",
+            )
             if len(observation.rewards) < self.config.min_rewards and (
                 self.config.small_groups == "reject"
             ):
@@ -262,14 +343,11 @@ class ObservationLog:
 
     def observations(self) -> Iterator[Observation]:
         for (index, step), rewards in self._rows.items():
-            yield Observation(self.task_ids[index], step, rewards)
+            yield Observation(self.task_ids[index], step, rewards, self.config.reward)
 
     def state_dict(self) -> dict:
         return {"observations": [o.to_json() for o in self.observations()]}
 
     def load_state_dict(self, state: Mapping) -> None:
         self.__init__(self.task_ids, self.config)
-        self.extend(
-            Observation(row["task_id"], row["step"], tuple(row["rewards"]))
-            for row in state["observations"]
-        )
+        self.extend(Observation.from_json(row) for row in state["observations"])

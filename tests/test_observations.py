@@ -111,3 +111,50 @@ def test_groups_of_one_reward_are_rejected_or_kept_out_of_the_evidence():
         ObservationConfig(small_groups="zero")
     with pytest.raises(ValueError, match="min_rewards"):
         ObservationConfig(min_rewards=1)
+
+
+def test_success_observations_are_zero_or_one_and_say_so_in_the_history(tmp_path):
+    with pytest.raises(ObservationError, match=r"task 't7' step 3: reward 1 is 0.5, expected 0 or"):
+        Observation("t7", 3, (1.0, 0.5), "success")
+    with pytest.raises(ObservationError, match=r"reward 'partial', expected one of"):
+        Observation("t7", 3, (1.0, 0.5), "partial")
+    path = tmp_path / "history.jsonl"
+    success = [Observation("a", 0, (0.0, 1.0), "success"), Observation("b", 1, (1, 1), "success")]
+    write_history(path, success)
+    assert json.loads(path.read_text().splitlines()[0]) == {
+        "task_id": "a",
+        "step": 0,
+        "rewards": [0.0, 1.0],
+        "reward": "success",
+    }
+    assert read_history(path) == success
+    write_history(path, [Observation("a", 0, (0.0, 1.0))])  # partial credit: as before
+    assert json.loads(path.read_text()) == {"task_id": "a", "step": 0, "rewards": [0.0, 1.0]}
+
+
+def test_a_history_that_mixes_rewards_is_refused(tmp_path):
+    path = tmp_path / "history.jsonl"
+    write_history(path, [Observation("a", 0, (0.5, 1.0)), Observation("b", 0, (0, 1), "success")])
+    with pytest.raises(
+        ObservationError,
+        match=r"history.jsonl: task 'b' step 0 holds 'success' rewards, not 'fraction' ones",
+    ):
+        read_history(path)
+
+
+def test_a_log_takes_the_reward_of_its_config_only():
+    """A log of partial-credit rewards refuses success ones and the other way round, all or
+    nothing; its state says which reward it holds, so a restore into the other refuses it."""
+    fraction = Observation("a", 0, (0.0, 1.0))
+    success = Observation("a", 1, (0.0, 1.0), "success")
+    log = ObservationLog(["a"])
+    with pytest.raises(ObservationError, match=r"task 'a' step 1 holds 'success' rewards, not"):
+        log.extend([fraction, success])
+    assert len(log) == 0
+    held = ObservationLog(["a"], ObservationConfig(reward="success"))
+    assert held.extend([success]) == 1
+    assert list(held.observations()) == [success]
+    with pytest.raises(ObservationError, match=r"--reward success to use these"):
+        log.load_state_dict(json.loads(json.dumps(held.state_dict())))
+    with pytest.raises(ValueError, match=r"ObservationConfig.reward = 'binary', expected one of"):
+        ObservationConfig(reward="binary")

@@ -1,17 +1,20 @@
 """An episode as the environment runtime keeps it, and what the runtime answers for it.
 
-Reward: ``r = (checks returning True) / (number of checks)`` (:meth:`ScoreRun.verdict`). A
-state no check could run on scores 0 and says why in :attr:`EpisodeScore.unscored`.
+Reward (:func:`reward_of`, :meth:`ScoreRun.verdict`), as ``RuntimeConfig.reward`` names it:
+``fraction``, ``r = (checks returning True) / (number of checks)``, or ``success``, ``r = 1``
+when every check returns True and 0 otherwise (docs/design.md §9.6). A state no check could
+run on scores 0 and says why in :attr:`EpisodeScore.unscored`.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from envsched_gnn.envs.pool import Task, ToolCall
+from envsched_gnn.observations import DEFAULT_REWARD
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,8 @@ class EpisodeScore:
     """The verifier's verdict on an episode's current state."""
 
     reward: float
-    """Checks passed / number of checks, in [0, 1]."""
+    """The checks as one number in [0, 1] (:func:`reward_of`): the share that pass, or 1 when
+    all do and 0 otherwise."""
     checks: tuple[bool, ...]
     """One per check; False when it raised, timed out or returned a non-bool."""
     errors: tuple[str, ...] = field(default=(), compare=False)
@@ -65,6 +69,8 @@ class ScoreRun:
     task: Task
     initial: str
     final: str
+    reward: str = DEFAULT_REWARD
+    """How the checks become the reward (:func:`reward_of`)."""
     passed: list[bool] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -77,8 +83,17 @@ class ScoreRun:
         missing = len(self.checks) - len(self.passed)
         checks = (*self.passed, *(False,) * missing)
         errors = (*self.errors, *(reason,) * missing)
-        reward = sum(checks) / len(checks) if checks else 0.0
-        return EpisodeScore(reward=reward, checks=checks, errors=errors)
+        return EpisodeScore(reward=reward_of(checks, self.reward), checks=checks, errors=errors)
+
+
+def reward_of(checks: Sequence[bool], reward: str) -> float:
+    """The reward of an episode whose checks gave ``checks``: under ``fraction`` the share
+    that passed, under ``success`` 1.0 when every one did, else 0.0 (0.0 without checks)."""
+    if not checks:
+        return 0.0
+    if reward == "success":
+        return float(all(checks))
+    return sum(checks) / len(checks)
 
 
 def fault(message: str) -> ToolFault:

@@ -13,9 +13,10 @@ Placement: an environment's episodes are spread over up to ``workers`` sandboxes
 proportion to its share of the live episodes; idle sandboxes stay bound to their environment,
 up to ``max_sandboxes`` in all. Ops are batched: one request line per worker per method call.
 
-Reward: ``r = (checks returning True) / (number of checks)`` (docs/design.md §8). A state no
-check can run on scores 0 with ``EpisodeScore.unscored`` saying why, warned once per task and
-cause.
+Reward: ``r = (checks returning True) / (number of checks)`` (docs/design.md §8), or under
+``RuntimeConfig.reward = "success"`` 1 when every check returns True, else 0 (§9.6). A state
+no check can run on scores 0 with ``EpisodeScore.unscored`` saying why, warned once per task
+and cause.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ class EnvRuntime(RuntimeBase):
                 reason = f"state cannot be sent to the scorer (task {episode.task.task_id!r})"
                 results[sink] = failed_score(episode.task, f"{reason}: {state.get('error')}")
                 continue
-            run = ScoreRun(episode.task, state["initial"], state["final"])
+            run = ScoreRun(episode.task, state["initial"], state["final"], self.config.reward)
             item = self._dispatcher.score_op(episode_id, sink, run)
             scoring.setdefault((episode.worker, SCORER), []).append(item)
         self._dispatcher.run(scoring, results)

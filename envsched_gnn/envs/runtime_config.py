@@ -9,6 +9,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from envsched_gnn.observations import DEFAULT_REWARD, REWARDS, Reward
 from envsched_gnn.validation import check_bounds, config_error
 
 TRUST_POOL_VARIABLE = "ENVSCHED_TRUST_POOL"
@@ -75,7 +76,7 @@ def trust_pool_default() -> bool:
 
 @dataclass
 class RuntimeConfig:
-    """How the runtime runs untrusted environment code."""
+    """How the runtime runs untrusted environment code, and how it scores an episode."""
 
     workers: int = 2
     """Sandboxed workers one environment's episodes are spread over, at most (the runtime's
@@ -99,6 +100,10 @@ class RuntimeConfig:
     """Run the pool's code without a sandbox where the kernel refuses one (``--trust-pool``,
     or ``ENVSCHED_TRUST_POOL=1``); otherwise such a runtime refuses to start
     (:class:`SandboxUnavailable`). Default False."""
+    reward: Reward = DEFAULT_REWARD
+    """How an episode's checks become its reward: fraction (the share that pass, the paper's)
+    or success (1 when every check passes, else 0, as tau-bench and BFCL score). Every reward
+    of a run, its held-out evaluations and its history are of this one."""
 
     def __post_init__(self) -> None:
         check_bounds(
@@ -106,3 +111,5 @@ class RuntimeConfig:
             positive=("call_timeout_s",),
             at_least={"workers": 1, "memory_limit_mb": 64, "max_sandboxes": 1},
         )
+        if self.reward not in REWARDS:
+            raise config_error(self, "reward", self.reward, f"one of {REWARDS}")

@@ -203,6 +203,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices={"accelerator": ACCELERATORS},
         dest_prefix=POLICY,
     )
+    add_config_flags(policy, RuntimeConfig, fields=["reward"], dest_prefix=RUNTIME_PREFIX)
     p.set_defaults(func=_ablate)
 
 
@@ -267,7 +268,13 @@ def _ablate(args: argparse.Namespace) -> int:
         controls=tuple(controls + (["shuffled"] if args.shuffle_graph else [])),
         simulator=config_from_args(SimulatorConfig, args, dest_prefix=SIMULATOR),
         sampling=sampling_from_args(args),
-        policy=config_from_args(PolicyLearnerConfig, args, dest_prefix=POLICY, recipe=recipe),
+        policy=config_from_args(
+            PolicyLearnerConfig,
+            args,
+            dest_prefix=POLICY,
+            recipe=recipe,
+            runtime=runtime_config(args),
+        ),
     )
     check_paths(folders={"--pool": args.pool}, out_folders={"--out": args.out})
     if config.policy.model is not None:
@@ -300,7 +307,7 @@ def _register_graph_signal(groups: dict[str, argparse._SubParsersAction]) -> Non
     add_config_flags(p, GraphSignalArgs, fields=["seed"])
     add_config_flags(p, RoundsConfig, fields=["limit"], dest_prefix="rounds_")
     add_config_flags(p, GraphSignalArgs, fields=["temperature", "device", "threads"])
-    add_config_flags(p, RuntimeConfig, fields=["workers"], dest_prefix=RUNTIME_PREFIX)
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"], dest_prefix=RUNTIME_PREFIX)
     add_config_flags(
         p, GraphSignalConfig, fields=["permutations", "bootstrap"], dest_prefix="signal_"
     )
@@ -352,7 +359,7 @@ def _rollout_source(args: argparse.Namespace):
     graph = pool_graph(pool, args.graph, out)
     runtime = runtime_config(args)
     with open_engine(args.model, pool, agent, runtime, args.device, args.threads) as engine:
-        observations, summaries = rollout_rounds(engine, pool, config)
+        observations, summaries = rollout_rounds(engine, pool, config, runtime.reward)
     for summary in summaries:
         print(
             f"round {'AB'[summary['round']]} (seed {summary['seed']}): {summary['tasks']} tasks "

@@ -72,7 +72,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
         choices={"tool_format": TOOL_FORMATS},
     )
     add_config_flags(p, EvalPolicyArgs, fields=["tasks_per_batch"])
-    add_config_flags(p, RuntimeConfig, fields=["workers"])
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"])
     add_config_flags(p, EvalPolicyArgs, fields=["device", "threads", "out"])
     p.set_defaults(func=_eval_policy)
 
@@ -102,12 +102,14 @@ def _eval_policy(args: argparse.Namespace) -> int:
         result = evaluate_policy(
             engine, tasks, evaluation.k, evaluation.seed, evaluation.tasks_per_batch
         )
+    result["reward"] = runtime.reward
     print(
         f"{evaluation.split}: {result['tasks']} tasks x K={evaluation.k}: mean reward "
         f"{result['mean_reward']:.3f}, full success {result['full_success_rate']:.3f}, "
         f"zero-variance groups {result['zero_variance_share']:.3f}, "
         f"malformed calls/episode {result['malformed_call_rate']:.3f}, "
-        f"{result['rollout_s']:.1f} s (T={agent.temperature}, {agent.tool_format} tools)"
+        f"{result['rollout_s']:.1f} s (T={agent.temperature}, {agent.tool_format} tools, "
+        f"{runtime.reward} reward)"
     )
     for env, row in result["per_env"].items():
         print(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.observations import Observation
+from envsched_gnn.observations import DEFAULT_REWARD, Observation
 from envsched_gnn.training.rollout_groups import summarize_groups
 
 
@@ -28,11 +28,12 @@ def reference_rounds(
     rounds: int = 2,
     drop: float = 0.3,
     seed: int = 0,
+    reward: str = DEFAULT_REWARD,
 ) -> list[Observation]:
     """K noisy replays of every task's reference solution per round (module docstring).
 
-    ``runtime`` is an ``EnvRuntime`` over ``pool``; tasks without a reference solution are
-    an error (nothing to replay)."""
+    ``runtime`` is an ``EnvRuntime`` over ``pool`` that scores ``reward``; tasks without a
+    reference solution are an error (nothing to replay)."""
     if not 0.0 < drop < 1.0:
         raise ValueError(f"drop must be in (0, 1), got {drop}")
     if k < 2:
@@ -52,7 +53,8 @@ def reference_rounds(
                      for row in kept]  # fmt: skip
         rewards = [score.reward for score in runtime.replay(runs)]
         for n, task_id in enumerate(task_ids):
-            observations.append(Observation(task_id, r, tuple(rewards[n * k : (n + 1) * k])))
+            group = tuple(rewards[n * k : (n + 1) * k])
+            observations.append(Observation(task_id, r, group, reward))
         summary = summarize_groups({o.task_id: o.rewards for o in observations[-len(task_ids) :]})
         print(
             f"round {r}: {len(task_ids)} tasks x K={k} noisy reference replays (drop {drop:g}), "

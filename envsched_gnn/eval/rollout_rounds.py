@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envsched_gnn.envs.pool import Pool
-from envsched_gnn.observations import Observation
+from envsched_gnn.observations import DEFAULT_REWARD, Observation
 from envsched_gnn.validation import ConfigError, check_bounds
 
 
@@ -53,10 +53,12 @@ def round_tasks(pool: Pool, config: RoundsConfig) -> list[str]:
     return tasks
 
 
-def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Observation], list]:
+def rollout_rounds(
+    engine, pool: Pool, config: RoundsConfig, reward: str = DEFAULT_REWARD
+) -> tuple[list[Observation], list]:
     """Observations of every round (round r at step r) and each round's summary.
 
-    ``engine`` is a ``RolloutEngine`` over ``pool``.
+    ``engine`` is a ``RolloutEngine`` over ``pool`` whose runtime scores ``reward``.
     """
     from envsched_gnn.training.rollout_groups import rollout_groups, summarize_groups
 
@@ -68,7 +70,7 @@ def rollout_rounds(engine, pool: Pool, config: RoundsConfig) -> tuple[list[Obser
             engine, tasks, config.k, seed, config.tasks_per_batch, progress=f"round {r}"
         )
         observations += [
-            Observation(task_id, r, tuple(rolled.rewards[task_id])) for task_id in tasks
+            Observation(task_id, r, tuple(rolled.rewards[task_id]), reward) for task_id in tasks
         ]
         summaries.append(
             {
@@ -95,6 +97,6 @@ def assign_steps(
     for step, part in enumerate(np.array_split(order, steps)):
         step_of[part] = step
     return [
-        Observation(o.task_id, int(s), o.rewards)
+        Observation(o.task_id, int(s), o.rewards, o.reward)
         for o, s in zip(observations, step_of.tolist(), strict=True)
     ]

@@ -23,18 +23,29 @@ def source_error(args: argparse.Namespace) -> str | None:
 def read_source(
     args: argparse.Namespace, own: Callable[[argparse.Namespace], tuple[Any, list]]
 ) -> tuple[Any, list]:
-    """(graph, observations) of the store, of the graph and history files, or ``own(args)``."""
+    """(graph, observations) of the store, of the graph and history files, or ``own(args)``;
+    a store's or history's observations must be of the command's ``--reward``."""
+    from envsched_gnn.envs.commands import RUNTIME_PREFIX
+    from envsched_gnn.observations import check_reward, history_reward
+
     if args.store is not None:
         from envsched_gnn.graph_store.connect import open_store
 
         with open_store(args.store) as store:
-            return store.read_graph(), store.read_observations()
-    if args.history is not None:
+            graph, observations = store.read_graph(), store.read_observations()
+        where = args.store
+    elif args.history is not None:
         from envsched_gnn.graph.task_graph import read_graph
         from envsched_gnn.observations import read_history
 
-        return read_graph(args.graph), read_history(args.history)
-    return own(args)
+        graph, observations = read_graph(args.graph), read_history(args.history)
+        where = args.history
+    else:
+        return own(args)
+    found = history_reward(observations, where)
+    if found is not None:
+        check_reward(found, getattr(args, RUNTIME_PREFIX + "reward"), where)
+    return graph, observations
 
 
 def pool_graph(

@@ -16,7 +16,13 @@ import numpy as np
 from envsched_gnn.envs.pool import Check, Environment, Task, ToolCall
 from envsched_gnn.graph.task_graph import RELATIONS
 from envsched_gnn.graph_store.errors import StoreError
-from envsched_gnn.observations import Observation, ObservationError, reward_stats, validate_rewards
+from envsched_gnn.observations import (
+    DEFAULT_REWARD,
+    Observation,
+    ObservationError,
+    reward_stats,
+    validate_rewards,
+)
 
 PREDICTION_FIELDS = (
     "q",
@@ -108,8 +114,11 @@ def _number(value: Any, where: str) -> float | None:
 
 def observation_rows(observations: Iterable[Observation | Mapping]) -> list[dict]:
     """One checked row per distinct (task, step), in first-seen order; a (task, step) given
-    twice must have the same rewards."""
+    twice must have the same rewards, and every row the same reward."""
     rows = [observation_row(o) for o in observations]  # each checked before any pair
+    rewards = sorted({row["reward"] for row in rows})
+    if len(rewards) > 1:
+        raise ObservationError(f"the observations to write mix the rewards {rewards}")
     by_key: dict[str, dict] = {}
     for row in rows:
         previous = by_key.setdefault(row["key"], row)
@@ -126,21 +135,23 @@ def observation_row(observation: Observation | Mapping) -> dict:
     and the reward statistics ``m, v, d`` of :func:`~envsched_gnn.observations.reward_stats`."""
     if isinstance(observation, Mapping):
         task_id, step = observation.get("task_id"), observation.get("step")
-        rewards = observation.get("rewards")
+        rewards, reward = observation.get("rewards"), observation.get("reward", DEFAULT_REWARD)
     else:
         task_id, step, rewards = observation.task_id, observation.step, observation.rewards
+        reward = observation.reward
     if not isinstance(task_id, str):
         raise ObservationError(f"observation task_id {task_id!r} is not a string")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ObservationError(f"task {task_id!r}: step {step!r} is not a non-negative integer")
     if not isinstance(rewards, (list, tuple)):
         raise ObservationError(f"task {task_id!r} step {step}: rewards {rewards!r} is not a list")
-    validate_rewards(rewards, task_id=task_id, step=step)
+    validate_rewards(rewards, task_id=task_id, step=step, reward=reward)
     m, v, d = reward_stats(rewards)
     return {
         "key": record_key(task_id, step),
         "task_id": task_id,
         "step": step,
+        "reward": reward,
         "rewards": [float(r) for r in rewards],
         "m": m,
         "v": v,

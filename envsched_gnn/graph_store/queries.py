@@ -160,13 +160,19 @@ MERGE_OBSERVATIONS = """
 UNWIND $rows AS r
 MATCH (t:Task {id: r.task_id})
 MERGE (o:Observation {key: r.key})
-SET o.task_id = r.task_id, o.step = r.step, o.rewards = r.rewards, o.m = r.m, o.v = r.v, o.d = r.d
+SET o.task_id = r.task_id, o.step = r.step, o.rewards = r.rewards, o.m = r.m, o.v = r.v, o.d = r.d,
+    o.reward = r.reward
 MERGE (o)-[:OF]->(t)
 """
 READ_OBSERVATIONS = """
 MATCH (o:Observation)-[:OF]->(t:Task)
-RETURN t.id AS task_id, o.step AS step, o.rewards AS rewards
+RETURN t.id AS task_id, o.step AS step, o.rewards AS rewards, o.reward AS reward
 ORDER BY step, task_id
+"""
+READ_OBSERVATION_REWARD = """
+MATCH (o:Observation)
+RETURN o.reward AS reward
+LIMIT 1
 """
 
 DELETE_EVIDENCE = """

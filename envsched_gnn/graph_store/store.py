@@ -36,7 +36,7 @@ from envsched_gnn.graph_store.snapshot import (
     write_snapshot,
 )
 from envsched_gnn.graph_store.transactions import CHUNK, StoreConnection, chunks
-from envsched_gnn.observations import Observation, ObservationError
+from envsched_gnn.observations import DEFAULT_REWARD, Observation, ObservationError, check_reward
 
 
 def _now() -> str:
@@ -291,12 +291,16 @@ class GraphStore(StoreConnection):
 
     def write_observations(self, observations: Iterable[Observation | Mapping]) -> int:
         """Store observations keyed by (task, step), all or nothing; returns how many are new.
-        Everything is checked first, in the same transaction (rewards, steps, known tasks, a
-        stored (task, step) only with identical rewards); a bad one raises ``ObservationError``.
+        Everything is checked first, in the same transaction (rewards, steps, known tasks, the
+        reward the store holds, a stored (task, step) only with identical rewards); a bad one
+        raises ``ObservationError``.
         """
         rows = observation_rows(observations)
 
         def work(tx) -> int:
+            stored_reward = self._observation_reward(tx)
+            if stored_reward is not None:
+                check_reward(stored_reward, rows[0]["reward"], f"the store {self.where}")
             ids = sorted({row["task_id"] for row in rows})
             missing = [r["id"] for r in tx.run(queries.MISSING_TASKS, ids=ids)]
             if missing:
@@ -324,9 +328,24 @@ class GraphStore(StoreConnection):
     def read_observations(self) -> list[Observation]:
         """All observations, ordered by (step, task id)."""
         return [
-            Observation(r["task_id"], int(r["step"]), tuple(float(x) for x in r["rewards"]))
+            Observation(
+                r["task_id"],
+                int(r["step"]),
+                tuple(float(x) for x in r["rewards"]),
+                r["reward"] or DEFAULT_REWARD,
+            )
             for r in self.query(queries.READ_OBSERVATIONS)
         ]
+
+    def observation_reward(self) -> str | None:
+        """The reward of the stored observations (one for all: every write checks it), None
+        when there are none; an observation stored before the option is ``fraction``."""
+        return self.read(self._observation_reward)
+
+    @staticmethod
+    def _observation_reward(tx) -> str | None:
+        row = tx.run(queries.READ_OBSERVATION_REWARD).single()
+        return None if row is None else row["reward"] or DEFAULT_REWARD
 
     # -- predictions and their evidence ---------------------------------------------------
 

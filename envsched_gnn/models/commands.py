@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.json_files import write_json_atomically
-from envsched_gnn.observations import ObservationConfig, add_small_groups_option
+from envsched_gnn.observations import ObservationConfig, add_history_options
 from envsched_gnn.validation import check_paths, fail
 
 
@@ -65,7 +65,7 @@ def register(groups: dict) -> None:
         "from observations with step < T.",
     )
     add_config_flags(p, PredictArgs, fields=["graph", "history"])
-    add_small_groups_option(p)
+    add_history_options(p)
     add_config_flags(p, PredictArgs, fields=["step", "out"])
     p.set_defaults(func=_predict)
 
@@ -82,7 +82,7 @@ def register(groups: dict) -> None:
         positional=["task"],
         metavars={"task": "TASK"},
     )
-    add_small_groups_option(e)
+    add_history_options(e)
     add_config_flags(
         e,
         ExplainArgs,

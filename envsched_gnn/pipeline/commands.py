@@ -64,6 +64,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "model",
             "accelerator",
             "workers",
+            "reward",
         ],  # fmt: skip
         choices={"preset": sorted(PRESETS), "accelerator": ACCELERATORS},
         defaults={"schedulers": ",".join(RunOptions().schedulers)},

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envsched_gnn.observations import DEFAULT_REWARD, Reward
 from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS, Preset
 from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
@@ -71,6 +72,9 @@ class RunOptions:
     workers: int = 0
     """Schedulers trained at once, one process each (0: one per CPU core on a CPU machine,
     1 on a GPU)."""
+    reward: Reward = DEFAULT_REWARD
+    """How a rollout's checks become its reward: fraction (the share that pass) or success (1
+    when every check passes, else 0)."""
 
     def __post_init__(self) -> None:
         check_bounds(
@@ -135,7 +139,7 @@ def run_pipeline(options: RunOptions, preset: Preset | None = None) -> dict[str,
         )
         trained = _train(start, configs, graph, options, steps, out, progress)
         results, evidence = _record_results(
-            store, pool, graph, configs, trained, steps, out, progress
+            store, pool, graph, configs, trained, steps, out, progress, options.reward
         )
 
     progress.marks["total_s"] = round(time.perf_counter() - progress.start, 1)
@@ -255,7 +259,8 @@ def _evaluate_start(
 
     tick = time.perf_counter()
     launch = LaunchConfig(accelerator=options.accelerator, print_steps=True)
-    start = SharedStart(pool, policy_dir, preset.agent, RuntimeConfig(), launch)
+    runtime = RuntimeConfig(reward=options.reward)
+    start = SharedStart(pool, policy_dir, preset.agent, runtime, launch)
     start.initial_eval = initial = evaluate_start(start, configs[options.schedulers[0]])
     progress(
         f"held-out mean reward of the policy GRPO starts from: {initial['mean_reward']:.3f} "
@@ -299,16 +304,19 @@ def _record_results(
     steps: int,
     out: Path,
     progress: Progress,
+    reward: str,
 ) -> tuple[dict[str, Any], dict]:
-    """Each scheduler's results, with a line each; the first one's observations go to the
-    store and give the top evidence (returned second)."""
+    """Each scheduler's results, with a line each; the first one's observations (of
+    ``reward``) go to the store and give the top evidence (returned second)."""
     from envsched_gnn.observations import observations_from_rewards as to_observations
     from envsched_gnn.pipeline.evidence import write_top_evidence
     from envsched_gnn.pipeline.report import summarize
 
     results: dict[str, Any] = {}
     for index, (name, result) in enumerate(zip(configs, trained, strict=True)):
-        observations = [o for s, r in enumerate(result.rewards) for o in to_observations(s, r)]
+        observations = [
+            o for s, r in enumerate(result.rewards) for o in to_observations(s, r, reward)
+        ]
         if index == 0:
             store.write_observations(observations)
             evidence = write_top_evidence(pool, graph, observations, steps - 1, out)

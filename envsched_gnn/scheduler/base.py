@@ -21,7 +21,13 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from envsched_gnn.graph.task_graph import TaskGraph
-from envsched_gnn.observations import Observation, ObservationLog, observations_from_rewards
+from envsched_gnn.observations import (
+    DEFAULT_REWARD,
+    Observation,
+    ObservationLog,
+    check_reward,
+    observations_from_rewards,
+)
 from envsched_gnn.scheduler.groups import GroupSelection
 from envsched_gnn.scheduler.metrics import batch_metrics
 from envsched_gnn.scheduler.selections import SelectionHistory
@@ -116,18 +122,20 @@ class BaseScheduler:
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.retired: frozenset[str] = frozenset()
+        self.log = ObservationLog([])
         self._set_graph(graph)
         self.last_batch: BatchInfo | None = None
         self._last_rewards: dict[str, list[float]] = {}
         self._seen: set[tuple[str, int]] = set()
 
     def _set_graph(self, graph: TaskGraph) -> None:
-        """The graph and what is indexed by its nodes, with an empty log and history."""
+        """The graph and what is indexed by its nodes, with an empty log (its config kept) and
+        history."""
         self.graph = graph
         self.task_ids = list(graph.task_ids)
         self.env_names, self.env = graph.env_index()
         self.num_envs = len(self.env_names)
-        self.log = ObservationLog(self.task_ids)
+        self.log = ObservationLog(self.task_ids, self.log.config)
         self.selections = SelectionHistory(self.env, self.num_envs)
         self.eligible = self._eligible_mask(self.retired)
 
@@ -171,9 +179,10 @@ class BaseScheduler:
         return int(size)
 
     def observe(self, step: int, rewards: Mapping[str, Sequence[float]]) -> None:
-        """Record the K rewards of each task rolled out at ``step``."""
+        """Record the K rewards of each task rolled out at ``step`` (of the reward its log's
+        config names, ``log.config.reward``)."""
         step = _check_step(step)
-        observations = observations_from_rewards(step, rewards)
+        observations = observations_from_rewards(step, rewards, self.log.config.reward)
         self._record(observations)
         if self.last_batch is not None and self.last_batch.step == step:
             self._last_rewards.update({t: list(r) for t, r in rewards.items()})
@@ -365,6 +374,17 @@ def check_covers(graph: TaskGraph, state: dict) -> None:
             f"selected: {shown}{more}. A scheduler continues on the same task ids plus new ones "
             "(graph add-env); to stop selecting an environment, retire it. Nothing was changed"
         )
+
+
+def check_state_reward(state: dict, reward: str, where: str) -> None:
+    """Raise unless every observation of ``state`` (a scheduler's, or a composition's holding
+    one under ``"scheduler"``) is of ``reward`` (:func:`~envsched_gnn.observations.check_reward`;
+    ``where`` names the state's file)."""
+    while "scheduler" in state:
+        state = state["scheduler"]
+    for row in state["log"]["observations"]:
+        found = row.get("reward", DEFAULT_REWARD)
+        check_reward(found, reward, f"{where}: task {row['task_id']!r} step {row['step']}")
 
 
 def known_env_ids(graph: TaskGraph, env_ids: Iterable[str] | str) -> frozenset[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
 from envsched_gnn.json_files import write_json_atomically
-from envsched_gnn.observations import ObservationConfig, add_small_groups_option
+from envsched_gnn.observations import ObservationConfig, add_history_options
 from envsched_gnn.scheduler.building import Caller
 from envsched_gnn.scheduler.dynamic_sampling import (
     GENERATION_RULES,
@@ -152,7 +152,7 @@ def register(groups: dict) -> None:
         description=__doc__.split("\n\n")[1],
     )
     add_config_flags(p, SelectArgs, fields=["graph", "history"])
-    add_small_groups_option(p)
+    add_history_options(p)
     add_config_flags(
         p,
         SelectArgs,

@@ -101,10 +101,7 @@ class ObservationSink:
             return {"pending": [observation.to_json() for observation in self._pending.values()]}
 
     def load_state_dict(self, state: dict) -> None:
-        self.put(
-            Observation(row["task_id"], row["step"], tuple(row["rewards"]))
-            for row in state["pending"]
-        )
+        self.put(Observation.from_json(row) for row in state["pending"])
 
     def _run(self) -> None:
         delay = self.retry_initial_s

@@ -216,3 +216,30 @@ def test_the_policy_sees_every_result_a_successful_call_returns(pool):
     for (task_id, _), answers, results in zip(runs, seen, expected, strict=True):
         assert not [a for a in answers if isinstance(a, ToolFault)], task_id
         assert answers == [json.loads(encode_result(r)) for r in results], task_id
+
+
+@pytest.mark.slow  # every task's reference and empty trajectory in the sandbox
+def test_under_the_success_reward_the_pool_scores_as_bfcls_own_checker(pool):
+    """BFCL scores a multi-turn entry valid (1) or not (0): its ``multi_turn_checker`` refuses
+    an empty model response for any turn whose ground truth holds a call
+    (``multi_turn:empty_turn_model_response``), then checks state and responses turn by turn;
+    the ground truth itself passes. Under ``--reward success`` the converted pool agrees on
+    both ends: each reference scores 1, each empty trajectory 0 (under the fraction it gets
+    partial credit from the checks it leaves true)."""
+    answers = VENDORED / "bfcl_eval" / "data" / "possible_answer" / "BFCL_v4_multi_turn_base.json"
+    ground_truth = {
+        row["id"]: row["ground_truth"]
+        for row in map(json.loads, answers.read_text(encoding="utf-8").splitlines())
+    }
+    empty_is_valid = {task_id: not any(turns) for task_id, turns in ground_truth.items()}
+    references = [(t.task_id, t.reference_solution) for t in pool.tasks]
+    empties = [(t.task_id, []) for t in pool.tasks]
+    assert {task_id for task_id, _ in references} == set(ground_truth)
+    with EnvRuntime(pool, RuntimeConfig(workers=2, reward="success")) as runtime:
+        reference = runtime.replay(references)
+        empty = runtime.replay(empties)
+    assert [s.reward for s in reference] == [1.0] * len(pool.tasks)
+    assert [s.reward for s in empty] == [float(empty_is_valid[t]) for t, _ in empties]
+    assert not any(empty_is_valid.values())
+    partial = [sum(s.checks) / len(s.checks) for s in empty]
+    assert sum(0.0 < r < 1.0 for r in partial) == 57  # fraction credit BFCL never gives

@@ -200,6 +200,30 @@ def test_handmade_references_score_one_and_doing_nothing_scores_less():
     assert empty[2] == EpisodeScore(reward=0.5, checks=(True, False))
 
 
+def test_the_success_reward_is_one_only_when_every_check_passes():
+    """Same episodes, both rewards: identical checks; success = 1 exactly where the fraction
+    is 1 (the references), else 0, also for a reference cut short (some checks pass)."""
+    pool = handmade_pool()
+    runs = [(t.task_id, t.reference_solution) for t in pool.tasks]
+    runs += [(t.task_id, []) for t in pool.tasks]
+    runs += [(t.task_id, t.reference_solution[:1]) for t in pool.tasks]
+    scores = {}
+    for reward in ("fraction", "success"):
+        with EnvRuntime(pool, RuntimeConfig(workers=2, reward=reward)) as runtime:
+            scores[reward] = runtime.replay(runs)
+    fraction, success = scores["fraction"], scores["success"]
+    assert [s.checks for s in success] == [s.checks for s in fraction]
+    assert [s.reward for s in success] == [float(s.reward == 1.0) for s in fraction]
+    assert 0.0 < fraction[len(pool.tasks) + 2].reward < 1.0  # doing nothing: partial credit
+    assert success[len(pool.tasks) + 2] == EpisodeScore(reward=0.0, checks=(True, False))
+    assert {s.reward for s in success} == {0.0, 1.0}
+
+
+def test_an_unknown_reward_is_refused():
+    with pytest.raises(ValueError, match=r"RuntimeConfig.reward = 'partial', expected one of"):
+        RuntimeConfig(reward="partial")
+
+
 def test_many_episodes_run_in_parallel_and_answer_in_order():
     pool = handmade_pool()
     episodes = [(f"e{i}", pool.tasks[i % len(pool.tasks)].task_id) for i in range(60)]

@@ -106,6 +106,30 @@ def test_bad_observation_writes_nothing(store: GraphStore, bad: dict, message: s
     assert store.count_observations() == 1
 
 
+def test_a_store_holds_one_reward(store: GraphStore) -> None:
+    """Success observations are stored as such, read back as such, and refused in a store of
+    partial-credit ones (also one written before the option, without a reward property)."""
+    store.write_pool(handmade_pool())
+    assert store.observation_reward() is None
+    success = [Observation("clinic-book", 0, (1.0, 0.0), "success")]
+    assert store.write_observations(success) == 1
+    assert store.observation_reward() == "success"
+    assert store.read_observations() == success
+    fraction = [Observation("clinic-book", 1, (0.5, 0.0))]
+    with pytest.raises(ObservationError, match=r"holds 'success' rewards, not 'fraction' ones"):
+        store.write_observations(fraction)
+    store.clear()
+    store.write_pool(handmade_pool())
+    store.write_observations(fraction)
+    store.write(lambda tx: tx.run("MATCH (o:Observation) REMOVE o.reward").consume())
+    assert store.query("MATCH (o:Observation) RETURN o.reward AS r") == [{"r": None}]
+    assert store.observation_reward() == "fraction"
+    assert store.read_observations() == fraction
+    with pytest.raises(ObservationError, match=r"holds 'fraction' rewards, not 'success' ones"):
+        store.write_observations(success)
+    assert store.read_observations() == fraction
+
+
 def test_predictions_with_evidence_are_queryable(store: GraphStore) -> None:
     store.write_pool(handmade_pool())
     row = {

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from envsched_gnn.bench.scheduler import synthetic_graph
+from envsched_gnn.observations import ObservationConfig, ObservationError
 from envsched_gnn.scheduler.base import SchedulerError
 from envsched_gnn.scheduler.registry import SCHEDULERS, make_scheduler
 from tests.scheduler.test_envsched import rewards_for
@@ -132,6 +133,26 @@ def test_a_graph_that_lacks_observed_tasks_is_refused_naming_them_and_loses_noth
     renamed = type(full)(renamed.task_ids, renamed.env_ids, renamed.edges)
     with pytest.raises(SchedulerError, match=repr(used[0])):
         scheduler.grow(renamed)
+
+
+def test_a_grown_scheduler_keeps_the_reward_its_log_holds(graphs):
+    old, full, rates = graphs
+    scheduler = make_scheduler("envsched", old, batch_size=B, seed=1)
+    scheduler.log.config = ObservationConfig(reward="success")
+
+    def observe(step: int) -> None:
+        rewards = rewards_for(scheduler.next_batch(step), step, rates, full.index)
+        scheduler.observe(step, {t: [float(r >= 0.5) for r in rs] for t, rs in rewards.items()})
+
+    observe(0)
+    scheduler.grow(full)
+    observe(1)
+
+    assert scheduler.log.config.reward == "success"
+    assert {o.reward for o in scheduler.log.observations()} == {"success"}
+    assert {o.step for o in scheduler.log.observations()} == {0, 1}
+    with pytest.raises(ObservationError, match="expected 0 or 1"):
+        scheduler.observe(2, {full.task_ids[0]: [0.5, 1.0]})
 
 
 def test_dropping_tasks_no_state_mentions_loses_nothing_and_is_accepted(graphs):

@@ -132,7 +132,7 @@ class PolicyLearnerConfig:
     alike); None: the starting policy's own (its ``agent_config.json``; the defaults for an
     SFT from scratch)."""
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    """Worker processes of the environment runtime."""
+    """Worker processes of the environment runtime, and the reward it scores."""
 
     def __post_init__(self) -> None:
         check_bounds(
@@ -202,6 +202,13 @@ class AblationConfig:
     def __post_init__(self) -> None:
         if self.learner not in ("sim", "policy"):
             raise config_error(self, "learner", self.learner, "'sim' or 'policy'")
+        if self.learner == "sim" and self.policy.runtime.reward != "fraction":
+            raise config_error(
+                self,
+                "learner",
+                self.learner,
+                "'policy' under --reward success (the simulator has its own partial-credit reward)",
+            )
         names = ("seeds", "steps", "batch_size", "workers", "evaluations")
         check_bounds(self, at_least=dict.fromkeys(names, 1), non_negative=("control_seed",))
         budget = self.steps * self.batch_size * self.simulator.rollouts

@@ -201,6 +201,8 @@ def kept_heldout_start(
         "agent": asdict(learner.agent),
         "accelerator": learner.accelerator,
     }
+    if learner.runtime.reward != "fraction":  # a record of the partial-credit reward keeps its key
+        identity["reward"] = learner.runtime.reward
     kept = _read_json(record)
     if kept is not None and kept["key"] == canonical_sha256(identity):
         initial = kept["evaluation"]

@@ -57,7 +57,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     add_config_flags(source, ColdStartArgs, fields=["history", "store", "pool"])
     add_config_flags(p, ColdStartArgs, fields=["graph", "split", "k", "drop_calls"])
-    add_config_flags(p, RuntimeConfig, fields=["workers"], dest_prefix=RUNTIME_PREFIX)
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"], dest_prefix=RUNTIME_PREFIX)
     add_config_flags(
         p, ColdStartConfig, fields=["folds", "join_step", "control_draws", "bootstrap", "seed"]
     )
@@ -100,9 +100,16 @@ def _reference_source(args: argparse.Namespace):
         raise ConfigError(f"the pool has no task in split {args.split!r}")
     out = Path(args.out) if args.out else None
     graph = pool_graph(pool, args.graph, out, tasks)
-    with EnvRuntime(pool, runtime_config(args)) as runtime:
+    config = runtime_config(args)
+    with EnvRuntime(pool, config) as runtime:
         observations = reference_rounds(
-            runtime, pool, tasks, k=args.k, drop=args.drop_calls, seed=args.seed
+            runtime,
+            pool,
+            tasks,
+            k=args.k,
+            drop=args.drop_calls,
+            seed=args.seed,
+            reward=config.reward,
         )
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -64,11 +64,12 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
             "Rolls out K samples of every task of the chosen splits and reports, per task and "
             "grouped by split, environment, checklist length and operation count: the mean "
             "reward, the best of K, the headroom (best - mean) with 95 % intervals, and the "
-            "shares of zero-variance and all-ones groups."
+            "shares of zero-variance, all-ones and all-zeros groups; and where the variance "
+            "lies between environments, call counts and operation patterns."
         ),
     )
     add_config_flags(p, HeadroomArgs)
-    add_config_flags(p, RuntimeConfig, fields=["workers"])
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"])
     p.set_defaults(func=_headroom)
 
 
@@ -116,17 +117,23 @@ def _headroom(args: argparse.Namespace) -> int:
                 flush=True,
             )
             runs.append(
-                {"temperature": temperature, "k": options.k, "constrained": agent.constrained}
+                {
+                    "temperature": temperature,
+                    "k": options.k,
+                    "constrained": agent.constrained,
+                    "reward": runtime.reward,
+                }
                 | table
             )
     header = [
         f"policy {options.model}, pool {options.pool}, splits {', '.join(options.splits)}",
         f"K = {options.k} samples per task, seed {options.seed}, "
         f"{'constrained' if own.constrained else 'unconstrained'} decoding, "
-        f"{len(tasks)} tasks",
+        f"{len(tasks)} tasks, reward: {runtime.reward}",
         f"command: envsched-gnn eval headroom --pool {options.pool} --model {options.model} "
         f"--splits {' '.join(options.splits)} --k {options.k} --temperatures "
-        f"{' '.join(str(t) for t in temperatures)} --limit {options.limit} --seed {options.seed}",
+        f"{' '.join(str(t) for t in temperatures)} --limit {options.limit} --seed {options.seed} "
+        f"--reward {runtime.reward}",
     ]
     for path in write_headroom(runs, header, options.out):
         print(f"wrote {path}")

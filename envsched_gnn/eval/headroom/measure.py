@@ -11,9 +11,9 @@ rewards r(i,1..K):
 A group is *zero-variance* when s_i = 0 and *all ones* when min_k r(i,k) = 1.
 :func:`headroom_table` gives the means of m, b and h (h with a Student-t 95 % interval) and the
 zero-variance, all-ones and all-zeros shares, overall and per split, environment, checklist
-length, operation count and kind. :func:`variance_table` gives the share of the variance of m_i
-and of 1[s_i = 0] between environments, call counts and operation patterns
-(:func:`~envsched_gnn.eval.stats.between_group_share`).
+length, operation count and kind. :func:`variance_table` gives the share of the variance of m_i,
+of 1[s_i = 0] and of its two parts 1[all zeros] and 1[all ones] between environments, call
+counts and operation patterns (:func:`~envsched_gnn.eval.stats.between_group_share`).
 """
 
 from __future__ import annotations
@@ -118,13 +118,16 @@ def variance_table(
     seed: int = 0,
 ) -> dict[str, dict[str, dict]]:
     """``{statistic: {partition: between_group_share}}`` over ``{task_id: [r_1..r_K]}``, for
-    the statistics ``mean_reward`` (m_i) and ``zero_variance`` (1[s_i = 0]) and every
-    partition in ``partition_of`` (module docstring)."""
+    the statistics ``mean_reward`` (m_i), ``zero_variance`` (1[s_i = 0]), ``all_zeros``
+    (1[max_k r = 0]) and ``all_ones`` (1[min_k r = 1]) and every partition in ``partition_of``
+    (module docstring)."""
     tasks = list(groups)
     stats = [group_headroom(groups[t]) for t in tasks]
     statistics = {
         "mean_reward": [s["mean"] for s in stats],
         "zero_variance": [float(s["spread"] == 0) for s in stats],
+        "all_zeros": [float(max(groups[t]) == 0.0) for t in tasks],
+        "all_ones": [float(min(groups[t]) == 1.0) for t in tasks],
     }
     return {
         name: {

@@ -64,7 +64,12 @@ def render_markdown(runs: Sequence[Mapping[str, Any]], header: Sequence[str]) ->
     return "\n".join(lines) + "\n"
 
 
-STATISTICS = {"mean_reward": "task mean reward m", "zero_variance": "zero-variance 1[s = 0]"}
+STATISTICS = {
+    "mean_reward": "task mean reward m",
+    "zero_variance": "zero-variance 1[s = 0]",
+    "all_zeros": "all zeros 1[best = 0]",
+    "all_ones": "all ones 1[worst = 1]",
+}
 """The per-task statistics whose variance :func:`render_variance` splits, in words."""
 
 

@@ -91,7 +91,7 @@ def register(groups: dict[str, argparse._SubParsersAction]) -> None:
     )
     add_sampling_flags(p)
     add_config_flags(p, AgentConfig, fields=AGENT_FIELDS, defaults=dict.fromkeys(AGENT_FIELDS))
-    add_config_flags(p, RuntimeConfig, fields=["workers"])
+    add_config_flags(p, RuntimeConfig, fields=["workers", "reward"])
     add_config_flags(p, GRPOConfig, fields=["seed"])
     add_config_flags(
         p,
@@ -114,6 +114,7 @@ def _train_grpo(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.runtime_config import RuntimeConfig
     from envsched_gnn.graph.task_graph import read_graph
     from envsched_gnn.graph_store.connect import check_store_spec, open_store
+    from envsched_gnn.observations import check_reward
     from envsched_gnn.scheduler.commands import sampling_from_args
     from envsched_gnn.training.grpo.config import GRPOConfig, LaunchConfig
     from envsched_gnn.training.grpo.train import train_grpo
@@ -136,11 +137,16 @@ def _train_grpo(args: argparse.Namespace) -> int:
     check_store_spec(run.store)
     agent = load_agent_config(run.model, **{name: getattr(args, name) for name in AGENT_FIELDS})
     pool = load_pool(run.pool)
-    if run.graph:
-        graph = read_graph(run.graph)
-    else:
+    graph = read_graph(run.graph) if run.graph else None
+    if run.store and (graph is None or launch.devices == 1):
+        # the store's reward is checked before the policy loads (DDP ranks given --graph leave
+        # the store to rank 0's writer, whose every write checks it too)
         with open_store(run.store) as store:
-            graph = store.read_graph()
+            if graph is None:
+                graph = store.read_graph()
+            stored = store.observation_reward()
+        if stored is not None:
+            check_reward(stored, runtime.reward, f"the store {run.store}")
     writer = StoreWriter(run.store) if run.store else None
     try:
         result = train_grpo(

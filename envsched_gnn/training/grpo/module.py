@@ -14,6 +14,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 import lightning as L
@@ -58,7 +59,8 @@ class GRPOModule(L.LightningModule):
         scheduler: chooses the batches; its observation log holds this run's steps only.
         config: the run's :class:`GRPOConfig`.
         agent_config: turn and token limits and the sampling temperature of the rollouts.
-        runtime_config: worker processes of the environment runtime (started at fit start).
+        runtime_config: worker processes of the environment runtime (started at fit start) and
+            its reward, which the scheduler's log and the sink's observations are told of.
         sink: buffered writer of observations to the graph store (rank 0), or None.
         evaluator: ``evaluator(engine, step) -> {"mean_reward": ..., ...}`` on held-out tasks,
             run before the first step, every ``config.eval_every`` steps, after the first step
@@ -84,6 +86,7 @@ class GRPOModule(L.LightningModule):
         self.tokenizer = tokenizer
         self.agent_config = agent_config or AgentConfig()
         self.runtime_config = runtime_config or RuntimeConfig()
+        scheduler.log.config = replace(scheduler.log.config, reward=self.runtime_config.reward)
         self.runtime: EnvRuntime | None = None
         self.engine: RolloutEngine | None = None
         self.pool = pool
@@ -189,7 +192,8 @@ class GRPOModule(L.LightningModule):
         update_s = time.perf_counter() - start
 
         if self.global_rank == 0 and self.sink is not None:
-            self.sink.put(observations_from_rewards(step, rewards))
+            reward = self.runtime_config.reward
+            self.sink.put(observations_from_rewards(step, rewards, reward))
         self.rewards.append(rewards)
         self.updates_total += int(bool(trained))
         self.local_rollouts_total += len(episodes)

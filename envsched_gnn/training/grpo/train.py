@@ -87,12 +87,14 @@ def train_grpo(
     ``eval_seed`` seeds the held-out evaluation instead of ``config.seed``; ``retire_envs`` are
     no longer selected from this call's first step.
     """
-    from envsched_gnn.scheduler.base import check_covers, known_env_ids
+    from envsched_gnn.scheduler.base import check_covers, check_state_reward, known_env_ids
 
     train_graph = graph.subgraph([task.task_id for task in pool.split("train")])
     known_env_ids(train_graph, retire_envs)  # a wrong name fails before anything loads
-    if resume is not None:  # and a graph that lost a task the run used
-        check_covers(train_graph, checkpoint_state(resume)["scheduler"])
+    if resume is not None:  # and a graph that lost a task the run used, or another reward
+        state = checkpoint_state(resume)["scheduler"]
+        check_covers(train_graph, state)
+        check_state_reward(state, (runtime_config or RuntimeConfig()).reward, str(resume))
     launch = launch or LaunchConfig()
     agent_config = agent_config or AgentConfig()
     out = Path(out_dir)
@@ -277,12 +279,13 @@ def _write_run(
     module.tokenizer.save_pretrained(out / "policy")
     save_agent_config(out / "policy", agent_config)
     write_json_atomically(out / RESULT_FILE, result.to_json(), indent=2)
+    reward = module.runtime_config.reward
     write_history(
         out / HISTORY_FILE,
         [
             o
             for s, groups in enumerate(result.rewards)
-            for o in observations_from_rewards(s, groups)
+            for o in observations_from_rewards(s, groups, reward)
         ],
     )
 

@@ -16,6 +16,7 @@ import pytest
 import envsched_gnn.eval.ablation.ablate as ablate
 from envsched_gnn.cli import main
 from envsched_gnn.envs.pool import Pool
+from envsched_gnn.envs.runtime_config import RuntimeConfig
 from envsched_gnn.eval.ablation.config import AblationConfig, Job
 from envsched_gnn.eval.ablation.runs import RUNS_DIR, FinishedRuns, RunMismatch
 from envsched_gnn.eval.simulator.config import SimulatorConfig
@@ -168,6 +169,13 @@ def test_a_run_key_follows_what_determines_the_run():
     assert identity(config=replace(CONFIG, policy=dr_grpo, learner="policy")) != identity(
         config=replace(CONFIG, learner="policy")
     )
+    # the reward is part of the run: a success run is never reused for a fraction one
+    success = replace(CONFIG.policy, runtime=RuntimeConfig(reward="success"))
+    under_success = identity(config=replace(CONFIG, policy=success, learner="policy"))
+    assert under_success["settings"]["policy"]["runtime"] == {"reward": "success"}
+    assert under_success != identity(config=replace(CONFIG, learner="policy"))
+    with pytest.raises(ValueError, match=r"AblationConfig.learner = 'sim', expected 'policy' un"):
+        replace(CONFIG, policy=success)
     # a drawn control is keyed by the default graph it is drawn from, and its seed
     control = Job("envsched_relabelled", "envsched", "relabelled", 0)
     assert identity(job=control)["graph"] == same["graph"]

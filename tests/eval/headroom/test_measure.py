@@ -67,12 +67,16 @@ def test_a_task_with_several_kinds_is_in_each_of_their_groups():
     assert table["by_operation"]["update"]["mean_reward"] == pytest.approx(0.75)  # a, b
 
 
-def test_the_variance_table_splits_both_statistics_by_every_partition():
+def test_the_variance_table_splits_every_statistic_by_every_partition():
     table = variance_table(GROUPS, {"kind": lambda t: "x" if t in "ab" else "y"})
     # means (0.5, 1, 0, 0.5): x (0.5, 1) and y (0, 0.5); SS_t = 0.5, SS_b = 2 * 0.25^2 * 2
     assert table["mean_reward"]["kind"]["eta2"] == pytest.approx(0.25 / 0.5)
     # zero variance (0, 1, 1, 0): the same mean 0.5 in both groups
     assert table["zero_variance"]["kind"]["eta2"] == pytest.approx(0.0)
+    # all zeros (0, 0, 1, 0): x (0, 0), y (1, 0); SS_t = 0.75, SS_b = 2 * 0.25^2 * 2 = 0.25
+    assert table["all_zeros"]["kind"]["eta2"] == pytest.approx(0.25 / 0.75)
+    # all ones (0, 1, 0, 0): x (0, 1), y (0, 0); the same shares
+    assert table["all_ones"]["kind"]["eta2"] == pytest.approx(0.25 / 0.75)
 
 
 def test_eval_headroom_command(tmp_path):
@@ -95,10 +99,33 @@ def test_eval_headroom_command(tmp_path):
         assert run["overall"] == pytest.approx(summarize_headroom(run["per_task"]))
         assert set(run["by_split"]) == {"train", "test"}
         assert sum(row["tasks"] for row in run["by_env"].values()) == len(pool.tasks)
-        assert set(run["variance"]) == {"mean_reward", "zero_variance"}
+        assert set(run["variance"]) == {"mean_reward", "zero_variance", "all_zeros", "all_ones"}
         assert set(run["variance"]["mean_reward"]) == {"env", "calls", "pattern"}
         assert run["variance"]["mean_reward"]["env"]["groups"] == len(pool.envs)
     markdown = (out / "headroom.md").read_text()
     assert "## By calls" in markdown and "| 1.5 |" in markdown
     assert "## Where the variance lies" in markdown and "## By operation" in markdown
     assert (out / "headroom.png").stat().st_size > 0
+
+
+def test_eval_headroom_under_the_success_reward(tmp_path):
+    """The same seeded samples under both rewards: a success is a fraction of 1, all else 0."""
+    pool_dir = write_handmade_pool(tmp_path / "pool")
+    per_task = {}
+    for reward in ("fraction", "success"):
+        out = tmp_path / reward
+        code = main(
+            [
+                "eval", "headroom", "--pool", str(pool_dir), "--model", str(trained_policy_dir()),
+                "--splits", "train", "test", "--k", "4", "--out", str(out), "--workers", "1",
+                "--reward", reward,
+            ]
+        )  # fmt: skip
+        assert code == 0
+        data = json.loads((out / "headroom.json").read_text())
+        assert data["runs"][0]["reward"] == reward
+        assert data["header"][-1].endswith(f"--reward {reward}")
+        per_task[reward] = data["runs"][0]["per_task"]
+    fraction = per_task["fraction"]
+    assert per_task["success"] == {t: [float(r == 1.0) for r in rs] for t, rs in fraction.items()}
+    assert any(0.0 < r < 1.0 for rs in fraction.values() for r in rs)  # the rewards differ
