@@ -9,7 +9,9 @@ temporary folder. When ``NEO4J_URI`` is set (with ``NEO4J_USER`` / ``NEO4J_PASSW
 Tests marked ``managed`` are about the managed ArcadeDB server itself and are skipped, with
 the reason, when ``NEO4J_URI`` is set; tests marked ``neo4j`` need a real Neo4j and are
 skipped, with the reason, when it is not. The run ends with the server the store tests ran
-on (as it names itself on Bolt) and their count by outcome.
+on (as it names itself on Bolt) and their count by outcome. With ``ENVSCHED_STORE_TESTS_FLOOR``
+set (the Neo4j pass of ``.ci/run``), a run in which fewer store tests passed fails, so that a
+pass whose store tests were all skipped or never collected cannot read as green.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ NEEDS_NEO4J = (
 )
 SERVER_KEY = pytest.StashKey[str]()
 """The session's store server as the summary names it: its Bolt agent and URI."""
+FLOOR_VARIABLE = "ENVSCHED_STORE_TESTS_FLOOR"
+"""Environment variable: the fewest store tests that must pass, else the run fails."""
+OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
 @dataclass
@@ -99,18 +104,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=NEEDS_NEO4J))
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """One line: the server the store tests ran on and how many passed, failed, were skipped."""
-    server = config.stash.get(SERVER_KEY, None)
-    if server is None:
-        return
+def store_outcomes(stats: dict[str, list]) -> Counter[str]:
+    """How many store-marked tests passed, failed, errored and were skipped (a test once each)."""
     outcomes: Counter[str] = Counter()
     seen: set[tuple[str, str]] = set()
-    for outcome in ("passed", "failed", "error", "skipped"):
-        for report in terminalreporter.stats.get(outcome, []):
+    for outcome in OUTCOMES:
+        for report in stats.get(outcome, []):
             nodeid = getattr(report, "nodeid", "")
             if "store" in getattr(report, "keywords", {}) and (nodeid, outcome) not in seen:
                 seen.add((nodeid, outcome))
                 outcomes[outcome] += 1
-    counts = ", ".join(f"{outcomes[o]} {o}" for o in ("passed", "failed", "error", "skipped"))
-    terminalreporter.write_line(f"store tests on {server}: {counts}")
+    return outcomes
+
+
+def _floor_missed(config: pytest.Config) -> str | None:
+    """Why the run's store tests fall short of ``$ENVSCHED_STORE_TESTS_FLOOR``; None if not."""
+    floor = os.environ.get(FLOOR_VARIABLE)
+    if not floor:
+        return None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    passed = store_outcomes(reporter.stats if reporter is not None else {})["passed"]
+    if passed >= int(floor):
+        return None
+    return f"{passed} store tests passed, fewer than {FLOOR_VARIABLE}={floor}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fails a run whose store tests passed fewer than the floor (module docstring)."""
+    if _floor_missed(session.config) and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """One line: the server the store tests ran on and how many passed, failed, were skipped;
+    and one more when they fall short of the floor."""
+    server = config.stash.get(SERVER_KEY, None)
+    if server is not None:
+        outcomes = store_outcomes(terminalreporter.stats)
+        counts = ", ".join(f"{outcomes[o]} {o}" for o in OUTCOMES)
+        terminalreporter.write_line(f"store tests on {server}: {counts}")
+    missed = _floor_missed(config)
+    if missed:
+        terminalreporter.write_line(f"FAILED: {missed}", red=True)

@@ -209,9 +209,9 @@ def _bench_uri_store(
     args: argparse.Namespace, uri: str, pool, config: GraphConfig, out: dict
 ) -> dict:
     """:func:`bench_size` into the empty database at ``uri``, emptied again afterwards."""
-    from envsched_gnn.bench.listener import server_pid
     from envsched_gnn.graph_store.connect import open_store
     from envsched_gnn.graph_store.errors import StoreError
+    from envsched_gnn.graph_store.listener import server_pid
     from envsched_gnn.graph_store.stream import stream_build
 
     phases: dict[str, float] = {}

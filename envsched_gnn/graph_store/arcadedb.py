@@ -4,6 +4,8 @@
 data, logs and a generated root password under one folder (password file mode 0600, passed
 by path, never on a command line; MCP and backups off). A folder with data but no password is
 an error (:data:`RECOVERY`). A ``flock`` on the folder's ``lock`` admits one process at a time.
+A port another process binds between its choice and Java's bind is never talked to: the server
+starts again on new ports (:data:`PORT_ATTEMPTS`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from envsched_gnn.graph_store.errors import StoreError
+from envsched_gnn.graph_store.listener import holds_any, listening_sockets
 from envsched_gnn.json_files import write_json_atomically
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,11 @@ RECOVERY = (
     "{password} (chmod 600); the next start creates the root user with it."
 )
 MCP_CONFIG = {"enabled": False, "allowedUsers": [], "allowedOrigins": []}
+PORT_ATTEMPTS = 5
+"""Starts on newly chosen ports before giving up, each after another process took a port first."""
+PORT_REFUSED = "Unable to listen"
+"""What ArcadeDB logs when it cannot bind a port it was given (Bolt or HTTP); its Java process
+then stays up, serving nothing (measured, ArcadeDB 26.10)."""
 
 
 def arcadedb_home() -> Path:
@@ -57,10 +65,15 @@ def arcadedb_home() -> Path:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing is bound to right now (another process may bind it
+    before the caller does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class _PortTaken(Exception):
+    """Another process bound a port chosen for the server before its Java process did."""
 
 
 def _holder(fd: int) -> str:
@@ -146,6 +159,7 @@ class ManagedArcadeDB:
         self.exit_code: int | None = None
         self._process: subprocess.Popen | None = None
         self._lock_fd: int | None = None
+        self._log_offset = 0
 
     @property
     def uri(self) -> str:
@@ -227,7 +241,15 @@ class ManagedArcadeDB:
         ]
 
     def start(self) -> ManagedArcadeDB:
-        """Start the server and return once Bolt accepts the root credentials."""
+        """Start the server and return once Bolt accepts the root credentials.
+
+        Java binds the ports :func:`free_port` chose a second or two after they were chosen, and
+        a process that binds one in between (a parallel start) keeps it. Bolt is therefore tried
+        only once this server's own Java process listens on it (an older check met the other
+        server, whose refusal of the password read as a wrong password), and a port taken first
+        (another listener on it, or ArcadeDB's log saying so) starts the server again on new
+        ports, up to :data:`PORT_ATTEMPTS` times.
+        """
         if self.running:
             return self
         self.stop()  # a server that died: release what it held
@@ -238,9 +260,31 @@ class ManagedArcadeDB:
             config = self.folder / "config"
             config.mkdir(exist_ok=True)
             write_json_atomically(config / "mcp-config.json", MCP_CONFIG, indent=2)
-            self.bolt_port, self.http_port = free_port(), free_port()
-            self.exit_code = None
-            with (self.folder / LOG_FILE).open("ab") as log_file:
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                self._launch()
+                try:
+                    self._wait_for_bolt()
+                    return self
+                except _PortTaken as taken:
+                    log.info("%s; starting again on new ports (attempt %d)", taken, attempt + 1)
+                    self._end_process()
+            raise StoreError(
+                f"ArcadeDB in {self.folder} lost a chosen port to another process "
+                f"{PORT_ATTEMPTS} times while starting; last lines of {LOG_FILE}:\n"
+                f"{self.log_tail()}"
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def _launch(self) -> None:
+        """Start Java on two newly chosen ports, its output appended to the folder's log."""
+        self.bolt_port, self.http_port = free_port(), free_port()
+        self.exit_code = None
+        log_path = self.folder / LOG_FILE
+        self._log_offset = log_path.stat().st_size if log_path.exists() else 0
+        try:
+            with log_path.open("ab") as log_file:
                 # started from one thread that lives as long as this process: the child's
                 # parent-death signal fires when the *thread* that forked it ends, and a store
                 # reopened from a short-lived thread (StoreWriter) lost its server with it
@@ -256,17 +300,28 @@ class ManagedArcadeDB:
                     preexec_fn=_die_with_parent,
                 ).result()
         except OSError as error:
-            self.stop()
             raise StoreError(f"cannot start ArcadeDB's Java runtime: {error}") from error
-        except BaseException:
-            self.stop()
-            raise
-        try:
-            self._wait_for_bolt()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+
+    def _bolt_is_ours(self) -> bool:
+        """Whether this server's Java process listens on its Bolt port (True where that cannot
+        be known, off Linux); raises :class:`_PortTaken` when another process holds a chosen
+        port or the server logged that it could not bind one."""
+        ours = True
+        for name, port in (("Bolt", self.bolt_port), ("HTTP", self.http_port)):
+            sockets = listening_sockets(port)
+            if sockets is None:
+                continue
+            if sockets and not holds_any(self._process.pid, sockets):
+                raise _PortTaken(f"another process listens on {name} port {port}, chosen for it")
+            if name == "Bolt":
+                ours = bool(sockets)
+        with (self.folder / LOG_FILE).open("rb") as log_file:
+            log_file.seek(self._log_offset)
+            started = log_file.read().decode(errors="replace")
+        refused = [line for line in started.splitlines() if PORT_REFUSED in line]
+        if refused:
+            raise _PortTaken(f"ArcadeDB could not bind a chosen port ({refused[0].strip()})")
+        return ours
 
     def _environment(self) -> dict[str, str]:
         """All the server's environment: no secret of the caller's (NEO4J_PASSWORD...)."""
@@ -300,7 +355,6 @@ class ManagedArcadeDB:
         return fd
 
     def _wait_for_bolt(self) -> None:
-        import neo4j
         from neo4j.exceptions import AuthError, ClientError, ServiceUnavailable
 
         deadline = time.monotonic() + self.start_timeout
@@ -312,14 +366,9 @@ class ManagedArcadeDB:
                     f"{self.log_tail()}"
                 )
             try:
-                with neo4j.GraphDatabase.driver(self.uri, auth=self.auth) as driver:
-                    driver.verify_connectivity()  # Bolt answers and takes the root password
-                    # Bolt answers about 0.3 s before the default database is open (measured,
-                    # ArcadeDB 26.10), and verify_connectivity does not open a database: the
-                    # first statement in it does
-                    with driver.session(database=self.database) as session:
-                        session.run("RETURN 1").consume()
-                return
+                if self._bolt_is_ours():
+                    self._connect_as_root()
+                    return
             except AuthError as error:
                 raise StoreError(
                     f"ArcadeDB in {self.folder} rejected the root password in "
@@ -333,6 +382,17 @@ class ManagedArcadeDB:
                     f"{self.start_timeout:.0f} s; last lines of {LOG_FILE}:\n{self.log_tail()}"
                 )
             time.sleep(0.2)
+
+    def _connect_as_root(self) -> None:
+        """Bolt answers, takes the root password and runs a statement in the database."""
+        import neo4j
+
+        with neo4j.GraphDatabase.driver(self.uri, auth=self.auth) as driver:
+            driver.verify_connectivity()
+            # Bolt answers about 0.3 s before the default database is open (measured, ArcadeDB
+            # 26.10), and verify_connectivity does not open a database: the first statement does
+            with driver.session(database=self.database) as session:
+                session.run("RETURN 1").consume()
 
     def sql(self, command: str, *, transaction: bool = True, timeout: float = 3600.0) -> list:
         """Run one ArcadeDB SQL command over the loopback HTTP API; returns its result rows.
@@ -387,6 +447,13 @@ class ManagedArcadeDB:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server: SIGTERM (ArcadeDB flushes and closes), wait, then SIGKILL."""
+        self._end_process(timeout)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _end_process(self, timeout: float = 30.0) -> None:
+        """End the Java process (SIGTERM, then SIGKILL after ``timeout``); the lock stays held."""
         process, self._process = self._process, None
         if process is not None:
             if process.poll() is None:
@@ -398,9 +465,6 @@ class ManagedArcadeDB:
                     process.wait()
             self.exit_code = process.returncode
         self.bolt_port = self.http_port = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
 
     def __enter__(self) -> ManagedArcadeDB:
         return self.start()

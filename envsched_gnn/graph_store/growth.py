@@ -5,6 +5,7 @@ Adding environment E with tasks T_E adds T_E with their within edges and their t
 U T_E (a task outside its top before still ranks below it: the ranking depends on the pair
 only); displaced edges are deleted. Exact below ``ann_threshold`` (docs/design.md §3, §9.2).
 The old targets are re-ranked in blocks on index arrays, so growing 1M tasks takes seconds.
+A growth stopped half-way is finished by the next one (:func:`finish_interrupted_growth`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from envsched_gnn.graph_build.cross import cross_neighbours, distinct_groups
 from envsched_gnn.graph_build.embeddings import Embedder, exact_cosines, fixed_point
 from envsched_gnn.graph_build.neighbours import rank_candidates, task_hashes
 from envsched_gnn.graph_store import queries
+from envsched_gnn.graph_store.errors import StoreError
 from envsched_gnn.graph_store.snapshot import read_snapshot_abstracts
 from envsched_gnn.graph_store.store import GraphStore
 from envsched_gnn.graph_store.stream import stream_build
@@ -242,7 +244,8 @@ def add_environment(
     embedder: Embedder | None = None,
 ) -> TaskGraph:
     """Add environment ``env_id`` of ``pool`` to a store (old embeddings from its snapshot or
-    cache) or an in-memory graph (old tasks re-embedded from ``pool``); return the graph.
+    cache; a growth of it that was interrupted finished first) or an in-memory graph (old tasks
+    re-embedded from ``pool``); return the graph.
     """
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)
@@ -259,19 +262,52 @@ def add_environment(
         )
         return plan_growth(target, old_abstracts, pool, env_id, config, embedder).graph
 
-    graph = target.read_graph(empty_ok=True)
-    old_abstracts, cache = stored_abstracts(target, graph)
+    if finish_interrupted_growth(target, pool, config, embedder) == env_id:
+        return target.read_graph()
+    return _grow(target, target.read_graph(empty_ok=True), pool, env_id, config, embedder)
+
+
+def finish_interrupted_growth(
+    store: GraphStore, pool: Pool, config: GraphConfig, embedder: Embedder
+) -> str | None:
+    """Finish the growth of ``store`` that began and never completed (its process or server
+    killed half-way): the same growth again, from the graph it started from
+    (:meth:`~.store.GraphStore.read_graph_before_growth`). Returns its environment, or None when
+    no growth was interrupted.
+    """
+    env_id = store.interrupted_growth()
+    if env_id is None:
+        return None
+    if env_id not in pool.envs:
+        raise StoreError(
+            f"adding environment {env_id!r} to the store {store.where} was interrupted, and the "
+            f"pool does not define it; rerun with a pool that holds {env_id!r}"
+        )
+    _grow(store, store.read_graph_before_growth(), pool, env_id, config, embedder)
+    return env_id
+
+
+def _grow(
+    store: GraphStore,
+    graph: TaskGraph,
+    pool: Pool,
+    env_id: str,
+    config: GraphConfig,
+    embedder: Embedder,
+) -> TaskGraph:
+    """Add ``env_id`` to the stored ``graph``: every write idempotent, marked complete last."""
+    old_abstracts, cache = stored_abstracts(store, graph)
     growth = plan_growth(graph, old_abstracts, pool, env_id, config, embedder, cache)
-    graph_build = target.begin_graph_build()
-    target.write_environments([pool.envs[env_id]])
-    target.write_tasks(growth.tasks)
-    target.write_embeddings(
+    graph_build = store.begin_graph_build(growing=env_id)
+    store.write_environments([pool.envs[env_id]])
+    store.write_tasks(growth.tasks)
+    store.write_embeddings(
         {t: (growth.abstracts[t], growth.embeddings[t]) for t in growth.abstracts}
     )
-    target.apply_edge_changes("within", growth.added["within"], [])
-    target.apply_edge_changes("cross", growth.added["cross"], growth.removed_cross)
+    store.apply_edge_changes("within", growth.added["within"], [])
+    store.apply_edge_changes("cross", growth.added["cross"], growth.removed_cross)
     abstracts = growth.node_abstracts
-    target.complete_graph_build(
+    store.complete_graph_build(
         graph_build, growth.graph, (abstracts.texts, abstracts.codes, abstracts.vectors)
     )
     return growth.graph
@@ -314,13 +350,15 @@ def add_pool(
     *,
     embedder: Embedder | None = None,
 ) -> list[str]:
-    """Add every environment of ``pool`` that the store lacks, one by one; returns their ids."""
+    """Add every environment of ``pool`` that the store lacks, one by one, after finishing an
+    interrupted growth; returns their ids (the finished one first)."""
     config = config or GraphConfig()
     embedder = embedder or Embedder(config.embedding)
+    finished = finish_interrupted_growth(store, pool, config, embedder)
     present = set(store.read_graph(empty_ok=True).env_ids)
     added = [
         env_id for env_id in sorted(pool.envs) if env_id not in present and pool.tasks_of(env_id)
     ]
     for env_id in added:
         add_environment(store, pool, env_id, config, embedder=embedder)
-    return added
+    return [finished, *added] if finished is not None else added

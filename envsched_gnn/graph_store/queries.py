@@ -60,7 +60,7 @@ GRAPH_BUILD = "graph"
 START_BUILD_ROWS = """
 UNWIND $rows AS r
 MERGE (b:GraphBuild {id: r.id})
-SET b.build = r.build, b.status = 'building', b.started = r.at
+SET b.build = r.build, b.status = 'building', b.started = r.at, b.growing = r.growing
 """
 COMPLETE_BUILD = """
 MATCH (b:GraphBuild {id: $id, build: $build})

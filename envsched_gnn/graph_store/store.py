@@ -4,7 +4,9 @@ Queries in :mod:`.queries`, node properties in :mod:`.nodes`, opening in
 :func:`~envsched_gnn.graph_store.connect.open_store`, transactions in
 :class:`~envsched_gnn.graph_store.transactions.StoreConnection`. A build marks the
 ``GraphBuild`` node ``building``, then ``complete`` with its counts once all is written;
-:meth:`GraphStore.read_graph` refuses anything else.
+:meth:`GraphStore.read_graph` refuses anything else. A growth (``graph add-env``) names the
+environment it adds on the node, and keeps the counts of the build it started from there, so that
+:meth:`GraphStore.read_graph_before_growth` finds that graph again after an interruption.
 """
 
 from __future__ import annotations
@@ -159,13 +161,56 @@ class GraphStore(StoreConnection):
             self.write_rows(queries.MERGE_EDGES[relation], rows)
         self.complete_graph_build(build, graph)
 
-    def begin_graph_build(self) -> str:
-        """Marks the stored graph as being written; returns the new build's id."""
+    def begin_graph_build(self, *, growing: str | None = None) -> str:
+        """Marks the stored graph as being written (by the growth that adds environment
+        ``growing``, or a whole build); returns the new build's id. The counts of the last
+        completed build stay on the marker until this one completes."""
         build = uuid.uuid4().hex
         self.write_rows(
-            queries.START_BUILD_ROWS, [{"id": queries.GRAPH_BUILD, "build": build, "at": _now()}]
+            queries.START_BUILD_ROWS,
+            [{"id": queries.GRAPH_BUILD, "build": build, "at": _now(), "growing": growing}],
         )
         return build
+
+    def interrupted_growth(self) -> str | None:
+        """The environment whose growth began and never completed; None when there is none."""
+        marker = self.query(queries.READ_BUILD, id=queries.GRAPH_BUILD)
+        props = marker[0]["props"] if marker else {}
+        return props.get("growing") if props.get("status") == "building" else None
+
+    def read_graph_before_growth(self) -> TaskGraph:
+        """The graph an interrupted growth started from: the stored one without the growing
+        environment's tasks and their edges.
+
+        A growth adds the environment's tasks, their edges, and cross edges from them into old
+        tasks, and deletes old cross edges that those displaced; none of which this graph holds
+        but the deletions done. A deleted edge ranked below the newcomers that displaced it, so
+        growing this graph again gives the same grown graph. Checked against the started-from
+        build's counts (tasks and within edges equal, cross edges at most as many).
+        """
+
+        def work(tx):
+            marker = tx.run(queries.READ_BUILD, id=queries.GRAPH_BUILD).single()
+            return (marker["props"] if marker else {}), *self._graph_rows(tx)
+
+        marker, tasks, rows = self.read(work)
+        growing = marker.get("growing")
+        if marker.get("status") != "building" or growing is None:
+            raise StoreError(f"the store {self.where} holds no interrupted growth")
+        kept = [(task, env) for task, env in tasks if env != growing]
+        ids = {task for task, _ in kept}
+        graph = TaskGraph.from_edge_rows(kept, [r for r in rows if r[0] in ids and r[1] in ids])
+        counts = edge_counts(graph)
+        recorded = {name: marker.get(name) or 0 for name in counts}
+        if any(counts[n] != recorded[n] for n in ("tasks", "within")) or (
+            counts["cross"] > recorded["cross"]
+        ):
+            raise StoreError(
+                f"the store {self.where} no longer holds the graph that adding environment "
+                f"{growing!r} started from ({counts} without it, {recorded} when it started); "
+                f"rerun `envsched-gnn graph build --pool DIR --store {self.where}`"
+            )
+        return graph
 
     def complete_graph_build(self, build: str, graph: TaskGraph, abstracts=None) -> None:
         """Marks ``build`` complete once the store holds exactly ``graph``'s tasks and edges,
@@ -257,9 +302,18 @@ class GraphStore(StoreConnection):
             what = "holds no graph" if not tasks else "holds tasks but no completed graph build"
             raise StoreError(f"the store {self.where} {what}; {rebuild}")
         if marker.get("status") != "complete":
+            growing = marker.get("growing")
+            what = f"adding environment {growing!r}" if growing else "build"
+            rerun = (
+                f"rerun `envsched-gnn graph add-env --pool DIR --store {self.where}` with a pool "
+                f"that holds {growing!r}, which finishes it"
+                if growing
+                else rebuild
+            )
             raise StoreError(
-                f"the graph in the store {self.where} is incomplete: build {marker.get('build')} "
-                f"started at {marker.get('started')} never finished (interrupted?); {rebuild}"
+                f"the graph in the store {self.where} is incomplete: {what} (build "
+                f"{marker.get('build')}, started at {marker.get('started')}) never finished "
+                f"(interrupted?); {rerun}"
             )
         counts = edge_counts(graph)
         recorded = {name: marker.get(name) for name in counts}

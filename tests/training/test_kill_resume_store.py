@@ -6,25 +6,23 @@ rewards of its ``history.jsonl``."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from envsched_gnn.cli import main
-from envsched_gnn.envs.generator import generate_pool, write_pool_files
 from envsched_gnn.observations import read_history
 from envsched_gnn.training.grpo.train import HISTORY_FILE, RESULT_FILE
-from envsched_gnn.training.policy import build_default_policy
-from tests.training.tiny_policy import TINY
+from tests.training.store_run import (
+    STEPS,
+    environment,
+    tiny_pool_and_policy,
+    train_command,
+    wait_for_checkpoints,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.store]
 
-ROOT = Path(__file__).resolve().parents[2]
-STEPS = 6
 KILL_AFTER = 2
 """Checkpoints written (one a step) before the run is killed."""
 
@@ -32,45 +30,30 @@ KILL_AFTER = 2
 def test_a_run_killed_mid_way_resumes_and_the_store_holds_each_observation_once(
     tmp_path, store, store_server, monkeypatch
 ):
-    pool = generate_pool(n_envs=2, tasks_per_env=6, seed=0, test_per_env=1, max_calls=2)
-    write_pool_files(pool, tmp_path / "pool")
-    policy = build_default_policy(pool, TINY, tmp_path / "policy")
-    environment = {
-        **os.environ,
+    pool, policy = tiny_pool_and_policy(tmp_path)
+    credentials = {
         "NEO4J_USER": store_server.auth[0],
         "NEO4J_PASSWORD": store_server.auth[1],
         "NEO4J_DATABASE": store_server.database,
-        "PYTHONPATH": str(ROOT),
-        "OMP_NUM_THREADS": "1",
     }
     uri, run = store_server.uri, tmp_path / "run"
-    for name in ("NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE"):
-        monkeypatch.setenv(name, environment[name])
-    assert main(["graph", "build", "--pool", str(tmp_path / "pool"), "--store", uri]) == 0
-    train = [
-        sys.executable, "-m", "envsched_gnn.cli", "train", "grpo", "--model", str(policy),
-        "--pool", str(tmp_path / "pool"), "--out", str(run), "--store", uri,
-        "--batch-size", "4", "--group-size", "2", "--steps", str(STEPS), "--eval-every", "0",
-        "--max-turns", "1", "--max-new-tokens", "16", "--workers", "1", "--seed", "0",
-        "--accelerator", "cpu", "--no-progress-bar", "--checkpoint-every", "1",
-    ]  # fmt: skip
+    for name, value in credentials.items():
+        monkeypatch.setenv(name, value)
+    assert main(["graph", "build", "--pool", str(pool), "--store", uri]) == 0
+    train = train_command(pool, policy, run, "--store", uri)
 
     killed = subprocess.Popen(
-        train, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        train, env=environment(credentials), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    checkpoints = run / "checkpoints"
-    deadline = time.monotonic() + 600
-    while len(list(checkpoints.glob("step*.ckpt"))) < KILL_AFTER and killed.poll() is None:
-        assert time.monotonic() < deadline, "no checkpoint in 10 minutes"
-        time.sleep(0.2)
+    wait_for_checkpoints(run, KILL_AFTER, killed)
     killed.kill()
     _, errors = killed.communicate(timeout=60)
     assert killed.returncode == -9, errors.decode()[-2000:]
     assert not (run / RESULT_FILE).exists()  # it never finished
 
     resumed = subprocess.run(
-        [*train, "--resume", str(checkpoints / "last.ckpt")],
-        env=environment,
+        [*train, "--resume", str(run / "checkpoints" / "last.ckpt")],
+        env=environment(credentials),
         capture_output=True,
         text=True,
         timeout=900,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsched_gnn.config_cli import add_config_flags, config_from_args
-from envsched_gnn.validation import check_bounds, check_paths, fail
+from envsched_gnn.validation import RUN_ERROR, check_bounds, check_paths, fail
 
 AGENT_FIELDS = ("temperature", "max_turns", "max_new_tokens")
 """The AgentConfig fields a run may override (default: the policy's agent_config.json)."""
@@ -181,4 +181,14 @@ def _train_grpo(args: argparse.Namespace) -> int:
             }
         )
     )
+    if result.unwritten_observations:  # the store stayed away: the run is whole, its writes not
+        out = Path(run.out)
+        return fail(
+            f"the store {run.store} did not take {result.unwritten_observations} of the run's "
+            f"observations within {result.config['store_flush_timeout_s']:g} s after training; "
+            f"the run is complete ({out / 'history.jsonl'} holds every observation) and they are "
+            f"kept in {out / 'unwritten_observations.jsonl'} and the checkpoint: once the store "
+            f"is back, run this command again with --resume {out / 'checkpoints' / 'last.ckpt'}",
+            RUN_ERROR,
+        )
     return 0

@@ -2,6 +2,7 @@ package envsched.neo4jserver;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.BindException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
@@ -28,7 +29,9 @@ import picocli.CommandLine;
  * A real Neo4j server (Community, the version of the pom) in this JVM, for the store tests and
  * for users without Docker.
  *
- * <p>Bolt listens on a free port of 127.0.0.1, unencrypted, with authentication: user {@code
+ * <p>Bolt listens on 127.0.0.1, on a free port the server binds itself (so that no other process
+ * can take it between its choice and the bind) or on {@code --port}, unencrypted, with
+ * authentication: user {@code
  * neo4j}, password from the environment variable {@code NEO4J_PASSWORD} (at least 8
  * characters), set before the server first starts the way {@code neo4j-admin dbms
  * set-initial-password} sets it, so that no connection ever meets the default password. When the
@@ -36,15 +39,22 @@ import picocli.CommandLine;
  * stops it cleanly and the process exits 0, and so does the end of the process that started it
  * (a test run or script killed with SIGKILL leaves no server behind).
  *
- * <p>Usage: {@code NEO4J_PASSWORD=... java -jar neo4j-server.jar [--home DIR] [--page-cache
- * SIZE]}. {@code --home} keeps databases and logs ({@code logs/debug.log}) in DIR, so that a
- * restart reopens them (the password is that of the first start); without it a new temporary
- * folder is used and deleted on exit. {@code --page-cache} is Neo4j's page cache (default
- * 512m); the heap is the JVM's ({@code java -Xmx...}).
+ * <p>Usage: {@code NEO4J_PASSWORD=... java -jar neo4j-server.jar [--home DIR] [--port PORT]
+ * [--page-cache SIZE]}. {@code --home} keeps databases and logs ({@code logs/debug.log}) in DIR,
+ * so that a restart reopens them (the password is that of the first start); without it a new
+ * temporary folder is used and deleted on exit. {@code --port} is Bolt's port (default 0: a free
+ * one); a restart on the port of a server that was killed reaches the clients that knew it, and a
+ * port another process holds ends the server with exit code 3 and an {@code error:} line. {@code
+ * --page-cache} is Neo4j's page cache (default 512m); the heap is the JVM's ({@code java
+ * -Xmx...}).
  */
 public final class Neo4jServer {
     private static final String USER = "neo4j";
     private static final int MIN_PASSWORD = 8;
+    private static final int PORT_IN_USE = 3;
+    private static final String USAGE =
+            "usage: NEO4J_PASSWORD=... java -jar neo4j-server.jar [--home DIR] [--port PORT] "
+                    + "[--page-cache SIZE]";
 
     private Neo4jServer() {}
 
@@ -60,14 +70,15 @@ public final class Neo4jServer {
     private static int run(String[] args) {
         Path home = null;
         String pageCache = "512m";
+        int port = 0;
         for (int i = 0; i < args.length; i++) {
             String value = i + 1 < args.length ? args[i + 1] : null;
             switch (args[i]) {
                 case "--home" -> home = Path.of(required(args[i], value));
                 case "--page-cache" -> pageCache = required(args[i], value);
+                case "--port" -> port = port(required(args[i], value));
                 default -> throw new IllegalArgumentException(
-                        "unknown argument " + args[i] + "; usage: NEO4J_PASSWORD=... java -jar "
-                                + "neo4j-server.jar [--home DIR] [--page-cache SIZE]");
+                        "unknown argument " + args[i] + "; " + USAGE);
             }
             i++;
         }
@@ -102,17 +113,33 @@ public final class Neo4jServer {
         if (!Files.exists(home.resolve("data").resolve("databases").resolve("system"))) {
             setInitialPassword(home, password);
         }
-        DatabaseManagementService service =
-                new DatabaseManagementServiceBuilder(home)
-                        .setConfig(GraphDatabaseSettings.auth_enabled, true)
-                        .setConfig(GraphDatabaseSettings.pagecache_memory, pageCacheBytes)
-                        .setConfig(GraphDatabaseSettings.udc_enabled, false)
-                        .setConfig(BoltConnector.enabled, true)
-                        .setConfig(BoltConnector.listen_address, new SocketAddress("127.0.0.1", 0))
-                        .setConfig(
-                                BoltConnector.encryption_level,
-                                BoltConnector.EncryptionLevel.DISABLED)
-                        .build();
+        DatabaseManagementService service;
+        try {
+            service =
+                    new DatabaseManagementServiceBuilder(home)
+                            .setConfig(GraphDatabaseSettings.auth_enabled, true)
+                            .setConfig(GraphDatabaseSettings.pagecache_memory, pageCacheBytes)
+                            .setConfig(GraphDatabaseSettings.udc_enabled, false)
+                            .setConfig(BoltConnector.enabled, true)
+                            .setConfig(
+                                    BoltConnector.listen_address,
+                                    new SocketAddress("127.0.0.1", port))
+                            .setConfig(
+                                    BoltConnector.encryption_level,
+                                    BoltConnector.EncryptionLevel.DISABLED)
+                            .build();
+        } catch (RuntimeException error) {
+            if (!causedByBind(error)) {
+                throw error;
+            }
+            System.err.println(
+                    "error: Bolt cannot listen on 127.0.0.1:" + port
+                            + " (another process holds it): " + error.getMessage());
+            if (temporary) {
+                delete(home);
+            }
+            return PORT_IN_USE;
+        }
         try {
             GraphDatabaseService db = service.database(GraphDatabaseSettings.DEFAULT_DATABASE_NAME);
             HostnamePort bolt =
@@ -141,6 +168,27 @@ public final class Neo4jServer {
         }
         System.err.println("Neo4j stopped");
         return 0;
+    }
+
+    private static int port(String value) {
+        try {
+            int port = Integer.parseInt(value);
+            if (port >= 0 && port <= 65535) {
+                return port;
+            }
+        } catch (NumberFormatException error) {
+            // reported below
+        }
+        throw new IllegalArgumentException("--port " + value + ": expected 0-65535");
+    }
+
+    private static boolean causedByBind(Throwable error) {
+        for (Throwable cause = error; cause != null; cause = cause.getCause()) {
+            if (cause instanceof BindException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static String required(String flag, String value) {

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from envsched_gnn.bench.listener import listening_pid, server_pid
+from envsched_gnn.graph_store.listener import listening_pid, server_pid
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
