@@ -38,6 +38,10 @@ MARGINS_OVER_RANDOM = {
 """The per-seed shares also given minus random's (paired by seed), and the names they go by."""
 
 
+WINDOWS = 5
+"""Equal windows of a run's rollouts over which the waste over training is given."""
+
+
 @dataclass(frozen=True)
 class Pick:
     """One group of a run: the task picked at ``step``, how, and what its K rewards showed."""
@@ -50,6 +54,10 @@ class Pick:
     first_visit: bool
     score: float | None
     stage: str | None
+    level: float | None = None
+    """The reward every rollout of a zero-variance group got (None: the group spread)."""
+    rollouts: int = 0
+    """K, the group's rollouts."""
     zero_before: bool | None = None
     """Whether the task's previous group was zero-variance (None at a first visit)."""
     spread: float | None = None
@@ -83,12 +91,41 @@ def run_picks(groups: Sequence[Mapping], pool: Pool) -> list[Pick]:
                     task_id not in last_zero,
                     None if score is None else float(score),
                     stage,
+                    None if informative else float(rewards[0]),
+                    len(rewards),
                     last_zero.get(task_id),
                     None if spread is None else float(spread),
                 )
             )
             last_zero[task_id] = not informative
     return picks
+
+
+def waste_over_training(picks: Sequence[Pick], windows: int = WINDOWS) -> list[dict | None]:
+    """The zero-variance share of the groups rolled out in each of ``windows`` equal spans of a
+    run's rollouts (a step counts where its rollouts start), split into all-0 (every rollout
+    0), all-1 (every rollout 1) and the rest (equal partial credit); None for a span without a
+    step."""
+    per_step: dict[int, list[Pick]] = {}
+    for p in picks:
+        per_step.setdefault(p.step, []).append(p)
+    total = sum(p.rollouts for p in picks)
+    spans: list[list[Pick]] = [[] for _ in range(windows)]
+    spent = 0
+    for step in sorted(per_step):
+        spans[min(windows - 1, windows * spent // total)] += per_step[step]
+        spent += sum(p.rollouts for p in per_step[step])
+    return [
+        {
+            "groups": len(span),
+            "zero": sum(p.level is not None for p in span) / len(span),
+            "all0": sum(p.level == 0.0 for p in span) / len(span),
+            "all1": sum(p.level == 1.0 for p in span) / len(span),
+        }
+        if span
+        else None
+        for span in spans
+    ]
 
 
 def zero_calls(called: Sequence[bool], zero: Sequence[bool]) -> dict | None:
@@ -143,6 +180,7 @@ def seed_summary(picks: Sequence[Pick], trained: int | None = None) -> dict:
         "groups": len(picks),
         "groups_per_trained": len(picks) / trained if trained else None,
         "zero_share": _zero_share(picks),
+        "waste_over_training": waste_over_training(picks),
         "wasted_share": 1.0 - used / len(picks),
         "calls_share": {str(c): n / len(picks) for c, n in sorted(calls.items())},
         "zero_share_by_calls": {
@@ -242,6 +280,15 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
             values = [r[key].get(c, 0.0 if key == "calls_share" else math.nan) for r in rows]
             values = [v for v in values if not math.isnan(v)]
             summary[key][c] = mean_ci(values) if values else None
+    summary["waste_over_training"] = [
+        {
+            part: mean_ci([w[part] for w in column if w is not None])
+            for part in ("zero", "all0", "all1")
+        }
+        if any(w is not None for w in column)
+        else None
+        for column in zip(*(r["waste_over_training"] for r in rows), strict=True)
+    ]
     summary["first_visits"] = int(sum(r["first_visits"] for r in rows))
     summary["repeat_visits"] = int(sum(r["repeat_visits"] for r in rows))
     return summary
@@ -315,8 +362,32 @@ def render_picks(diagnosis: Mapping[str, dict]) -> str:
         ),
         "",
         *_render_calls(diagnosis),
+        "",
+        *_render_waste_over_training(diagnosis),
     ]
     return "\n".join(lines)
+
+
+def _render_waste_over_training(diagnosis: Mapping[str, dict]) -> list[str]:
+    """Per scheduler and fifth of its rollouts: the zero-variance share (all-0 / all-1)."""
+
+    def cell(window: Mapping | None) -> str:
+        if window is None:
+            return "-"
+        return (
+            f"{format_ci(window['zero'], 2)} ({window['all0']['mean']:.2f} / "
+            f"{window['all1']['mean']:.2f})"
+        )
+
+    rows = [(name, [cell(w) for w in e["waste_over_training"]]) for name, e in diagnosis.items()]
+    head = ["scheduler", *(f"rollouts {k + 1}/{WINDOWS}" for k in range(WINDOWS))]
+    return [
+        f"Waste over training: the zero-variance share of each {WINDOWS}th of a run's rollouts "
+        "(mean ± 95 % CI over seeds), and in brackets the share all 0 / all 1 (the rest is "
+        "equal partial credit). Does the waste grow as tasks are solved?",
+        "",
+        *markdown_table(head, rows),
+    ]
 
 
 def _render_calls(diagnosis: Mapping[str, dict]) -> list[str]:

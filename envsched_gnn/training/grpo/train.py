@@ -114,7 +114,14 @@ def train_grpo(
     )
     if initial_eval is not None:
         module.eval_results.append({"step": 0, "rollouts": 0, **initial_eval})
-    wall_s = _fit(trainer, module, resume, out)
+    try:
+        wall_s = _fit(trainer, module, resume, out)
+    except BaseException:
+        if module.sink is not None:
+            # stop its writer thread; what it still held is in the last checkpoint, which a
+            # --resume writes again
+            module.sink.close(timeout=0)
+        raise
     unwritten: list[Observation] = []
     if module.sink is not None:
         unwritten = module.sink.close(timeout=config.store_flush_timeout_s)

@@ -11,6 +11,7 @@ from envsched_gnn.eval.ablation.picks import (
     render_picks,
     run_picks,
     seed_summary,
+    waste_over_training,
 )
 
 
@@ -130,3 +131,16 @@ def test_the_calls_before_rollout_by_hand():
     assert summary["auc_repeat"] == 1.0
     no_calls = seed_summary(run_picks(ENVSCHED, POOL))
     assert no_calls["spread_call"] == {} and no_calls["groups_per_trained"] is None
+
+
+def test_waste_over_training_by_hand():
+    """ENVSCHED spends 4 rollouts a step (two groups of K = 2), 12 in all: in fifths of them,
+    step 0 starts the first, step 1 (at 4) the second, step 2 (at 8) the fourth."""
+    windows = waste_over_training(run_picks(ENVSCHED, POOL), windows=5)
+    assert windows[0] == {"groups": 2, "zero": 0.5, "all0": 0.0, "all1": 0.5}  # a all ones
+    assert windows[1] == {"groups": 2, "zero": 0.0, "all0": 0.0, "all1": 0.0}
+    assert windows[2] is None and windows[4] is None
+    assert windows[3] == {"groups": 2, "zero": 1.0, "all0": 0.0, "all1": 1.0}
+    zeros = [{"step": 0, "task_ids": ["a", "b"], "rewards": [[0.0, 0.0], [0.5, 0.5]]}]
+    (only,) = waste_over_training(run_picks(zeros, POOL), windows=1)
+    assert only == {"groups": 2, "zero": 1.0, "all0": 0.5, "all1": 0.0}  # b: partial credit
