@@ -370,6 +370,17 @@ BAD: dict[str, str | Bad] = {
     "run --ds-headroom": "0.5",
     "run --ds-surplus": "nope",
     "run --ds-max-generation-batches": "0",
+    "eval ablate --reward": "partial",
+    "eval cold-start --reward": "partial",
+    "eval graph-signal --reward": "partial",
+    "eval headroom --reward": "partial",
+    "eval policy --reward": "partial",
+    "explain --reward": "partial",
+    "predict --reward": "partial",
+    "run --reward": "partial",
+    "select --reward": "partial",
+    "train grpo --reward": "partial",
+    "select --pool": "nope",
 }
 """One bad value per command and flag (a positional by its metavar)."""
 

@@ -32,6 +32,11 @@ from envsched_gnn.scheduler.registry import (
     over_samples,
     reads_operations,
 )
+from envsched_gnn.validation import UsageError
+
+
+class RequestError(SchedulerError, UsageError):
+    """A scheduler this caller cannot build as asked (a usage error: the arguments' fault)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def without_dynamic_sampling(name: str) -> str:
 def check_over_sampling(caller: Caller, name: str, over_sampling: bool) -> None:
     """Refuse a scheduler ``name`` that over-samples where ``caller`` cannot run one."""
     if over_sampling and caller.over_sampling_refused is not None:
-        raise SchedulerError(
+        raise RequestError(
             f"{caller.name} cannot run scheduler {name!r}, which over-samples (dynamic "
             f"sampling): {caller.over_sampling_refused}. Use {without_dynamic_sampling(name)} "
             f"here, or run {name!r} in `envsched-gnn train grpo`"
@@ -75,13 +80,13 @@ def check_request(
     check_scheduler_name(name)
     check_over_sampling(caller, name, over_samples(name))
     if sampling is not None and not name.endswith(SUFFIX):
-        raise SchedulerError(
+        raise RequestError(
             f"{caller.name}: a dynamic-sampling config was given for scheduler {name!r}, which "
             f"has none to set; it is for NAME{SUFFIX} schedulers ('dapo' is pinned to verl's "
             f"DAPO recipe: use 'random{SUFFIX}' to change it)"
         )
     if needs_operations(name) and not has_operations:
-        raise SchedulerError(
+        raise RequestError(
             f"{caller.name}: scheduler {name!r} spreads its coverage stage over the tasks' "
             f"operation patterns and needs them: give {caller.operations_from}"
         )

@@ -80,11 +80,13 @@ def _select(args: argparse.Namespace) -> int:
     from envsched_gnn.scheduler.selector import SelectionError
 
     config_from_args(SelectArgs, args)  # its bounds and names, before anything is read
+    check_request(SELECT, args.scheduler, has_operations=args.pool is not None)
     check_paths(
-        files={"--graph": args.graph, "--history": args.history}, out_files={"--out": args.out}
+        folders={"--pool": args.pool},
+        files={"--graph": args.graph, "--history": args.history},
+        out_files={"--out": args.out},
     )
     try:
-        check_request(SELECT, args.scheduler, has_operations=args.pool is not None)
         graph = read_graph(args.graph)
         observations = read_history(args.history) if args.history else []
         pool = load_pool(args.pool) if args.pool is not None else None

@@ -131,4 +131,4 @@ def test_select_gives_envsched_ops_the_pools_operation_patterns(tmp_path, capsys
     )
     assert json.loads(out.read_text())["batch"] == scheduler.next_batch(0)
     assert main([*base, "--pool", str(tmp_path / "nowhere")]) == 2
-    assert "nowhere: not a folder" in capsys.readouterr().err
+    assert "nowhere': expected an existing folder" in capsys.readouterr().err
