@@ -50,6 +50,8 @@ def _evaluation(engine: Any, tasks: Sequence[str], k: int, seed: int) -> dict[st
     summary = summarize_groups(rolled.rewards)
     return {
         "mean_reward": summary["mean_reward"],
+        # beside a success rate, the partial credit the same episodes earned
+        "mean_check_fraction": float(np.mean(list(rolled.check_fractions.values()))),
         "full_success_rate": summary["full_success_rate"],
         "zero_variance_share": summary["zero_variance_share"],
         "malformed_call_rate": rolled.malformed_call_rate,

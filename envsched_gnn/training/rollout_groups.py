@@ -40,6 +40,9 @@ class RolloutGroups:
 
     rewards: dict[str, list[float]]
     """Task id -> its K rewards, in sample order."""
+    check_fractions: dict[str, list[float]] = field(default_factory=dict)
+    """Task id -> the share of its checks each episode passed (the ``fraction`` reward, also
+    where the runtime scores ``success``), in sample order."""
     finish_reasons: Counter[str] = field(default_factory=Counter)
     malformed_calls: int = 0
     rollout_s: float = 0.0
@@ -69,17 +72,22 @@ def rollout_groups(
         raise ValueError("no task to roll out")
     if len(set(tasks)) < len(tasks):
         raise ValueError("rollout_groups: task ids must be distinct")
-    groups = RolloutGroups(defaultdict(list))
+    groups = RolloutGroups(defaultdict(list), defaultdict(list))
     start = time.perf_counter()
     bar = tqdm(total=len(tasks), desc=progress, unit="task", disable=progress is None)
     for first in range(0, len(tasks), tasks_per_batch):
         chunk = tasks[first : first + tasks_per_batch]
         for episode in engine.rollout(chunk, k=k, seed=seed):
             groups.rewards[episode.task_id].append(episode.reward)
+            checks = episode.checks
+            groups.check_fractions[episode.task_id].append(
+                sum(checks) / len(checks) if checks else 0.0
+            )
             groups.finish_reasons[episode.finish_reason] += 1
             groups.malformed_calls += episode.malformed_calls
         bar.update(len(chunk))
     bar.close()
     groups.rollout_s = time.perf_counter() - start
     groups.rewards = dict(groups.rewards)
+    groups.check_fractions = dict(groups.check_fractions)
     return groups

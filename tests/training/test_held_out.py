@@ -34,8 +34,21 @@ def test_evaluator_reports_the_summary_of_the_policy_evaluation():
         result = heldout_evaluator(TASKS, 4, seed=2)(engine, 0)
         full = evaluate_policy(engine, TASKS, 4, seed=2)
     keys = ["mean_reward", "full_success_rate", "zero_variance_share", "malformed_call_rate"]
-    assert list(result) == [*keys, "rollout_s", "tasks", "k", "per_task"]
+    assert list(result) == [*keys[:1], "mean_check_fraction", *keys[1:], "rollout_s", "tasks"] + [
+        "k",
+        "per_task",
+    ]
     assert {key: result[key] for key in keys} == {key: full[key] for key in keys}
+    # under the fraction reward the share of checks passed is the reward itself
+    assert result["mean_check_fraction"] == pytest.approx(result["mean_reward"])
+    with EnvRuntime(POOL, RuntimeConfig(workers=1, reward="success")) as runtime:
+        engine = RolloutEngine(
+            ScriptedLM(tokenizer, POOL, scripts), tokenizer, runtime, AgentConfig(), pool=POOL
+        )
+        success = heldout_evaluator(TASKS, 4, seed=2)(engine, 0)
+    # the same episodes scored all or nothing: the success rate, and their partial credit beside
+    assert success["mean_reward"] == success["full_success_rate"] <= result["mean_reward"]
+    assert success["mean_check_fraction"] == pytest.approx(result["mean_reward"])
     assert result["per_task"] == full["per_task"] and list(result["per_task"]) == TASKS
     assert (result["tasks"], result["k"]) == (len(TASKS), 4)
     assert 0 < result["mean_reward"] < 1 and result["zero_variance_share"] < 1

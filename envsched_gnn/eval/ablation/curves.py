@@ -22,8 +22,9 @@ import numpy as np
 
 from envsched_gnn.eval.stats import paired_difference, verdict
 
-REWARD_KEYS = ("score", "pool_score")
-"""The rewards a run's records may carry: held-out, pool."""
+REWARD_KEYS = ("score", "pool_score", "check_fraction")
+"""The rewards a run's records may carry: held-out, pool, and the held-out mean fraction of
+checks passed (beside a held-out success rate)."""
 
 
 def evaluations(records: Sequence[dict], key: str = "score") -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ MAX_COLUMNS = 12
 REWARDS = {
     "score": ("curve", "Held-out reward", "held-out"),
     "pool_score": ("pool_curve", "Pool reward", "pool"),
+    "check_fraction": ("check_fraction_curve", "Held-out mean fraction of checks", "fraction"),
 }
 """Reward key -> (its curve in the results, its title, its short name)."""
 
@@ -164,7 +165,8 @@ def _sentence(name: str, short: str, match: dict, budget: int) -> str:
 
 
 def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list[Path]:
-    """``score.png`` and ``pool_score.png`` (reward against rollouts, mean and 95 % band) and
+    """``score.png``, ``pool_score.png`` and ``check_fraction.png`` (reward against rollouts,
+    mean and 95 % band, those recorded) and
     ``paired_margins.png`` (each scheduler minus each reference, paired by seed, with its
     band); the pool files only where the pool reward was recorded."""
     plt = pyplot()
@@ -188,11 +190,11 @@ def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list
         ax.set_ylabel(
             "held-out expected reward (SIMULATED)"
             if config.learner == "sim"
-            else f"{'train-split' if key == 'pool_score' else 'held-out'} mean reward of the policy"
+            else f"{title} of the policy"
         )
         ax.set_title(f"{title} against rollouts, 95 % bands (learner: {label})")
         ax.legend(fontsize=7, ncol=2)
-        paths.append(save_figure(fig, out / ("score.png" if key == "score" else "pool_score.png")))
+        paths.append(save_figure(fig, out / f"{key}.png"))
     if any(e.get("curve_margins") for e in results.values()):
         paths.append(_plot_margins(results, out, config, style))
     return paths

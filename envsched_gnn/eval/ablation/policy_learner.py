@@ -237,9 +237,16 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
     per_budget_step = config.batch_size * config.simulator.rollouts
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
     pool = {int(e["step"]): float(e["pool"]["mean_reward"]) for e in result.evals if "pool" in e}
+    fractions = {
+        int(e["step"]): float(e["mean_check_fraction"])
+        for e in result.evals
+        if "mean_check_fraction" in e
+    }
     records: list[dict] = [{"step": -1, "budget_step": 0.0, "score": scores[0]}]
     if pool:
         records[0]["pool_score"] = pool[0]
+    if fractions:
+        records[0]["check_fraction"] = fractions.get(0)
     for metrics in result.steps:
         step = int(metrics["step"])
         record = {
@@ -249,6 +256,8 @@ def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> 
         }
         if pool:
             record["pool_score"] = pool.get(step + 1)
+        if fractions:
+            record["check_fraction"] = fractions.get(step + 1)
         record.update({name: float(metrics[name]) for name in STEP_METRICS})
         record["groups"] = int(metrics["batch/rollouts"]) // config.simulator.rollouts
         record["trained_groups"] = int(metrics["batch/kept_groups"])

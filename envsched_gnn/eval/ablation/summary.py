@@ -36,9 +36,10 @@ from envsched_gnn.eval.ablation.curves import (
     rollouts_to_match,
     scores_at,
 )
+from envsched_gnn.eval.ablation.curves_report import REWARDS
 from envsched_gnn.eval.ablation.targets import summarise_targets
 
-MARGINS = {"score": "", "pool_score": "pool_"}
+MARGINS = {"score": "", "pool_score": "pool_", "check_fraction": "fraction_"}
 """The rewards paired against random and the controls, and the prefix of their margins' keys."""
 REFERENCES = ("random", control_name("relabelled"))
 """What every scheduler's reward curve is paired against, when it ran: random and EnvSched on
@@ -84,9 +85,10 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                 {"seed": r["seed"], "records": r["records"], **r.get("extra", {})} for r in group
             ],
         }
-        if all(r["records"][0].get("pool_score") is not None for r in group):
-            pool = _scores(group, "pool_score", grid, config)
-            results[name]["pool_score"], results[name]["pool_curve"] = pool
+        for key in ("pool_score", "check_fraction"):
+            if all(r["records"][0].get(key) is not None for r in group):
+                curve = REWARDS[key][0]
+                results[name][key], results[name][curve] = _scores(group, key, grid, config)
         prediction = prediction_summary(group)
         if prediction:
             results[name]["prediction"] = prediction
