@@ -5,7 +5,7 @@ Generates a small pool of executable environments, builds its dual-relation grap
 and trains it with TRL's ``GRPOTrainer`` for ``--steps`` steps, EnvSched choosing each
 step's B tasks and the environment runtime scoring every completion; prints each step's
 scheduler metrics. The pool, ``graph.json`` and the policy stay in ``--out``, so the same
-run can be repeated with ``envsched-gnn train grpo`` (the numbers in the README compare
+run can be repeated with ``envsched-gnn train grpo`` (docs/results/integrations.md compares
 the two).
 
     python examples/trl_grpo.py --steps 5

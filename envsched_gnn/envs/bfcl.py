@@ -7,7 +7,7 @@ in ``multi_turn_func_doc/``. One environment per set of involved classes and exc
 (code: :mod:`~envsched_gnn.envs.bfcl_code`); one task per BFCL task, its ground truth the
 reference solution (positional arguments named from the method's signature), with BFCL's
 state and response checks on the final state. What a final state cannot show (the state after
-every turn; ``miss_func`` / ``miss_param``): README, "A real pool: BFCL's multi-turn APIs".
+every turn; ``miss_func`` / ``miss_param``): docs/pools.md, "A real pool: BFCL's multi-turn APIs".
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ environment code is reproducible). Tools answer on the child's stdin/stdout, the
 descriptors 3/4 (protocol: :mod:`~envsched_gnn.envs.worker`). A sandbox is started once per
 worker and reused for every call; :meth:`WorkerProcess.stop` kills it with all it started.
 
-What the sandbox guarantees and what not: README, "Untrusted environment code: the sandbox".
+What the sandbox guarantees and what not: docs/sandbox.md.
 Where the kernel refuses namespaces, :class:`SandboxUnavailable` is raised unless the pool is
 trusted (``RuntimeConfig.trust_pool``, ``--trust-pool``): the worker then runs as a plain
 child process with the same limits, channels and interpreter flags but no isolation.

@@ -7,7 +7,7 @@ subset of Neo4j 5 and ArcadeDB.
 
 from __future__ import annotations
 
-CONSTRAINTS = {  # name -> statement; the only schema the store needs (README "The store")
+CONSTRAINTS = {  # name -> statement; the only schema the store needs (docs/store.md, "Schema")
     "environment_id": (
         "CREATE CONSTRAINT environment_id IF NOT EXISTS FOR (e:Environment) REQUIRE e.id IS UNIQUE"
     ),

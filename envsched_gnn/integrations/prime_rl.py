@@ -1,5 +1,5 @@
 """prime-rl: EnvSched as a ``TaskSampler`` of a prime-rl curriculum (prime-rl is not on PyPI:
-not imported, tested against ``verifiers.v1``; usage: README, "Use it from your trainer").
+not imported, tested against ``verifiers.v1``; usage: docs/trainers.md).
 
 Each step's tasks (B; a generation batch of G for a scheduler that over-samples) are handed out
 one ``__next__`` at a time, in batch order. prime-rl's curriculum calls ``observe`` with every

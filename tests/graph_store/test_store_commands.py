@@ -1,5 +1,5 @@
 """``store query`` and ``store export-history`` / ``import-history`` against the session's real
-store server (the managed ArcadeDB, or ``NEO4J_URI``): the README's evidence query as written,
+store server (the managed ArcadeDB, or ``NEO4J_URI``): docs/store.md's evidence query as written,
 read-only by default, the server's messages for bad statements, and observations that
 round-trip through history.jsonl."""
 
@@ -19,7 +19,7 @@ from envsched_gnn.graph_store.store_commands import parse_parameters
 from envsched_gnn.observations import Observation, read_history
 from tests.models.test_analytic import HAND_EDGES, HAND_HISTORY, HAND_TASKS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+STORE_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "store.md"
 
 
 def test_parameters_are_json_when_they_parse_else_text():
@@ -43,18 +43,18 @@ def cli_store(store, store_server, monkeypatch):
     return store, store_server.uri
 
 
-def readme_evidence_query() -> str:
-    """The Cypher block of the README's section on the store, verbatim."""
-    text = README.read_text(encoding="utf-8")
+def guide_evidence_query() -> str:
+    """The Cypher block of docs/store.md, "Querying it", verbatim."""
+    text = STORE_GUIDE.read_text(encoding="utf-8")
     blocks = re.findall(r"```cypher\n(.*?)```", text, re.DOTALL)
     [query] = [b for b in blocks if "EVIDENCE" in b]
     return query.strip()
 
 
 @pytest.mark.store
-def test_the_readme_evidence_query_runs_as_written(cli_store, capsys):
+def test_the_guide_evidence_query_runs_as_written(cli_store, capsys):
     store, uri = cli_store
-    query = readme_evidence_query()
+    query = guide_evidence_query()
     step = int(re.search(r"step: (\d+)", query).group(1))
     assert main(["explain", "a0", "--step", str(step), "--store", uri, "--store-evidence"]) == 0
     capsys.readouterr()

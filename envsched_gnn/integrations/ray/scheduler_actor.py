@@ -1,5 +1,5 @@
-"""``EnvSchedActor``: one scheduler, as a Ray actor, for many rollout processes (README, "Use it
-from your trainer", Ray).
+"""``EnvSchedActor``: one scheduler, as a Ray actor, for many rollout processes (docs/trainers.md,
+Ray).
 
 - ``next_batch(step)`` is chosen once per step and cached; it waits until the previous step's
   batch was fully observed, so the choice sees what a single process would have seen (after

@@ -1,7 +1,6 @@
 """TRL (``pip install envsched-gnn[trl]``): EnvSched choosing the prompts of ``GRPOTrainer``.
 
-Usage, single-turn (``RuntimeReward``) and multi-turn (``environment_factories``): README,
-"Use it from your trainer".
+Usage, single-turn (``RuntimeReward``) and multi-turn (``environment_factories``): docs/trainers.md.
 """
 
 from envsched_gnn.integrations.dataset import pool_rows

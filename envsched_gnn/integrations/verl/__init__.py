@@ -4,7 +4,7 @@ trainer whose prompts the scheduler chooses, with verl's own dynamic sampling.
 :func:`pool_parquet` writes a pool as verl's RL dataset; :func:`register_envsched_trainer`
 registers ``EnvSchedPPOTrainer`` (``trainer.v1.trainer_mode=envsched``), verl's synchronous
 trainer with the scheduler choosing every generation batch (:mod:`.trainer`), its bookkeeping
-in :class:`GenerationBatches`. Usage: README, "Use it from your trainer".
+in :class:`GenerationBatches`. Usage: docs/trainers.md.
 """
 
 from envsched_gnn.integrations.verl.dataset import DATA_SOURCE, pool_parquet

@@ -31,7 +31,7 @@ before they are cleared). A sample's reward is the sum of its ``rm_scores``, rea
 TransferQueue under its key ``{uid}_{session}_{index}``; padding is left out.
 ``envsched_state.json`` (the scheduler's state and the next scheduler step) is kept next to
 verl's ``data.pt`` in ``global_step_N/``. Rewards must be the verifier's, in [0, 1]; what is
-tested: README, "Use it from your trainer".
+tested: docs/trainers.md.
 """
 
 from __future__ import annotations
