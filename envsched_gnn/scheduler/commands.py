@@ -113,11 +113,18 @@ def _select(args: argparse.Namespace) -> int:
 
 
 def add_sampling_flags(parser: argparse.ArgumentParser) -> None:
-    """``--ds-generation``, ``--ds-oversample``, ``--ds-headroom``, ``--ds-surplus`` and
-    ``--ds-max-generation-batches``: the dynamic sampling of every ``NAME+ds`` scheduler, the
-    same flags on every command that trains."""
+    """``--ds-generation``, ``--ds-oversample``, ``--ds-max-oversample``, ``--ds-headroom``,
+    ``--ds-surplus`` and ``--ds-max-generation-batches``: the dynamic sampling of every
+    ``NAME+ds`` scheduler, the same flags on every command that trains."""
     group = parser.add_argument_group("dynamic sampling (schedulers named NAME+ds)")
-    names = ("generation", "oversample", "headroom", "surplus", "max_generation_batches")
+    names = (
+        "generation",
+        "oversample",
+        "max_oversample",
+        "headroom",
+        "surplus",
+        "max_generation_batches",
+    )
     add_config_flags(
         group,
         DynamicSamplingConfig,

@@ -4,25 +4,25 @@ DAPO's dynamic sampling (Yu et al., 2025, section 3.2, as verl's DAPO recipe run
 composition: the wrapped scheduler picks every *generation batch*, the groups it rolls out are
 filtered, and each update trains on B informative groups. With P the groups pending and I(s)
 the groups of generation batch s whose K rewards are not all equal, P' = P + I(s). If
-|P'| >= B the step updates on the first B of P' (the surplus is dropped, or with
-``surplus = "keep"`` at most B - 1 of it stays pending for the next update, one update
-off-policy); else if P' waited ``max_generation_batches`` generation batches or the budget
-ends with this one (``final``), the step updates on all of P'; else P' stays pending and the
-step makes no update. Every group rolled out is observed by the wrapped scheduler, the
-zero-variance ones too (they are history).
+|P'| >= B the step updates on the first B of P' (with ``surplus = "keep"``, the default, at
+most B - 1 of the rest stays pending for the next update, one update off-policy; with
+``"drop"``, verl's, none); else if P' waited ``max_generation_batches`` generation batches or
+the budget ends with this one (``final``), the step updates on all of P'; else P' stays
+pending and the step makes no update. Every group rolled out is observed by the wrapped
+scheduler, the zero-variance ones too (they are history).
 
 The size G of a generation batch (``generation``), with m = B - |P| the groups missing:
 
-    fixed    G = ceil(o B)                                     (verl's recipe: o = 2; o = 1 is
-                                                                B with accumulation)
-    greso    G = min(ceil(o B), ceil(alpha m / (1 - p)))       (GRESO, arXiv 2506.02177:
-                                                                alpha = 1.25)
+    fixed    G = ceil(o B)                                     (o = 1, B with accumulation, the
+                                                                default; verl's recipe: o = 2)
+    greso    G = min(ceil(o_max B), ceil(alpha m / (1 - p)))   (GRESO, arXiv 2506.02177:
+                                                                alpha = 1.25; o_max = 2)
 
 p is the expected zero-variance share of the batch. A scheduler that predicts each task's
 P(v > 0) (the spread target's E_z, spec 9.3) gives p = 1 - mean E_z over its own picks: G is
 chosen with the last generation batch's share p_0, then once more with the share predicted
 for those G_0 picks. Every other scheduler uses p_0, the zero-variance share of the last
-generation batch rolled out, as GRESO's code does (none yet: G = ceil(o B)). G is also capped
+generation batch rolled out, as GRESO's code does (none yet: G = ceil(o_max B)). G is also capped
 at the selectable tasks and at what the caller's rollout budget has left (``limit``).
 """
 
@@ -51,31 +51,37 @@ class DynamicSamplingConfig:
 
     generation: str = "fixed"
     """Tasks per generation batch: ``fixed``, G = ceil(oversample B); ``greso``, G =
-    ceil(headroom m / (1 - p)) capped at ceil(oversample B), with m the groups missing from B
-    and p the expected zero-variance share (the spread target's prediction, else the last
-    batch's)."""
-    oversample: float = 2.0
-    """o: the fixed generation batch in units of B (verl's DAPO recipe: 2), and the cap of
-    ``greso``'s; >= 1."""
+    ceil(headroom m / (1 - p)) capped at ceil(max_oversample B), with m the groups missing
+    from B and p the expected zero-variance share (the spread target's prediction, else the
+    last batch's). Default: B with accumulation, the first seed's choice on ``poolw``
+    (docs/results/dynamic-sampling.md)."""
+    oversample: float = 1.0
+    """o: the ``fixed`` generation batch in units of B (1: B with accumulation; verl's DAPO
+    recipe: 2); >= 1."""
+    max_oversample: float = 2.0
+    """The cap of ``greso``'s generation batch in units of B (GRESO caps it at its default
+    generation size); >= 1."""
     headroom: float = 1.25
     """alpha: how many more groups than the expected informative ones ``greso`` rolls out
     (GRESO's 1.25); >= 1."""
-    surplus: str = "drop"
-    """Informative groups beyond B at an update: ``drop`` (verl) or ``keep`` (up to B - 1
-    of them train at the next update, one update off-policy)."""
+    surplus: str = "keep"
+    """Informative groups beyond B at an update: ``keep`` (up to B - 1 of them train at the
+    next update, one update off-policy; fewer groups rolled out per group trained under every
+    rule on ``poolw``) or ``drop`` (verl's recipe)."""
     max_generation_batches: int = 10
     """DAPO's ``max_num_gen_batches``: after this many generation batches without B groups
     with spread, the update takes the groups pending (verl raises an error there instead;
     a comparison at a fixed budget has to go on); 10 as in verl's recipe scripts; >= 1."""
 
     def __post_init__(self) -> None:
-        check_bounds(self, at_least={"oversample": 1, "headroom": 1, "max_generation_batches": 1})
+        names = ("oversample", "max_oversample", "headroom", "max_generation_batches")
+        check_bounds(self, at_least=dict.fromkeys(names, 1))
         for name, allowed in (("generation", GENERATION_RULES), ("surplus", SURPLUS_RULES)):
             if getattr(self, name) not in allowed:
                 raise config_error(self, name, getattr(self, name), f"one of {allowed}")
 
 
-DAPO_RECIPE = DynamicSamplingConfig()
+DAPO_RECIPE = DynamicSamplingConfig(oversample=2.0, surplus="drop")
 """verl's DAPO recipe: a fixed generation batch of 2B, the surplus dropped, 10 batches at most."""
 
 
@@ -150,7 +156,7 @@ class DynamicSampling:
 
     Args:
         scheduler: picks every generation batch (any registered scheduler).
-        config: generation rule and surplus, default :data:`DAPO_RECIPE`.
+        config: generation rule and surplus, default :class:`DynamicSamplingConfig` ().
         name: the name in metrics and state (default ``scheduler.name + "+ds"``).
 
     Metrics (``sampling/*``, per generation batch, and run totals): groups generated,
@@ -170,7 +176,7 @@ class DynamicSampling:
         if scheduler.over_samples:
             raise SchedulerError(f"scheduler {scheduler.name!r} already over-samples")
         self.inner = scheduler
-        self.config = config if config is not None else DAPO_RECIPE
+        self.config = config if config is not None else DynamicSamplingConfig()
         self.name = name if name is not None else scheduler.name + SUFFIX
         self.refill = GroupRefill(
             scheduler.batch_size, self.config.max_generation_batches, self.config.surplus == "keep"
@@ -213,12 +219,13 @@ class DynamicSampling:
 
     def _size(self, zero_share: float | None, limit: int | None) -> int:
         c = self.config
-        cap = math.ceil(c.oversample * self.batch_size)
-        size = cap
-        if c.generation == "greso" and zero_share is not None:
-            missing = self.batch_size - len(self.refill.pending)
-            informative = max(1.0 - zero_share, 1.0 / cap)  # all zero: the cap
-            size = min(cap, math.ceil(c.headroom * missing / informative - 1e-9))
+        size = math.ceil(c.oversample * self.batch_size)
+        if c.generation == "greso":
+            size = cap = math.ceil(c.max_oversample * self.batch_size)
+            if zero_share is not None:
+                missing = self.batch_size - len(self.refill.pending)
+                informative = max(1.0 - zero_share, 1.0 / cap)  # all zero: the cap
+                size = min(cap, math.ceil(c.headroom * missing / informative - 1e-9))
         selectable = int(self.inner.eligible.sum())
         size = min(size, selectable, limit if limit is not None else size)
         if size < 1:

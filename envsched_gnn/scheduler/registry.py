@@ -105,7 +105,7 @@ def make_scheduler(
 ) -> Scheduler:
     """Build the scheduler ``name``; ``overrides`` replace fields of its config dataclass,
     ``operations`` reaches the schedulers that read it, and ``sampling`` sets the dynamic
-    sampling of a ``NAME+ds`` (default: verl's DAPO recipe).
+    sampling of a ``NAME+ds`` (default: ``DynamicSamplingConfig()``).
     """
     base = check_scheduler_name(name).removesuffix(SUFFIX)
     factory = SCHEDULERS[base]

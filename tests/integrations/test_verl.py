@@ -14,7 +14,7 @@ import pytest
 
 from envsched_gnn.integrations.schedulers import adapter_scheduler, exact_batch
 from envsched_gnn.integrations.verl import DATA_SOURCE, GenerationBatches, pool_parquet
-from envsched_gnn.scheduler.dynamic_sampling import DynamicSampling
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSampling, DynamicSamplingConfig
 from tests.integrations.small_setup import rollout_rewards, small_graph, small_pool
 
 B, K = 4, 3
@@ -33,8 +33,12 @@ def test_pool_parquet_rows(tmp_path):
     assert first["prompt"][1]["content"] == train[0].task.strip()
 
 
+TWO_B = DynamicSamplingConfig(oversample=2)
+"""A fixed generation batch of 2B (verl's DAPO recipe's size)."""
+
+
 def test_generation_batches_group_rewards_by_uid_and_observe_every_batch():
-    scheduler = adapter_scheduler("verl", "random+ds", small_graph(), batch_size=B)
+    scheduler = adapter_scheduler("verl", "random+ds", small_graph(), batch_size=B, sampling=TWO_B)
     batches = GenerationBatches(scheduler)
     first, first_uids = batches.choose()  # the composition's own: 2B
     refill, refill_uids = batches.choose(3)  # verl's refill: exactly 3
@@ -64,7 +68,7 @@ def test_generation_batches_group_rewards_by_uid_and_observe_every_batch():
     assert batches.observe()["verl/groups_observed"] == 0.0  # nothing is observed twice
 
     restored = GenerationBatches(
-        adapter_scheduler("verl", "random+ds", small_graph(), batch_size=B)
+        adapter_scheduler("verl", "random+ds", small_graph(), batch_size=B, sampling=TWO_B)
     )
     restored.load_state_dict(batches.state_dict())
     assert restored.next_step == 2 and restored.choose()[0] == batches.choose()[0]

@@ -11,6 +11,7 @@ import pytest
 from envsched_gnn.models.evidence_picture import read_png_data
 from envsched_gnn.pipeline.job import RunOptions, run_pipeline
 from envsched_gnn.pipeline.presets import Preset, StartRecipe
+from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 from envsched_gnn.training.competence import COMPETENCE_FILE
 from envsched_gnn.training.competence_profile import CompetenceProfile
 from envsched_gnn.training.grpo.config import GRPOConfig
@@ -51,6 +52,7 @@ def test_main_job_writes_a_report_of_its_own_numbers(tmp_path, store_server, mon
         store=store_server.uri,
         reset_store=True,
         schedulers=["envsched", "random", "random+ds"],
+        sampling=DynamicSamplingConfig(oversample=2),
     )
 
     results = run_pipeline(options, TOY)

@@ -158,17 +158,27 @@ def sizes_of(scheduler, rewards_of, steps):
     return sizes
 
 
-def test_the_greso_rule_sizes_from_the_last_batch_share_by_hand():
-    config = DynamicSamplingConfig(generation="greso", oversample=2, headroom=1.25)
+@pytest.mark.parametrize(
+    "surplus, sizes",
+    [
+        # gen 0: no share yet, G = 2B = 8: t0..t7, informative 6 of 8 -> update, share 2/8
+        # gen 1: m = 4, G = ceil(1.25 * 4 / 0.75) = 7: t8..t14 (round), informative 6
+        # gen 2: share 1/7, G = ceil(1.25 * 4 / (6/7)) = ceil(5.83) = 6
+        ("drop", [8, 7, 6]),
+        # the same, but 2 of gen 0's surplus kept: m = 2, G = ceil(1.25 * 2 / 0.75) = 4
+        # (t8..t11, 3 informative: 5 with the kept, 1 kept again); m = 3,
+        # G = ceil(1.25 * 3 / 0.75) = 5
+        ("keep", [8, 4, 5]),
+    ],
+)
+def test_the_greso_rule_sizes_from_the_last_batch_share_by_hand(surplus, sizes):
+    config = DynamicSamplingConfig(generation="greso", max_oversample=2, surplus=surplus)
     scheduler = DynamicSampling(InOrder(GRAPH, batch_size=4), config)
-    # gen 0: no share yet, G = 2B = 8: t0..t7, informative 6 of 8 -> update, share 2/8
-    # gen 1: m = 4, G = ceil(1.25 * 4 / 0.75) = 7: t8..t14 (round), informative 6 -> update
-    # gen 2: share 1/7, G = ceil(1.25 * 4 / (6/7)) = ceil(5.83) = 6
-    assert sizes_of(scheduler, informative_unless_index_is_3_mod_4, 3) == [8, 7, 6]
+    assert sizes_of(scheduler, informative_unless_index_is_3_mod_4, 3) == sizes
 
 
 def test_the_greso_rule_reads_a_predicted_spread_and_chooses_again_with_it():
-    config = DynamicSamplingConfig(generation="greso", oversample=2, headroom=1.25)
+    config = DynamicSamplingConfig(generation="greso", max_oversample=2, headroom=1.25)
     inner = InOrder(GRAPH, batch_size=4, spread=0.8)
     scheduler = DynamicSampling(inner, config)
     batch = scheduler.next_batch(0)
@@ -195,8 +205,10 @@ def test_a_generation_batch_another_filter_settles_sizes_the_next_by_its_share()
 
 def test_the_caller_caps_the_generation_batch():
     scheduler = make_scheduler("random+ds", GRAPH, batch_size=4, seed=0)
-    assert len(scheduler.next_batch(0)) == 8
+    assert len(scheduler.next_batch(0)) == 4  # the default: B with accumulation
     assert len(scheduler.next_batch(1, 3)) == 3
+    recipe = make_scheduler("dapo", GRAPH, batch_size=4, seed=0)
+    assert len(recipe.next_batch(0)) == 8 and recipe.config.surplus == "drop"
 
 
 K3_SPREAD = set(GRAPH.task_ids[:5])

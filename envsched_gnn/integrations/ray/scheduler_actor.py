@@ -49,7 +49,7 @@ class SchedulerService:
         seed: the scheduler's seed (default 0).
         pool: the pool, whose operation patterns ``envsched_ops`` reads (default none).
         operations: ``{task_id: pattern}`` instead of ``pool`` (default none).
-        sampling: the ``DynamicSamplingConfig`` of a ``NAME+ds`` (default: verl's DAPO recipe).
+        sampling: the ``DynamicSamplingConfig`` of a ``NAME+ds`` (default: its defaults).
         wait_timeout_s: longest wait in ``next_batch`` for the previous step (default 600).
         checkpoint_path: JSON file the state is kept in across restarts (default none).
         store: store URI or folder the observations are written to (default none).
