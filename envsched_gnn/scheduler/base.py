@@ -199,7 +199,7 @@ class BaseScheduler:
         self.selections.record(_check_step(step), [self.log.index_of(t) for t in task_ids])
 
     def load_history(self, observations: Iterable[Observation]) -> None:
-        """Replay past observations: each task observed at step s counts as selected at s."""
+        """Load past observations: each task observed at step s counts as selected at s."""
         observations = sorted(observations, key=lambda o: o.step)
         self._record(observations)
         by_step: dict[int, list[str]] = {}
@@ -332,11 +332,11 @@ class BaseScheduler:
         return None
 
     def _on_observe(self, step: int, observations: list[Observation]) -> None:
-        """Hook: observations new to this scheduler (a restore replays the log in step order)."""
+        """Hook: observations new to this scheduler (a restore walks the log in step order)."""
         return None
 
     def _reset_stats(self) -> None:
-        """Hook: forget the statistics :meth:`_on_observe` built (before a replay)."""
+        """Hook: forget the statistics :meth:`_on_observe` built (before a restore)."""
         return None
 
     def _extra_state(self) -> dict:
