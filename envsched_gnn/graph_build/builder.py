@@ -105,13 +105,6 @@ def within_arrays(tasks: Sequence[Task], k: int) -> tuple[np.ndarray, np.ndarray
     return cols, rows, np.minimum(sims[rows, cols], 1.0)
 
 
-def within_edges(tasks: Sequence[Task], k: int) -> list[EdgeRow]:
-    """Within edges of ONE environment's tasks (TF-IDF fitted on them only)."""
-    tasks = sorted(tasks, key=lambda t: t.task_id)
-    src, dst, sim = within_arrays(tasks, k)
-    return index_rows([t.task_id for t in tasks], dst, src, sim, "within")
-
-
 def abstracts_of(
     pool: PoolSource, tasks: Sequence[Task], llm_extractor: LlmExtractor | None = None
 ) -> list[str]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from envsched_gnn.graph_build.ann import HnswConfig, approximate_cross
 from envsched_gnn.graph_build.embeddings import exact_cosines
-from envsched_gnn.graph_build.neighbours import task_hashes, top_neighbours
+from envsched_gnn.graph_build.neighbours import top_neighbours
 
 EdgeRow = tuple[str, str, str, float]
 
@@ -58,24 +58,6 @@ def cross_neighbours(
         src.append(cols)
         sim.append(np.minimum(sims[found_rows, cols], 1.0))
     return np.concatenate(dst), np.concatenate(src), np.concatenate(sim)
-
-
-def cross_edges(
-    ids: Sequence[str],
-    envs: Sequence[str],
-    q: np.ndarray,
-    targets: Sequence[int],
-    k: int,
-    *,
-    block: int = 1024,
-    progress: bool = False,
-) -> list[EdgeRow]:
-    """Exact cross edges into the ``targets`` from all nodes of other environments."""
-    env_codes = np.unique(np.asarray(envs), return_inverse=True)[1].reshape(-1)
-    found = cross_neighbours(
-        q, env_codes, task_hashes(ids), targets, k, block=block, progress=progress
-    )
-    return index_rows(ids, *found, "cross")
 
 
 def distinct_groups(vectors: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

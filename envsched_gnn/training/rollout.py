@@ -138,7 +138,6 @@ class RolloutEngine:
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.format.eot_id
         )
         self._episode_counter = itertools.count()
-        self.last_timings: dict[str, float] = {}
         self._constraints: ConstrainedDecoding | None = None
 
     def with_agent(self, agent_config: AgentConfig) -> RolloutEngine:
@@ -173,7 +172,6 @@ class RolloutEngine:
         timings["policy_tokens"] = float(sum(int(e.policy_mask.sum()) for e in finished))
         for episode in finished:
             episode.timings = dict(timings)
-        self.last_timings = timings
         return finished
 
     def _grammar(self, env_id: str) -> CallGrammar | None:
