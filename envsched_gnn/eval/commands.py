@@ -247,8 +247,8 @@ def _compare_predictors(args: argparse.Namespace) -> int:
 def _ablate(args: argparse.Namespace) -> int:
     from envsched_gnn.envs.pool_io import load_pool
     from envsched_gnn.eval.ablation.ablate import run_ablation
-    from envsched_gnn.eval.ablation.curves_report import render_rollouts_to_final
     from envsched_gnn.eval.ablation.report import render_margins, render_table
+    from envsched_gnn.eval.ablation.targets_report import render_targets
     from envsched_gnn.eval.controls import CONTROLS, PREDICTOR_CONTROLS
 
     controls = split_names(*(args.controls or []))
@@ -284,7 +284,7 @@ def _ablate(args: argparse.Namespace) -> int:
     results = run_ablation(load_pool(args.pool), config, args.out)
     print(render_table(results, config))
     print(render_margins(results, config))
-    print(render_rollouts_to_final(results, config))
+    print(render_targets(results, config.steps * config.batch_size * config.simulator.rollouts))
     return 0
 
 

@@ -49,8 +49,8 @@ def markdown_table(head: list[str], rows: list[tuple[str, list[str]]]) -> list[s
 
 
 def render_reward_curves(results: dict, config: AblationConfig) -> str:
-    """Per reward (held-out, pool): every scheduler's mean ± CI at each evaluation, then each
-    scheduler minus each reference, paired by seed; then the rollouts to random's final."""
+    """Per reward (held-out, pool, fraction of checks): every scheduler's mean ± CI at each
+    evaluation, then each scheduler minus each reference, paired by seed."""
     lines: list[str] = []
     per_step = _rollouts(config)
     for key, (curve_key, title, _) in REWARDS.items():
@@ -83,85 +83,13 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
                 *markdown_table(["scheduler"] + [f"{grid[i] * per_step:.0f}" for i in later], rows),
                 "",
             ]
-    return "\n".join(lines + [render_rollouts_to_final(results, config)])
+    return "\n".join(lines)
 
 
 def _references(results: dict, key: str) -> list[str]:
     """The references some scheduler's ``key`` is paired against, in the results' order."""
     found = {r for e in results.values() for r, m in e.get("curve_margins", {}).items() if key in m}
     return [name for name in results if name in found]
-
-
-def render_rollouts_to_final(results: dict, config: AblationConfig) -> str:
-    """Rollouts each scheduler needs to reach random's final reward, over seeds, in words."""
-    rows = []
-    words = []
-    budget = config.steps * _rollouts(config)
-    for name, entry in results.items():
-        for key, match in entry.get("rollouts_to_random_final", {}).items():
-            short = REWARDS[key][2]
-            rows.append((name, [short, *_match_cells(match, reference=name == "random")]))
-            if name != "random":
-                words.append(_sentence(name, short, match, budget))
-    if not rows:
-        return ""
-    head = ["scheduler", "reward", "seeds reached", "median rollouts", "mean (reached)"]
-    head += ["minus random's own, paired", "in words"]
-    return "\n".join(
-        [
-            "Rollouts to reach random's final reward (the paper: EnvSched at 40 steps beats "
-            "random's best of 120). Per seed, the target is random's final (last-evaluation) "
-            "reward in that seed; a scheduler reaches it at the first point where its curve, "
-            "interpolated linearly between evaluations, gets there. Over seeds: how many "
-            "reached it, the median (a seed not reached counts as beyond the budget), the mean "
-            "over the seeds that reached, and minus the rollouts random itself first reached "
-            "its final with (random's curve is noisy too), paired by seed, only when every seed "
-            f"reached. Budget: {budget} rollouts per run.",
-            "",
-            *markdown_table(head, rows),
-            "",
-            *(f"- {w}" for w in words),
-            "",
-        ]
-    )
-
-
-def _match_cells(match: dict, reference: bool) -> list[str]:
-    """Seeds reached, median, mean over the reached, minus random's own, in words (the last
-    two blank for random itself)."""
-    median, mean = match["median_rollouts"], match["mean_rollouts_reached"]
-    diff = match["minus_reference"]
-    return [
-        f"{match['reached']}/{match['seeds']}",
-        "not reached" if median is None else f"{median:.0f}",
-        "-" if mean is None else f"{mean:.0f}",
-        "-" if diff is None or reference else format_ci(diff, 0, sign=True, noise=True),
-        "-" if reference else match["verdict"],
-    ]
-
-
-def _sentence(name: str, short: str, match: dict, budget: int) -> str:
-    """One scheduler's rollouts to random's final, in words."""
-    if match["reached"] == 0:
-        return (
-            f"{name} never reached random's final {short} reward ({match['seeds']} seeds); "
-            f"{match['verdict']}."
-        )
-    median = match["median_rollouts"]
-    compared = (
-        match["verdict"]
-        if match["minus_reference"] is None
-        else f"compared with random's own first reach, {match['verdict']}"
-    )
-    where = (
-        "its median is not reached"
-        if median is None
-        else f"median {median:.0f} of {budget} rollouts ({median / budget:.0%} of the budget)"
-    )
-    return (
-        f"{name} reached random's final {short} reward on {match['reached']} of "
-        f"{match['seeds']} seeds, {where}; {compared}."
-    )
 
 
 def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list[Path]:

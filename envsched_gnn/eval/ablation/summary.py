@@ -2,13 +2,13 @@
 
 One code path for both learners. Per scheduler and seed: the score at each reported budget
 step (:func:`scores_at`) and the mean of every batch metric (spec section 6); across n seeds,
-mean +- t_{0.975, n-1} * sd / sqrt(n). "steps to reach random's best": the first budget step at
-which the seed-mean score curve reaches the maximum of random's (null if never). Margins over
-random and over each control, score(a) - score(b), are paired by seed; a CI containing 0 is
-inside the noise. Reward against rollouts (:mod:`~envsched_gnn.eval.ablation.curves`): every
-scheduler minus each of :data:`REFERENCES` at every curve point, and "rollouts to random's
-final" per seed (the paper's "3x fewer rollouts"). Where the records hold ``pool_score`` (the
-reward over every train task), the same is given under ``pool_*`` keys.
+mean +- t_{0.975, n-1} * sd / sqrt(n). Margins over random and over each control, score(a) -
+score(b), are paired by seed; a CI containing 0 is inside the noise. Reward against rollouts
+(:mod:`~envsched_gnn.eval.ablation.curves`): every scheduler minus each of :data:`REFERENCES`
+at every curve point; the rollouts to each share of random's lift, random's final included
+(the paper's "3x fewer rollouts"), are :mod:`~envsched_gnn.eval.ablation.targets`'s
+(``compute_to_target``). Where the records hold ``pool_score`` (the reward over every train
+task) or ``check_fraction``, the same is given under their keys.
 """
 
 from __future__ import annotations
@@ -30,12 +30,7 @@ from envsched_gnn.eval.ablation.config import (
     same_kind_controls,
     target_variants,
 )
-from envsched_gnn.eval.ablation.curves import (
-    REWARD_KEYS,
-    paired_curve,
-    rollouts_to_match,
-    scores_at,
-)
+from envsched_gnn.eval.ablation.curves import REWARD_KEYS, paired_curve, scores_at
 from envsched_gnn.eval.ablation.curves_report import REWARDS
 from envsched_gnn.eval.ablation.targets import summarise_targets
 
@@ -93,10 +88,7 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
         if prediction:
             results[name]["prediction"] = prediction
     if "random" in results:
-        best = max(results["random"]["curve"]["score_mean"])
         for entry in results.values():
-            entry["steps_to_random_best"] = _first_step_reaching(entry, best, grid)
-            entry["random_best_score"] = best
             for key, prefix in MARGINS.items():
                 if key in entry and key in results["random"]:
                     margin = paired_margin(entry, results["random"], config, key)
@@ -138,9 +130,8 @@ def _scores(group: Sequence[dict], key: str, grid: np.ndarray, config: AblationC
 def against_references(
     entry: dict, results: dict, grid: np.ndarray, config: AblationConfig
 ) -> dict:
-    """``curve_margins`` (entry minus each of :data:`REFERENCES` that ran, at every budget step
-    of ``grid``, paired by seed) and ``rollouts_to_random_final`` (per seed, the rollouts to
-    reach random's final reward of the seed), each for the held-out and the pool reward
+    """``curve_margins``: entry minus each of :data:`REFERENCES` that ran, at every budget step
+    of ``grid``, paired by seed, for each reward the runs recorded
     (:mod:`~envsched_gnn.eval.ablation.curves`)."""
     keys = _reward_keys(entry)
     out: dict = {"curve_margins": {}}
@@ -153,13 +144,6 @@ def against_references(
             for key in keys
             if key in _reward_keys(other)
         }
-    if "random" in results:
-        per_budget_step = config.batch_size * config.simulator.rollouts
-        out["rollouts_to_random_final"] = {
-            key: rollouts_to_match(entry["runs"], results["random"]["runs"], per_budget_step, key)
-            for key in keys
-            if key in _reward_keys(results["random"])
-        }
     return out
 
 
@@ -168,13 +152,6 @@ def _reward_keys(entry: dict) -> list[str]:
     return [
         k for k in REWARD_KEYS if all(r["records"][0].get(k) is not None for r in entry["runs"])
     ]
-
-
-def _first_step_reaching(entry: dict, target: float, grid: np.ndarray) -> int | None:
-    """The first budget step at which the seed-mean curve reaches ``target``; None when it
-    never does."""
-    reached = np.flatnonzero(np.asarray(entry["curve"]["score_mean"]) >= target - 1e-12)
-    return int(grid[reached[0]]) if reached.size else None
 
 
 def prediction_summary(group: Sequence[dict]) -> dict:

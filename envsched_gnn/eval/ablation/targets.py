@@ -1,17 +1,17 @@
 """Compute to a target: the rollouts (and rollout seconds) each run needs to reach a share of
 random's lift, the area under its curve, its reward at equal updates, paired by seed.
 
-The runs of one ablation share their start y_0 (the step-0 evaluation). With L the lift of
-plain ``random``, its final held-out reward minus y_0 averaged over seeds, the target of share
-f is y_f = y_0 + f L (f in :data:`FRACTIONS`; one target for every run and seed, so that a
-seed's own noisy final does not move it). Per run (evaluations (b_j, y_j), b in budget steps,
-rollouts = b B K):
+With y_0(s) the start of seed s (the step-0 evaluation, which the policy learner's runs
+share) and L plain ``random``'s lift, its final reward minus its start averaged over seeds, the
+target of share f in seed s is y_f(s) = y_0(s) + f L (f in :data:`FRACTIONS`; 1 is random's
+final, averaged over seeds, so that a seed's own noisy final does not move the target). Per
+run (evaluations (b_j, y_j), b in budget steps, rollouts = b B K):
 
 - rollouts to y_f: the first point where the piecewise-linear curve through the evaluations
   reaches y_f (:func:`~envsched_gnn.eval.ablation.curves.first_reach`), None when none does;
   its rollout seconds, the run's cumulative rollout time interpolated there;
 - area: (1 / R) * integral of the curve over rollouts 0..R (trapezoids, the last evaluation held
-  to the budget R): the mean held-out reward over the budget;
+  to the budget R): the mean reward over the budget;
 - groups rolled out per group trained, and the updates made.
 
 Against each reference of :data:`REFERENCES` that ran, paired by seed: rollouts to each target
@@ -31,8 +31,8 @@ import numpy as np
 from envsched_gnn.eval.ablation.curves import evaluations, first_reach
 from envsched_gnn.eval.stats import mean_ci, paired_difference
 
-FRACTIONS = (0.5, 0.75, 0.9)
-"""Shares of random's final lift whose rollouts are reported."""
+FRACTIONS = (0.5, 0.75, 0.9, 1.0)
+"""Shares of random's final lift whose rollouts are reported (1: random's final)."""
 LIFT_REFERENCE = "random"
 """Whose lift sets the targets: plain uniform sampling, every group trained."""
 REFERENCES = ("random", "random+ds", "envsched_relabelled", "envsched_relabelled+ds")
@@ -41,14 +41,15 @@ and behind dynamic sampling."""
 
 
 def lift_targets(reference_runs: Sequence[Mapping], fractions=FRACTIONS) -> dict | None:
-    """``{"start", "lift", "targets": {f: y_f}}`` from the reference's runs; None when it did
-    not lift (no target to reach)."""
-    start = float(reference_runs[0]["records"][0]["score"])
-    finals = [float(evaluations(r["records"])[1][-1]) for r in reference_runs]
-    lift = float(np.mean(finals)) - start
+    """``{"start": {seed: y_0}, "lift": L, "targets": {f: {seed: y_f}}}`` from the reference's
+    runs (module docstring); None when it did not lift (no target to reach)."""
+    start = {r["seed"]: float(r["records"][0]["score"]) for r in reference_runs}
+    finals = {r["seed"]: float(evaluations(r["records"])[1][-1]) for r in reference_runs}
+    lift = float(np.mean([finals[s] - start[s] for s in start]))
     if lift <= 0:
         return None
-    return {"start": start, "lift": lift, "targets": {str(f): start + f * lift for f in fractions}}
+    targets = {str(f): {s: y + f * lift for s, y in start.items()} for f in fractions}
+    return {"start": start, "lift": lift, "targets": targets}
 
 
 def run_measures(run: Mapping, targets: Mapping[str, float], per_budget_step: int, budget: float):
@@ -101,8 +102,9 @@ def summarise_targets(results: Mapping[str, dict], per_budget_step: int, budget:
     out: dict = {"targets": lifted, "runs": {}}
     measured = {
         name: {
-            r["seed"]: run_measures(r, lifted["targets"], per_budget_step, budget)
+            r["seed"]: run_measures(r, _of_seed(lifted, r["seed"]), per_budget_step, budget)
             for r in entry["runs"]
+            if r["seed"] in lifted["start"]
         }
         for name, entry in results.items()
     }
@@ -119,7 +121,12 @@ def summarise_targets(results: Mapping[str, dict], per_budget_step: int, budget:
     return out
 
 
-def _over_seeds(per_seed: Mapping[int, dict], targets: Mapping[str, float]) -> dict:
+def _of_seed(lifted: Mapping, seed: int) -> dict[str, float]:
+    """The targets of seed ``seed``, by share."""
+    return {f: by_seed[seed] for f, by_seed in lifted["targets"].items()}
+
+
+def _over_seeds(per_seed: Mapping[int, dict], targets: Mapping[str, Mapping]) -> dict:
     rows = list(per_seed.values())
     rollouts = {}
     for f in targets:
@@ -152,7 +159,11 @@ def _versus(name: str, ref: str, results: Mapping, measured: Mapping) -> dict:
     seeds = sorted(set(mine) & set(theirs))
     out: dict = {"seeds": seeds, "rollouts_to": {}}
     for f in next(iter(mine.values()))["rollouts"]:
-        both = [s for s in seeds if mine[s]["rollouts"][f] and theirs[s]["rollouts"][f]]
+        both = [
+            s
+            for s in seeds
+            if mine[s]["rollouts"][f] is not None and theirs[s]["rollouts"][f] is not None
+        ]
         entry: dict = {"pairs": len(both), "difference": None, "ratio": None}
         if both:
             a = {s: mine[s]["rollouts"][f] for s in both}

@@ -31,14 +31,16 @@ def render_targets(results: Mapping[str, dict], budget: int) -> str:
         seconds = e["rollouts_to"].get("0.75", {}).get("rollout_s_reached")
         cells += [format_ci(seconds, 0), format_ci(e["area"], 4)]
         rows.append((name, cells))
+    starts = sorted(set(lifted["start"].values()))
+    start = f"{starts[0]:.4f}" if len(starts) == 1 else "each seed's own"
     lines = [
-        f"Compute to a target. Start {lifted['start']:.4f}; random's final lift "
-        f"{lifted['lift']:+.4f} (mean over seeds); target f = start + f x lift, one for every "
-        "run. Rollouts to a target: where the run's curve through its evaluations (piecewise "
-        "linear) first reaches it; reached on how many seeds, the median (a seed that never "
-        "does counts beyond the budget) and the mean ± 95 % CI over the seeds that reached. "
-        "Rollout s: the run's rollout time to 75 %. Area: the curve's mean over the budget of "
-        f"{budget:,} rollouts.",
+        f"Compute to a target. Start {start}; random's final lift {lifted['lift']:+.4f} (mean "
+        "over seeds); the target of share f is start + f x lift (100 %: random's final, "
+        "averaged over seeds). Rollouts to a target: where the run's curve through its "
+        "evaluations (piecewise linear) first reaches it; reached on how many seeds, the "
+        "median (a seed that never does counts beyond the budget) and the mean ± 95 % CI over "
+        "the seeds that reached. Rollout s: the run's rollout time to 75 %. Area: the curve's "
+        f"mean over the budget of {budget:,} rollouts.",
         "",
         *markdown_table(head, rows),
         "",

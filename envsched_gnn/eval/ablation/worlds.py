@@ -87,8 +87,7 @@ def world_rows(name: str, results: Mapping) -> tuple[list[str], list[tuple[str, 
         if scheduler == REFERENCE:
             continue
         picks = entry.get("picks", {})
-        reach = entry.get("rollouts_to_random_final", {}).get("score", {})
-        median = reach.get("median_rollouts")
+        reach = entry.get("compute_to_target", {}).get("rollouts_to", {}).get("1.0")
         cells = [
             scheduler,
             format_ci(entry.get("margin_over_random", {}).get(final), sign=True, noise=True),
@@ -100,11 +99,19 @@ def world_rows(name: str, results: Mapping) -> tuple[list[str], list[tuple[str, 
             format_ci(entry.get("pool_margin_over_random", {}).get(final), sign=True, noise=True),
             format_ci(picks.get("wasted_share")),
             format_ci(picks.get("wasted_minus_random"), sign=True, noise=True),
-            f"{'median not reached' if median is None else f'{median:.0f}'} "
-            f"({reach.get('reached', 0)}/{reach.get('seeds', len(entry['seeds']))})",
+            _reached(reach),
         ]
         rows.append((name, cells))
     return world, rows
+
+
+def _reached(reach: Mapping | None) -> str:
+    """Median rollouts to a target (seeds reached); n/a for a comparison made before compute to
+    a target was measured."""
+    if reach is None:
+        return "n/a"
+    median = "median not reached" if reach["median"] is None else f"{reach['median']:.0f}"
+    return f"{median} ({reach['reached']}/{reach['seeds']})"
 
 
 def target_rows(name: str, results: Mapping) -> list[tuple[str, list[str]]]:
@@ -112,15 +119,13 @@ def target_rows(name: str, results: Mapping) -> list[tuple[str, list[str]]]:
     lift, and how many times fewer than random and than random behind dynamic sampling."""
     rows = []
     for scheduler, entry in results.items():
-        compute = entry.get("compute_to_target")
-        if compute is None:
+        compute = entry.get("compute_to_target", {})
+        if "versus" not in compute:  # a world measured before compute to a target
             continue
-        reach = compute["rollouts_to"][TARGET]
-        median = "-" if reach["median"] is None else f"{reach['median']:.0f}"
         cells = [
             scheduler,
             format_ci(compute["groups_per_trained"], 2),
-            f"{median} ({reach['reached']}/{reach['seeds']})",
+            _reached(compute["rollouts_to"][TARGET]),
             *(
                 fewer_times(compute["versus"].get(ref, {}).get("rollouts_to", {}).get(TARGET))
                 for ref in (REFERENCE, REFERENCE + "+ds")

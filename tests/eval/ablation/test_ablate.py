@@ -62,7 +62,7 @@ def test_tiny_ablation_writes_every_key(tmp_path, capsys):
         assert 0.0 <= score["mean"] <= 1.0 and score["ci95"] is not None
         for metric in ("batch/mean_reward_variance", "batch/envs_covered", "batch/tools_used"):
             assert np.isfinite(entry["metrics"][metric]["mean"]), (name, metric)
-        assert "steps_to_random_best" in entry and "margin_over_random" in entry
+        assert "margin_over_random" in entry and "curve_margins" in entry
     assert results["dapo"]["updates"]["mean"] < results["random"]["updates"]["mean"]
     report = (out / "report.md").read_text()
     assert "learner: simulator" in report and "| envsched |" in report

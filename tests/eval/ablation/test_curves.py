@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from envsched_gnn.eval.ablation.config import STEP_METRICS, AblationConfig
-from envsched_gnn.eval.ablation.curves import first_reach, rollouts_to_match
+from envsched_gnn.eval.ablation.curves import first_reach
 from envsched_gnn.eval.ablation.curves_report import render_reward_curves
 from envsched_gnn.eval.ablation.report import write_ablation_report
 from envsched_gnn.eval.ablation.summary import summarise
@@ -101,51 +101,34 @@ def test_paired_differences_at_every_evaluation(results):
 
 
 def test_rollouts_to_reach_randoms_final(results):
-    envsched = results["envsched"]["rollouts_to_random_final"]["score"]
-    per_seed = {p["seed"]: p for p in envsched["per_seed"]}
-    # seed 0: target 0.60, reached between budget steps 0 (0.50) and 2 (0.65)
-    assert per_seed[0]["target"] == 0.60
-    assert per_seed[0]["rollouts"] == pytest.approx(0.10 / 0.15 * 2 * PER_STEP)
-    assert per_seed[0]["first_evaluation"] == 2.0
-    # random's own first reach of its 0.60: between 2 (0.55) and 4 (0.60)
-    assert per_seed[0]["reference_rollouts"] == pytest.approx(4 * PER_STEP)
-    assert per_seed[1]["rollouts"] == pytest.approx(2 * PER_STEP)  # 0.58 exactly at step 2
-    assert per_seed[1]["reference_rollouts"] == pytest.approx(0.08 / 0.10 * 2 * PER_STEP)
-    # seed 2: target 0.62, envsched ends at 0.61: not reached
-    assert per_seed[2]["rollouts"] is None and per_seed[2]["first_evaluation"] is None
-    assert envsched["reached"] == 2 and envsched["seeds"] == 3
-    assert envsched["median_rollouts"] == pytest.approx(2 * PER_STEP)  # (21.3, 32, not reached)
-    assert envsched["mean_rollouts_reached"] == pytest.approx((0.10 / 0.15 * 2 + 2) * PER_STEP / 2)
-    assert envsched["minus_reference"] is None  # no interval when a seed did not reach it
-    assert envsched["verdict"].startswith("not reached on 1 of 3 seeds")
+    """Random's finals 0.60, 0.58, 0.62 from a shared 0.50: lift 0.10, so its final (share 1 of
+    the lift) is 0.60 in every seed."""
+    envsched = results["envsched"]["compute_to_target"]
+    per_seed = {s: m["rollouts"]["1.0"] for s, m in envsched["per_seed"].items()}
+    # seed 0: between budget steps 0 (0.50) and 2 (0.65); seed 1: between 2 (0.58) and 4
+    # (0.66); seed 2: between 2 (0.56) and 4 (0.61)
+    reached = [0.10 / 0.15 * 2, 2 + 0.02 / 0.08 * 2, 2 + 0.04 / 0.05 * 2]
+    assert [per_seed[s] for s in range(3)] == pytest.approx([b * PER_STEP for b in reached])
+    final = envsched["rollouts_to"]["1.0"]
+    assert (final["reached"], final["seeds"]) == (3, 3)
+    assert final["median"] == pytest.approx(reached[1] * PER_STEP)
+    # random itself: 0.60 at 4, at 2 exactly, and between 2 (0.52) and 4 (0.62)
+    randoms = [4.0, 2.0, 2 + 0.08 / 0.10 * 2]
+    ratio = envsched["versus"]["random"]["rollouts_to"]["1.0"]["ratio"]
+    expected = math.exp(np.mean([math.log(r / e) for r, e in zip(randoms, reached, strict=True)]))
+    assert ratio["mean"] == pytest.approx(expected) and ratio["n"] == 3
 
-    rho0 = results["rho0"]["rollouts_to_random_final"]["score"]
-    assert [p["rollouts"] for p in rho0["per_seed"]] == pytest.approx([32.0, 32.0, 32.0])
-    mean, half = _t_interval([32.0 - 64.0, 32.0 - 25.6, 32.0 - 64.0])
-    assert rho0["minus_reference"]["mean"] == pytest.approx(mean)
-    assert rho0["minus_reference"]["ci95"] == pytest.approx(half)
-    assert rho0["verdict"].startswith("inside the noise")  # -19.2 ± 55.1
-
-    # the pool reward is the held-out - 0.1 in every run: the same answers
-    pool = results["envsched"]["rollouts_to_random_final"]["pool_score"]
-    assert [p["rollouts"] for p in pool["per_seed"]] == pytest.approx(
-        [p["rollouts"] for p in envsched["per_seed"]]
+    rho0 = results["rho0"]["compute_to_target"]
+    # 0.60 exactly at 2; never (0.58 at most); between 0 (0.50) and 2 (0.62)
+    assert rho0["per_seed"][1]["rollouts"]["1.0"] is None
+    assert [rho0["per_seed"][s]["rollouts"]["1.0"] for s in (0, 2)] == pytest.approx(
+        [2 * PER_STEP, 0.10 / 0.12 * 2 * PER_STEP]
     )
+    assert rho0["rollouts_to"]["1.0"]["reached"] == 2
+    assert rho0["versus"]["random"]["rollouts_to"]["1.0"]["pairs"] == 2
 
 
-def test_no_seed_reached_and_a_clear_saving():
-    reference = [_run("random", s, [0.5, 0.55, 0.60]) for s in range(3)]
-    never = [_run("x", s, [0.5, 0.50, 0.50]) for s in range(3)]
-    match = rollouts_to_match(never, reference, PER_STEP)
-    assert match["reached"] == 0 and match["median_rollouts"] is None
-    assert match["mean_rollouts_reached"] is None
-    fast = [_run("x", s, [0.5, [0.60, 0.61, 0.62][s], 0.7]) for s in range(3)]
-    match = rollouts_to_match(fast, reference, PER_STEP)
-    assert match["minus_reference"]["mean"] < 0
-    assert match["verdict"].startswith("sooner than the reference")
-
-
-def test_report_shows_curves_margins_and_rollouts_to_match(tmp_path, results):
+def test_report_shows_curves_margins_and_compute_to_target(tmp_path, results):
     run_info = {
         "heldout": {"tasks": 4, "samples": 2, "seed": 0, "every_steps": 2},
         "sft_steps": 0,
@@ -160,10 +143,9 @@ def test_report_shows_curves_margins_and_rollouts_to_match(tmp_path, results):
     assert "Pool reward minus envsched_relabelled, paired by seed" in report
     assert "| scheduler | 0 | 32 | 64 |" in report  # rollouts = budget step x B x K
     assert "| envsched | +0.0400 ± " in report  # envsched - random at 32 rollouts
-    assert "| envsched | held-out | 2/3 | 32 | 27 | - | not reached on 1 of 3 seeds" in report
-    assert "rho0 reached random's final held-out reward on 3 of 3 seeds" in report
-    assert "inside the noise (the 95 % interval contains 0)" in report
-    assert "| 32 (2/3 seeds) |" in report  # the main table's column
+    assert "Compute to a target. Start 0.5000; random's final lift +0.1000" in report
+    assert "| 40 (3/3 seeds) |" in report  # the main table's column, envsched
+    assert "| rho0 |" in report and "(2/3 seeds) |" in report
     for name in ("score.png", "pool_score.png", "paired_margins.png", "batch_metrics.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG", name
         assert f"({name})" in report
@@ -187,10 +169,11 @@ def test_simulator_tables_keep_step_0_and_the_score_columns():
                          "schedule_s": 0.1, "rollouts": 20 * PER_STEP})  # fmt: skip
     results = summarise(runs, config)
     assert len(results["envsched"]["curve_margins"]["random"]["score"]["mean"]) == 21
-    match = results["envsched"]["rollouts_to_random_final"]["score"]
-    # random ends at 0.70 (+0.001 seed 1); envsched gets there after 10 steps
-    assert [p["budget_step"] for p in match["per_seed"]] == pytest.approx([10.0, 10.0])
-    assert "pool_score" not in results["envsched"]["rollouts_to_random_final"]
+    per_seed = results["envsched"]["compute_to_target"]["per_seed"]
+    # random ends at 0.70 and 0.701: its final, averaged, is 0.7005; envsched gets there at
+    # 10.025 and 9.975 budget steps
+    reached = [per_seed[s]["rollouts"]["1.0"] / PER_STEP for s in (0, 1)]
+    assert reached == pytest.approx([10.025, 9.975])
     text = render_reward_curves(results, config)
     assert "| scheduler | 0 | 64 | 192 | 320 |" in text
     assert "| envsched | +0.0400 ± 0.0000 | +0.1200 ± 0.0000 | +0.2000 ± 0.0000 |" in text

@@ -50,8 +50,12 @@ RANDOM = [plain({0: 0.5, 2: 0.56, 4: 0.60}, 0), plain({0: 0.5, 2: 0.54, 4: 0.58}
 
 def test_targets_are_shares_of_randoms_mean_lift():
     lifted = lift_targets(RANDOM)
-    assert lifted["start"] == 0.5 and lifted["lift"] == pytest.approx(0.09)
-    assert lifted["targets"] == pytest.approx({"0.5": 0.545, "0.75": 0.5675, "0.9": 0.581})
+    assert lifted["start"] == {0: 0.5, 1: 0.5} and lifted["lift"] == pytest.approx(0.09)
+    for f, y in {"0.5": 0.545, "0.75": 0.5675, "0.9": 0.581, "1.0": 0.59}.items():
+        assert lifted["targets"][f] == pytest.approx({0: y, 1: y})
+    # each seed's own start (the simulator's runs do not share one), the same lift
+    other = [plain({0: 0.4, 4: 0.5}, 0), plain({0: 0.5, 4: 0.58}, 1)]
+    assert lift_targets(other)["targets"]["1.0"] == pytest.approx({0: 0.49, 1: 0.59})
     flat = [plain({0: 0.5, 4: 0.49}, 0)]
     assert lift_targets(flat) is None  # no lift, nothing to reach
 

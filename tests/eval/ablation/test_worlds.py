@@ -38,7 +38,9 @@ def world(lift: tuple[float, float]) -> dict:
         "margin_over_controls": {"envsched_relabelled": {"2": _margin(-0.01, 0.03)}},
         "pool_margin_over_random": {"2": _margin(0.0, None)},
         "picks": {"wasted_share": _margin(0.3, 0.02), "wasted_minus_random": _margin(-0.15, 0.04)},
-        "rollouts_to_random_final": {"score": {"median_rollouts": 96.0, "reached": 2, "seeds": 2}},
+        "compute_to_target": {
+            "rollouts_to": {"1.0": {"median": 96.0, "reached": 2, "seeds": 2}},
+        },
     }
     return {"random": random, "envsched": envsched}
 
@@ -85,9 +87,8 @@ def with_targets(results: dict) -> dict:
     reach = {"reached": 2, "seeds": 2, "median": 640.0, "mean_reached": _margin(640.0, 80.0)}
     ratio = {"pairs": 2, "ratio": {"mean": 1.6, "interval": [1.2, 2.1], "n": 2}}
     results["envsched"]["compute_to_target"] = {
-        "targets": {"start": 0.5, "lift": 0.2, "targets": {"0.75": 0.65}},
         "groups_per_trained": _margin(1.4, 0.1),
-        "rollouts_to": {"0.75": reach},
+        "rollouts_to": {"0.75": reach, "1.0": reach},
         "versus": {"random": {"rollouts_to": {"0.75": ratio}, "area": _margin(0.01, 0.02)}},
     }
     for entry in results.values():
