@@ -109,7 +109,7 @@ def test_generation_batches_are_handed_out_and_every_group_observed(runtime):
     """Behind dynamic sampling prime-rl's gates filter: the sampler hands out the scheduler's
     generation batches, sized by GRESO's rule from the share of the last batch all back, and
     observes every group, the zero-variance ones too."""
-    greso = DynamicSamplingConfig(generation="greso", oversample=3)
+    greso = DynamicSamplingConfig(generation="greso", max_oversample=3)
     options = {"batch_size": B, "pool": small_pool(), "sampling": greso}
     scheduler = adapter_scheduler("prime_rl", "envsched_ops+ds", small_graph(), **options)
     sampler = EnvSchedTaskSampler(scheduler, taskset(), task_id_of=lambda task: task.data.id)

@@ -138,7 +138,7 @@ def test_scheduler_actor_grows_live_and_a_restart_comes_back_on_the_grown_graph(
     assert not retired & set(ray.get(actor.next_batch.remote(3)))
 
 
-KEEP = DynamicSamplingConfig(surplus="keep")
+KEEP = DynamicSamplingConfig(oversample=2, surplus="keep")
 OVER_SAMPLING = {"batch_size": B, "seed": 0, "pool": small_pool(), "sampling": KEEP}
 """``envsched_ops+ds``: the coverage over operation patterns (from the pool) behind dynamic
 sampling, the surplus kept pending for the next update."""

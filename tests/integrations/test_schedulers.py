@@ -53,7 +53,7 @@ def test_over_sampling_is_refused_only_where_the_framework_cannot_run_it(adapter
 
 
 def test_a_sampling_config_reaches_the_composition_and_only_it():
-    greso = DynamicSamplingConfig(generation="greso", oversample=1.5)
+    greso = DynamicSamplingConfig(generation="greso", max_oversample=1.5)
     scheduler = adapter_scheduler("ray", "random+ds", small_graph(), batch_size=B, sampling=greso)
     assert isinstance(scheduler, DynamicSampling) and scheduler.config == greso
     for name in ("random", "dapo"):
@@ -83,7 +83,7 @@ def test_envsched_ops_gets_the_pools_operation_patterns_or_says_how_to_give_them
 
 
 def test_a_refill_gets_exactly_the_tasks_asked_for():
-    greso = DynamicSamplingConfig(generation="greso", oversample=2)
+    greso = DynamicSamplingConfig(generation="greso", max_oversample=2)
     scheduler = adapter_scheduler("verl", "random+ds", small_graph(), batch_size=B, sampling=greso)
     observe_generation(scheduler, 0, {t: [0.0, 0.0] for t in scheduler.next_batch(0)})
     assert scheduler.generation_size() == 8  # all zero-variance: the cap, 2B
