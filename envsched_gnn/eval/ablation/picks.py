@@ -130,13 +130,15 @@ def waste_over_training(picks: Sequence[Pick], windows: int = WINDOWS) -> list[d
 
 def zero_calls(called: Sequence[bool], zero: Sequence[bool]) -> dict | None:
     """Precision and recall of calls "this group will be zero-variance" against what the
-    groups were; None without a call or without a zero-variance group."""
+    groups were; None without a zero-variance group. Without a call, recall is 0 and precision
+    NaN (a predictor that never calls a pick zero-variance, as a spread target that picks
+    the tasks it predicts to spread may)."""
     called, zero = np.asarray(called, bool), np.asarray(zero, bool)
     hits = int((called & zero).sum())
-    if not called.any() or not zero.any():
+    if not zero.any():
         return None
     return {
-        "precision": hits / int(called.sum()),
+        "precision": hits / int(called.sum()) if called.any() else math.nan,
         "recall": hits / int(zero.sum()),
         "called": int(called.sum()),
         "zero": int(zero.sum()),
@@ -271,7 +273,9 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
     for name, per_seed in calls.items():
         made = [c for c in per_seed if c is not None]
         summary[name] = (
-            {m: mean_ci([c[m] for c in made]) for m in ("precision", "recall")} if made else None
+            {m: _mean_ci_of([c[m] for c in made]) for m in ("precision", "recall")}
+            if made
+            else None
         )
     for key in ("calls_share", "zero_share_by_calls"):
         counts = sorted({c for r in rows for c in r[key]}, key=int)
@@ -292,6 +296,12 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
     summary["first_visits"] = int(sum(r["first_visits"] for r in rows))
     summary["repeat_visits"] = int(sum(r["repeat_visits"] for r in rows))
     return summary
+
+
+def _mean_ci_of(values: Sequence[float]) -> dict | None:
+    """mean_ci of the values that are not NaN; None when none is."""
+    kept = [v for v in values if not math.isnan(v)]
+    return mean_ci(kept) if kept else None
 
 
 def _paired(a: Mapping[int, dict], b: Mapping[int, dict], key: str) -> dict | None:
@@ -397,7 +407,7 @@ def _render_calls(diagnosis: Mapping[str, dict]) -> list[str]:
     def call(stat: Mapping | None) -> list[str]:
         if stat is None:
             return ["-", "-"]
-        return [format_ci(stat["precision"], 3), format_ci(stat["recall"], 3)]
+        return [format_ci(stat["precision"], 3, "no call"), format_ci(stat["recall"], 3)]
 
     rows = [
         (

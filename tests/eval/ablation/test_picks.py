@@ -131,6 +131,13 @@ def test_the_calls_before_rollout_by_hand():
     assert summary["auc_repeat"] == 1.0
     no_calls = seed_summary(run_picks(ENVSCHED, POOL))
     assert no_calls["spread_call"] == {} and no_calls["groups_per_trained"] is None
+    # a spread target that never calls a pick zero-variance: recall 0, precision undefined
+    confident = [{**group, "spread": [0.9] * len(group["task_ids"])} for group in ENVSCHED]
+    never = seed_summary(run_picks(confident, POOL))["spread_call"]["first"]
+    assert never["recall"] == 0.0 and math.isnan(never["precision"]) and never["called"] == 0
+    runs = {"envsched_spread": [{"seed": 0, "groups": confident, "records": [{"step": -1}]}]}
+    summary = diagnose_picks(runs, POOL)["envsched_spread"]["spread_call_first"]
+    assert summary["precision"] is None and summary["recall"]["mean"] == 0.0
 
 
 def test_waste_over_training_by_hand():
