@@ -265,8 +265,7 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
         "abstracts_per_batch",
         "top_abstracts_share",
     ):
-        values = [r[key] for r in rows if r[key] is not None and not math.isnan(r[key])]
-        summary[key] = mean_ci(values) if values else None
+        summary[key] = _mean_ci_of([r[key] for r in rows])
     calls = {"history_call": [r["history_call"] for r in rows]}
     for visit in ("first", "repeat"):
         calls[f"spread_call_{visit}"] = [r["spread_call"].get(visit) for r in rows]
@@ -281,9 +280,8 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
         counts = sorted({c for r in rows for c in r[key]}, key=int)
         summary[key] = {}
         for c in counts:
-            values = [r[key].get(c, 0.0 if key == "calls_share" else math.nan) for r in rows]
-            values = [v for v in values if not math.isnan(v)]
-            summary[key][c] = mean_ci(values) if values else None
+            missing = 0.0 if key == "calls_share" else math.nan
+            summary[key][c] = _mean_ci_of([r[key].get(c, missing) for r in rows])
     summary["waste_over_training"] = [
         {
             part: mean_ci([w[part] for w in column if w is not None])
@@ -298,9 +296,9 @@ def _over_seeds(per_seed: Mapping[int, dict]) -> dict:
     return summary
 
 
-def _mean_ci_of(values: Sequence[float]) -> dict | None:
-    """mean_ci of the values that are not NaN; None when none is."""
-    kept = [v for v in values if not math.isnan(v)]
+def _mean_ci_of(values: Sequence[float | None]) -> dict | None:
+    """mean_ci of the values that are neither None nor NaN; None when none is."""
+    kept = [v for v in values if v is not None and not math.isnan(v)]
     return mean_ci(kept) if kept else None
 
 
