@@ -284,7 +284,7 @@ def _ablate(args: argparse.Namespace) -> int:
     results = run_ablation(load_pool(args.pool), config, args.out)
     print(render_table(results, config))
     print(render_margins(results, config))
-    print(render_targets(results, config.steps * config.batch_size * config.simulator.rollouts))
+    print(render_targets(results, config.budget_rollouts))
     return 0
 
 

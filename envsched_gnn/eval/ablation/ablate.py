@@ -157,7 +157,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
     observed = np.zeros(graph.num_tasks, bool)
     start = time.perf_counter()
     schedule_seconds = 0.0
-    loop: StepLoop[Rollouts] = StepLoop(scheduler, k, cfg.steps * cfg.batch_size * k)
+    loop: StepLoop[Rollouts] = StepLoop(scheduler, k, cfg.budget_rollouts)
     step = 0
     while not loop.done:
         batch = loop.choose(step)
@@ -170,7 +170,7 @@ def run_job(job: Job, ctx: JobContext) -> dict:
         if trained:
             sim.update(Rollouts.concat(trained))
         tools = len(set().union(*(tools_of[t] for t in batch.task_ids)))
-        budget_step = loop.spent / (cfg.batch_size * k)
+        budget_step = loop.spent / cfg.rollouts_per_step
         record = {"step": step, "budget_step": budget_step, "score": sim.score()}
         record.update(batch_metrics(rewards, env_of, tools))
         record.update(prediction_quality(scheduler, graph, rewards, truth, observed))

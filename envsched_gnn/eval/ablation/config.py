@@ -199,6 +199,16 @@ class AblationConfig:
     policy: PolicyLearnerConfig = field(default_factory=PolicyLearnerConfig)
     """The policy learner's settings (``learner = "policy"``)."""
 
+    @property
+    def rollouts_per_step(self) -> int:
+        """B x K: the rollouts of one budget step."""
+        return self.batch_size * self.simulator.rollouts
+
+    @property
+    def budget_rollouts(self) -> int:
+        """R = steps x B x K: every run's budget in rollouts."""
+        return self.steps * self.rollouts_per_step
+
     def __post_init__(self) -> None:
         if self.learner not in ("sim", "policy"):
             raise config_error(self, "learner", self.learner, "'sim' or 'policy'")
@@ -211,7 +221,7 @@ class AblationConfig:
             )
         names = ("seeds", "steps", "batch_size", "workers", "evaluations")
         check_bounds(self, at_least=dict.fromkeys(names, 1), non_negative=("control_seed",))
-        budget = self.steps * self.batch_size * self.simulator.rollouts
+        budget = self.budget_rollouts
         if any(not 1 <= r <= budget for r in self.eval_rollouts):
             raise config_error(
                 self, "eval_rollouts", self.eval_rollouts, f"counts in [1, {budget}] (the budget)"
@@ -285,7 +295,7 @@ def curve_steps(config: AblationConfig) -> np.ndarray:
     if config.learner == "sim":
         return np.arange(config.steps + 1, dtype=np.float64)
     if config.eval_rollouts:
-        per_step = config.batch_size * config.simulator.rollouts
+        per_step = config.rollouts_per_step
         points = {0.0, float(config.steps), *(r / per_step for r in config.eval_rollouts)}
         return np.array(sorted(points), dtype=np.float64)
     e = eval_every_for(config.steps, config.evaluations)

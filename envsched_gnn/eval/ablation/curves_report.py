@@ -25,11 +25,6 @@ REWARDS = {
 """Reward key -> (its curve in the results, its title, its short name)."""
 
 
-def _rollouts(config: AblationConfig) -> int:
-    """B x K: rollouts per budget step."""
-    return config.batch_size * config.simulator.rollouts
-
-
 def _columns(grid: list[float], config: AblationConfig) -> list[int]:
     """Indices of the curve's budget steps that a table shows."""
     if len(grid) <= MAX_COLUMNS:
@@ -52,7 +47,7 @@ def render_reward_curves(results: dict, config: AblationConfig) -> str:
     """Per reward (held-out, pool, fraction of checks): every scheduler's mean ± CI at each
     evaluation, then each scheduler minus each reference, paired by seed."""
     lines: list[str] = []
-    per_step = _rollouts(config)
+    per_step = config.rollouts_per_step
     for key, (curve_key, title, _) in REWARDS.items():
         entries = [(name, e) for name, e in results.items() if curve_key in e]
         if not entries:
@@ -100,7 +95,7 @@ def plot_reward_curves(results: dict, out: Path, config: AblationConfig) -> list
     plt = pyplot()
     label = LEARNER_LABELS[config.learner]
     style = {
-        "per_step": _rollouts(config),
+        "per_step": config.rollouts_per_step,
         "marker": "o" if config.learner == "policy" else None,
         "colors": {name: f"C{i % 10}" for i, name in enumerate(results)},
     }

@@ -234,7 +234,7 @@ def heldout_start(start: Any, recipe: Any) -> dict[str, Any]:
 def run_record(job: Job, result: Any, config: AblationConfig, run_dir: Path) -> dict:
     """A :class:`GRPOResult` as a harness run (the layout of ``ablate.run_job``'s);
     ``run_dir`` is the run's folder relative to the ablation's output folder."""
-    per_budget_step = config.batch_size * config.simulator.rollouts
+    per_budget_step = config.rollouts_per_step
     scores = {int(e["step"]): float(e["mean_reward"]) for e in result.evals}
     pool = {int(e["step"]): float(e["pool"]["mean_reward"]) for e in result.evals if "pool" in e}
     fractions = {

@@ -95,7 +95,7 @@ def summarise(runs: Sequence[dict], config: AblationConfig) -> dict:
                     entry[f"{prefix}margin_over_random"] = margin
     for entry in results.values():
         entry.update(against_references(entry, results, grid, config))
-    per_budget_step = config.batch_size * config.simulator.rollouts
+    per_budget_step = config.rollouts_per_step
     compute = summarise_targets(results, per_budget_step, float(config.steps))
     for name, entry in compute.get("runs", {}).items():
         results[name]["compute_to_target"] = {"targets": compute["targets"], **entry}
