@@ -45,6 +45,24 @@ def test_resumed_run_equals_the_uninterrupted_one(tmp_path, passes):
         assert torch.equal(x, y), name
 
 
+@pytest.mark.timeout(180)  # a spinning fit loop fails here, not at the suite's 600 s
+def test_resuming_a_finished_run_trains_nothing_and_gives_its_result(tmp_path):
+    """What the store's error line tells a user whose server did not come back to run: the
+    run's ``last.ckpt`` is after its last step, so the resumed run only ends, with the run's
+    result and weights (its stream is empty; Lightning's fit loop would spin on it)."""
+    config = small_config(steps=2)
+    whole = run(config, tmp_path / "whole")
+    resumed = run(
+        config, tmp_path / "resumed", resume=tmp_path / "whole" / "checkpoints" / "last.ckpt"
+    )
+    assert resumed.batches == whole.batches and resumed.rewards == whole.rewards
+    assert resumed.rollouts == whole.rollouts == 2 * 2 * 4
+    a, _ = load_policy(tmp_path / "whole" / "policy")
+    b, _ = load_policy(tmp_path / "resumed" / "policy")
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+
+
 def test_resume_refuses_a_checkpoint_of_another_seed(tmp_path):
     run(small_config(steps=2), tmp_path / "part", stop_after=1)
     with pytest.raises(ValueError, match="seed"):

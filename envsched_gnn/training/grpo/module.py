@@ -156,7 +156,9 @@ class GRPOModule(L.LightningModule):
             self.ref_policy.to(self.device)
 
     def on_train_start(self) -> None:
-        if self.next_step == 0 and not self.eval_results:
+        if self.loop.done:  # resumed from a run that spent its budget: nothing left to train
+            self.trainer.should_stop = True  # (its stream is empty; the fit loop would spin)
+        elif self.next_step == 0 and not self.eval_results:
             self._evaluate(0)
 
     def teardown(self, stage: str) -> None:
