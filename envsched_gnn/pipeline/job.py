@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from envsched_gnn.observations import DEFAULT_REWARD, Reward
 from envsched_gnn.pipeline.demo_policy import demo_sft_config, demo_start_config, preset_pools
 from envsched_gnn.pipeline.presets import PRESETS, Preset
-from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
+from envsched_gnn.scheduler.dynamic_sampling import SUFFIX, DynamicSamplingConfig
 from envsched_gnn.scheduler.registry import check_scheduler_name
 from envsched_gnn.training.policy_engine import ACCELERATORS
 from envsched_gnn.validation import check_bounds, config_error
@@ -56,10 +56,13 @@ class RunOptions:
     """Clear a store that is not the default one before writing (the default one always is)."""
     steps: int | None = None
     """GRPO steps per scheduler (default: the preset's)."""
-    schedulers: list[str] = field(default_factory=lambda: ["envsched", "random"])
+    schedulers: list[str] = field(default_factory=lambda: ["envsched+ds", "random+ds", "random"])
     """Schedulers compared at equal rollouts (names of the scheduler registry, NAME+ds behind
     dynamic sampling; on the command line comma-separated); the first one's observations go
-    to the store."""
+    to the store. The default: EnvSched behind dynamic sampling against its baseline, random
+    behind the same filter, and plain random GRPO (docs/results/dynamic-sampling.md: on a pool
+    with waste, EnvSched behind the filter reached 75 % of random's lift in fewer rollouts than
+    random behind it, beyond the noise of 5 seeds)."""
     sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     """Dynamic sampling of the NAME+ds schedulers (the --ds-* flags)."""
     model: str | None = None
@@ -334,8 +337,9 @@ def _record_results(
         progress(
             f"{name}: held-out {row['heldout_start']:.3f} -> {row['heldout_end']:.3f}, "
             f"mean batch reward variance {row['batch/mean_reward_variance']:.4f}, "
-            f"envs/batch {row['batch/envs_covered']:.1f}, {result.rollouts} rollouts "
-            f"({result.wall_s:.1f} s)"
+            f"envs/batch {row['batch/envs_covered']:.1f}, {result.rollouts} rollouts, "
+            f"{row['updates']:.0f} updates, {row['rolled_per_trained']:.2f} groups rolled per "
+            f"group trained ({result.wall_s:.1f} s)"
         )
     return results, evidence
 
@@ -387,6 +391,31 @@ def _profile_words(profile: Any) -> str:
     )
 
 
+def _sampling_notes(options: RunOptions) -> list[str]:
+    """What dynamic sampling does, when a scheduler runs behind it (design section 9.5)."""
+    behind = [name for name in options.schedulers if name.endswith(SUFFIX)]
+    if not behind:
+        return []
+    sampling = options.sampling
+    size = (
+        "GRESO's rule (what is missing / (1 - the expected zero-variance share) x "
+        f"{sampling.headroom:g}, at most {sampling.max_oversample:g} B)"
+        if sampling.generation == "greso"
+        else f"{sampling.oversample:g} B"
+    )
+    surplus = (
+        "the surplus waits for the next update"
+        if sampling.surplus == "keep"
+        else "the surplus is dropped"
+    )
+    return [
+        f"{', '.join(behind)}: dynamic sampling (DAPO's filter and refill): a step rolls out "
+        f"a generation batch of {size} tasks, groups whose K rewards are all equal are "
+        f"dropped and cost their rollouts, and an update waits for B groups with spread; "
+        f"{surplus}. Every rollout counts, so all schedulers spend the same budget"
+    ]
+
+
 def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial, start) -> list[str]:
     budget = steps * preset.grpo.batch_size * preset.grpo.group_size
     starts = []
@@ -404,6 +433,7 @@ def _notes(options: RunOptions, preset: Preset, steps: int, pool, initial, start
         f"({len(pool.split('train'))} train, {len(pool.split('test'))} held-out)",
         f"every scheduler: {steps} GRPO steps of B = {preset.grpo.batch_size} tasks x K = "
         f"{preset.grpo.group_size} rollouts ({budget} rollouts) from the same start",
+        *_sampling_notes(options),
         f"held-out evaluation: {initial['tasks']} test tasks x {preset.grpo.eval_samples} samples, "
         f"same seed each time, at step 0 and every {preset.grpo.eval_every} steps",
         "demo sizes are chosen so that the job ends in under 20 minutes on 2 CPU cores; "

@@ -37,14 +37,21 @@ PLOTS = (
 
 
 def summarize(result: Mapping) -> dict[str, float]:
-    """One row of the comparison table: held-out reward at start, end and best, and the
-    per-step batch metrics averaged over the steps (the paper's per-step metrics)."""
+    """One row of the comparison table: held-out reward at start, end and best, the per-step
+    batch metrics averaged over the steps (the paper's per-step metrics), the updates made and
+    the groups rolled out per group trained (1 without dynamic sampling, which trains every
+    group; above 1, the groups with no reward spread it filtered out)."""
     evals = result.get("eval", [])
+    steps = result.get("steps", [])
+    rolled = sum(len(groups) for groups in result.get("rewards", []))
+    trained = sum(s.get("batch/kept_groups", math.nan) for s in steps)
     row: dict[str, float] = {
         "heldout_start": evals[0]["mean_reward"] if evals else math.nan,
         "heldout_end": evals[-1]["mean_reward"] if evals else math.nan,
         "heldout_best": max((e["mean_reward"] for e in evals), default=math.nan),
-        "steps": float(len(result.get("steps", []))),
+        "steps": float(len(steps)),
+        "updates": float(sum(s.get("batch/kept_groups", math.nan) > 0 for s in steps)),
+        "rolled_per_trained": rolled / trained if trained else math.nan,
         "rollouts": float(result.get("rollouts", 0)),
     }
     for name in BATCH_METRICS:
@@ -134,7 +141,7 @@ def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
             lines += _reward_table(results, part, title)
     if has_part(results, "pool"):
         lines += _headroom_table(results)
-    lines += ["", "## The paper's per-step metrics (mean over steps)", ""]
+    lines += ["", "## The paper's per-step metrics (mean over steps) and the run's totals", ""]
     columns = [
         ("mean reward", "batch/mean_reward", 3),
         ("mean reward var.", "batch/mean_reward_variance", 4),
@@ -144,6 +151,8 @@ def render_markdown(results: Mapping, plot_names: Sequence[str] = ()) -> str:
         ("envs covered", "batch/envs_covered", 2),
         ("tools used", "batch/tools_used", 2),
         ("steps", "steps", 0),
+        ("updates", "updates", 0),
+        ("groups rolled / trained", "rolled_per_trained", 2),
         ("rollouts", "rollouts", 0),
     ]
     lines.append("| scheduler | " + " | ".join(title for title, _, _ in columns) + " |")

@@ -5,12 +5,14 @@ the report folder."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from envsched_gnn.models.evidence_picture import read_png_data
 from envsched_gnn.pipeline.job import RunOptions, run_pipeline
 from envsched_gnn.pipeline.presets import Preset, StartRecipe
+from envsched_gnn.pipeline.report import summarize
 from envsched_gnn.scheduler.dynamic_sampling import DynamicSamplingConfig
 from envsched_gnn.training.competence import COMPETENCE_FILE
 from envsched_gnn.training.competence_profile import CompetenceProfile
@@ -80,6 +82,16 @@ def test_main_job_writes_a_report_of_its_own_numbers(tmp_path, store_server, mon
     )
     report = (out / "report.md").read_text()
     assert "| envsched |" in report and "| random |" in report
+    # every group trains without the filter; behind it, the groups with no spread do not
+    rows = {name: summarize(result) for name, result in on_disk["schedulers"].items()}
+    assert rows["envsched"]["updates"] == 2 and rows["envsched"]["rolled_per_trained"] == 1.0
+    behind = on_disk["schedulers"]["random+ds"]
+    rolled = sum(len(groups) for groups in behind["rewards"])
+    trained = behind["steps"][0]["batch/kept_groups"]
+    expected = rolled / trained if trained else math.nan  # no group with spread: no update
+    assert rolled == 2 * 4 and rows["random+ds"]["updates"] == int(trained > 0)
+    assert rows["random+ds"]["rolled_per_trained"] == pytest.approx(expected, nan_ok=True)
+    assert "groups rolled / trained" in report and "random+ds: dynamic sampling" in report
     assert "sometimes right" in report and "Headroom of the pool" in report
     for plot in ("heldout_reward.png", "reward_variance.png", "envs_covered.png"):
         assert (out / plot).read_bytes()[:4] == b"\x89PNG"
