@@ -96,6 +96,8 @@ def verl_config(graph: Path, scheduler: str, *overrides: str):
 
 
 FILTER = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward")
+OVERSAMPLE_2B = "+envsched.sampling.oversample=2"
+"""A fixed generation batch of 2B, verl's DAPO recipe (the composition's default is B)."""
 
 
 @pytest.fixture
@@ -220,7 +222,7 @@ class EnvironmentRollouts:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "scheduler, overrides",
-    [("envsched_spread+ds", FILTER), ("envsched", ())],
+    [("envsched_spread+ds", (*FILTER, OVERSAMPLE_2B)), ("envsched", ())],
     ids=["over-sampling, verl filters", "plain, no filter"],
 )
 def test_one_verl_step_feeds_verls_filter_and_observes_every_group(
@@ -262,13 +264,15 @@ def test_one_verl_step_feeds_verls_filter_and_observes_every_group(
     assert len(trained) == B
 
     # the batches are the scheduler's: its own first, verl's refills exactly as asked
-    replica = adapter_scheduler("verl", scheduler, small_graph(), batch_size=B)
+    composed = isinstance(trainer.scheduler, DynamicSampling)
+    sampling = trainer.scheduler.config if composed else None
+    replica = adapter_scheduler("verl", scheduler, small_graph(), batch_size=B, sampling=sampling)
     assert rollouts.batches[0] == replica.next_batch(0)
     for step, refill in enumerate(rollouts.batches[1:], start=1):
         assert refill == exact_batch(replica, step, len(refill))
     spread = {key for key, r in rollouts.rolled.items() if min(r) != max(r)}
-    if isinstance(trainer.scheduler, DynamicSampling):
-        assert len(rollouts.batches[0]) == 2 * B  # the composition's generation batch
+    if composed:
+        assert sampling.oversample == 2 and len(rollouts.batches[0]) == 2 * B  # its batch
         # verl evicted every zero-variance group, refilled, trained B with spread and
         # dropped the surplus
         assert trained <= spread
