@@ -401,6 +401,8 @@ def _sampling_notes(options: RunOptions) -> list[str]:
         "GRESO's rule (what is missing / (1 - the expected zero-variance share) x "
         f"{sampling.headroom:g}, at most {sampling.max_oversample:g} B)"
         if sampling.generation == "greso"
+        else "B"
+        if sampling.oversample == 1
         else f"{sampling.oversample:g} B"
     )
     surplus = (
