@@ -397,14 +397,13 @@ def _sampling_notes(options: RunOptions) -> list[str]:
     if not behind:
         return []
     sampling = options.sampling
-    size = (
-        "GRESO's rule (what is missing / (1 - the expected zero-variance share) x "
-        f"{sampling.headroom:g}, at most {sampling.max_oversample:g} B)"
-        if sampling.generation == "greso"
-        else "B"
-        if sampling.oversample == 1
-        else f"{sampling.oversample:g} B"
-    )
+    if sampling.generation == "greso":
+        size = (
+            "GRESO's rule (what is missing / (1 - the expected zero-variance share) x "
+            f"{sampling.headroom:g}, at most {sampling.max_oversample:g} B)"
+        )
+    else:
+        size = "B" if sampling.oversample == 1 else f"{sampling.oversample:g} B"
     surplus = (
         "the surplus waits for the next update"
         if sampling.surplus == "keep"

@@ -50,7 +50,7 @@ def summarize(result: Mapping) -> dict[str, float]:
         "heldout_end": evals[-1]["mean_reward"] if evals else math.nan,
         "heldout_best": max((e["mean_reward"] for e in evals), default=math.nan),
         "steps": float(len(steps)),
-        "updates": float(sum(s.get("batch/kept_groups", math.nan) > 0 for s in steps)),
+        "updates": steps[-1].get("train/updates_total", math.nan) if steps else math.nan,
         "rolled_per_trained": rolled / trained if trained else math.nan,
         "rollouts": float(result.get("rollouts", 0)),
     }
